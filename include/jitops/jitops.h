@@ -1,0 +1,302 @@
+/*
+ * libjitops — GPU operations whose kernels are compiled at run time.
+ *
+ * This is the one public header. It declares the core: status codes and errors, the runtime
+ * (one per CUDA device), the JIT service (register CUDA C++ sources, get kernels by name
+ * expression, launch them), the cache statistics and the cache administration used by the
+ * `jitops-cache` tool. The built-in ops are declared in the per-family headers included at
+ * the end.
+ *
+ * Conventions, for every entry point:
+ *   - Every function returns a jitops_status. JITOPS_SUCCESS is 0; anything else is a failure
+ *     whose details jitops_last_error() returns on the same thread.
+ *   - The library never aborts, exits or prints. JITOPS_LOG=error|warn|info|debug sends its
+ *     log to stderr.
+ *   - Every function is thread-safe. Handles are opaque and come in create/destroy pairs.
+ *   - Tensors are DLPack DLTensors: strides are in elements (NULL means compact row-major),
+ *     byte_offset is honoured, and device tensors must live on the runtime's device.
+ *   - Kernels run on the stream the caller passes (NULL is the legacy default stream) and
+ *     the library never synchronizes unless an entry point says so.
+ *   - A problem with the disk cache never fails a call: the cache is a speed-up, and the
+ *     library falls back to compiling in memory, with one warning in the log.
+ */
+#ifndef JITOPS_JITOPS_H
+#define JITOPS_JITOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define JITOPS_API
+#else
+#define JITOPS_API __attribute__((visibility("default")))
+#endif
+
+#define JITOPS_VERSION_MAJOR 0
+#define JITOPS_VERSION_MINOR 1
+#define JITOPS_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------------------------
+ * Status and errors
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum jitops_status {
+  JITOPS_SUCCESS = 0,
+  JITOPS_ERR_INVALID_ARGUMENT = 1, /* a NULL pointer, or a bad scalar or flag */
+  JITOPS_ERR_INVALID_SHAPE = 2,    /* a rank, shape or length that does not fit the op */
+  JITOPS_ERR_INVALID_DTYPE = 3,    /* a dtype the op does not take, or tensors that disagree */
+  JITOPS_ERR_INVALID_LAYOUT = 4,   /* strides, byte offsets or alignment the op cannot use */
+  JITOPS_ERR_INVALID_DEVICE = 5,   /* a tensor on another device, or in the wrong memory */
+  JITOPS_ERR_OUT_OF_RANGE = 6,     /* a value checked on the host (a length, an index) */
+  JITOPS_ERR_NOT_FOUND = 7,        /* an unknown source name or catalogue entry */
+  JITOPS_ERR_ALREADY_EXISTS = 8,   /* a source name already registered with other contents */
+  JITOPS_ERR_COMPILE = 9,          /* NVRTC failed; jitops_last_error() holds its log */
+  JITOPS_ERR_NO_DEVICE = 10,       /* no CUDA driver or device, or a compile-only runtime */
+  JITOPS_ERR_DRIVER = 11,          /* a CUDA driver call failed */
+  JITOPS_ERR_OUT_OF_MEMORY = 12,   /* host or device memory */
+  JITOPS_ERR_UNSUPPORTED = 13,     /* valid, but not supported by this build or device */
+  JITOPS_ERR_CACHE = 14,           /* only from the jitops_cache_* administration calls */
+  JITOPS_ERR_IO = 15,              /* a file could not be read or written */
+  JITOPS_ERR_INTERNAL = 16         /* a bug in libjitops: please report it */
+} jitops_status;
+
+/* The status's name, such as "JITOPS_ERR_COMPILE". Never NULL. */
+JITOPS_API const char *jitops_status_string(jitops_status status);
+
+/* The calling thread's most recent failure, as one message that names the function and the
+ * argument ("jitops_kernel_get: name_expression is NULL"). "" before any failure. The
+ * pointer stays valid until the next failing call on this thread. */
+JITOPS_API const char *jitops_last_error(void);
+
+/* "0.1.0". */
+JITOPS_API const char *jitops_version_string(void);
+
+/* ------------------------------------------------------------------------------------------
+ * Runtime: one per CUDA device
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct jitops_runtime jitops_runtime_t;
+
+typedef enum jitops_cache_mode {
+  JITOPS_CACHE_MODE_DEFAULT = 0,   /* $JITOPS_CACHE: "off", "readonly", else read-write */
+  JITOPS_CACHE_MODE_READWRITE = 1, /* look up, and store what is compiled */
+  JITOPS_CACHE_MODE_READONLY = 2,  /* look up only; compiled kernels live in memory */
+  JITOPS_CACHE_MODE_OFF = 3        /* no disk tier at all */
+} jitops_cache_mode;
+
+typedef struct jitops_runtime_config {
+  /* CUDA device ordinal. -1 makes a compile-only runtime, which needs `arch`: it compiles
+   * and caches, and every launch returns JITOPS_ERR_NO_DEVICE. */
+  int device;
+  /* Target such as "sm_90". NULL: the device's own. With a device, it must match it. */
+  const char *arch;
+  /* Cache directory. NULL: $JITOPS_CACHE_DIR, else $XDG_CACHE_HOME/jitops, else
+   * ~/.cache/jitops. The directory is created 0700 and must be owned by the caller and not
+   * writable by others; otherwise the disk tier is turned off with one warning. */
+  const char *cache_dir;
+  jitops_cache_mode cache_mode;
+  /* Upper bound of the database's blob bytes; least recently used kernels go first.
+   * 0: $JITOPS_CACHE_MAX_BYTES, else 1 GiB. Negative: unbounded. */
+  int64_t cache_max_bytes;
+  /* A shipped, read-only second tier (a file made by `jitops-cache export`), opened
+   * immutable and consulted after the main database. NULL: $JITOPS_CACHE_SHIPPED, if set. */
+  const char *shipped_cache;
+} jitops_runtime_config;
+
+/* Fills `config` with the defaults: device 0, everything else from the environment. */
+JITOPS_API void jitops_runtime_config_init(jitops_runtime_config *config);
+
+/* Creates a runtime. For a device, it loads libcuda.so.1 and retains the device's primary
+ * context (the one the CUDA runtime, PyTorch and CuPy use). `config` NULL means the
+ * defaults. Errors: JITOPS_ERR_INVALID_ARGUMENT (out NULL, device < -1, device -1 without
+ * arch, a malformed arch), JITOPS_ERR_NO_DEVICE (no driver, or no such device),
+ * JITOPS_ERR_UNSUPPORTED (arch not the device's), JITOPS_ERR_DRIVER, JITOPS_ERR_OUT_OF_MEMORY. */
+JITOPS_API jitops_status jitops_runtime_create(const jitops_runtime_config *config,
+                                               jitops_runtime_t **out);
+
+/* Flushes the cache's usage counts, unloads every module and releases the primary context.
+ * The caller must have finished (or synchronized) all work it launched. NULL is a no-op. */
+JITOPS_API void jitops_runtime_destroy(jitops_runtime_t *runtime);
+
+typedef struct jitops_runtime_info {
+  int device;            /* -1 for a compile-only runtime */
+  int has_device;        /* 1 when launches can run */
+  int arch;              /* 90 for sm_90 */
+  int nvrtc_version;     /* 1300 for NVRTC 13.0 */
+  char arch_name[16];    /* "sm_90" */
+  char device_name[256]; /* "" without a device */
+  char cache_path[1024]; /* the database in use, "" when the disk tier is off */
+  int cache_writable;    /* 1 when compiled kernels are stored on disk */
+} jitops_runtime_info;
+
+JITOPS_API jitops_status jitops_runtime_get_info(const jitops_runtime_t *runtime,
+                                                 jitops_runtime_info *out);
+
+/* Counters since the runtime was created. Every kernel request is exactly one of a memory
+ * hit, a disk hit or a miss. A miss compiles, unless another process compiled the same key
+ * while this one waited for it, which counts as a disk hit after a wait. */
+typedef struct jitops_stats {
+  uint64_t memory_hits;
+  uint64_t disk_hits;
+  uint64_t misses;
+  uint64_t compiles;       /* NVRTC runs that succeeded */
+  uint64_t compile_errors; /* NVRTC runs that failed */
+  uint64_t waits;          /* misses that waited for another process's compile */
+  uint64_t disk_errors;    /* cache problems survived (corruption, I/O, full disk) */
+  double compile_ms;       /* total NVRTC time */
+} jitops_stats;
+
+JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtime,
+                                                  jitops_stats *out);
+
+/* ------------------------------------------------------------------------------------------
+ * The JIT service: user templates through the same machinery as the built-in ops
+ * ---------------------------------------------------------------------------------------- */
+
+/* Registers CUDA C++ source text under `name` in this runtime. Sources may include each other
+ * and the built-in headers by name (#include "jitops/common.cuh"). Registering the same
+ * contents again is a no-op; other contents under a used name give JITOPS_ERR_ALREADY_EXISTS.
+ * The text is copied. Names are at most 255 bytes of [A-Za-z0-9_./-]. */
+JITOPS_API jitops_status jitops_source_register(jitops_runtime_t *runtime, const char *name,
+                                                const char *source);
+
+typedef struct jitops_kernel jitops_kernel_t;
+
+/* Returns the kernel `name_expression` (a __global__ function, or a template instance such
+ * as "my::axpy<float, 4>") from the source `source_name`, compiled with `options` (NVRTC
+ * options such as "-DTILE=64"; the library adds the target and its own defaults). The first
+ * request compiles or loads from disk; later ones cost one hash and one table probe. The
+ * kernel belongs to the runtime and lives as long as it does.
+ * Errors: JITOPS_ERR_INVALID_ARGUMENT, JITOPS_ERR_NOT_FOUND (no such source),
+ * JITOPS_ERR_COMPILE (the NVRTC log is in jitops_last_error()), JITOPS_ERR_DRIVER. On a
+ * compile-only runtime the kernel is compiled and cached but cannot be launched. */
+JITOPS_API jitops_status jitops_kernel_get(jitops_runtime_t *runtime, const char *source_name,
+                                           const char *name_expression,
+                                           const char *const *options, size_t num_options,
+                                           jitops_kernel_t **out);
+
+typedef struct jitops_launch_params {
+  uint32_t grid[3];     /* blocks; each ≥ 1 */
+  uint32_t block[3];    /* threads per block; each ≥ 1 */
+  uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB the opt-in limit is set */
+  void *stream;         /* a CUstream or cudaStream_t; NULL is the legacy default stream */
+} jitops_launch_params;
+
+/* Launches `kernel` with `args` (an array of pointers to each argument, as cuLaunchKernel
+ * takes them). Asynchronous. Errors: JITOPS_ERR_INVALID_ARGUMENT (bad dimensions),
+ * JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_DRIVER. */
+JITOPS_API jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
+                                              const jitops_launch_params *params, void **args);
+
+/* The lowered (mangled) name of the kernel, for diagnostics. */
+JITOPS_API const char *jitops_kernel_lowered_name(const jitops_kernel_t *kernel);
+
+/* ------------------------------------------------------------------------------------------
+ * Workspace: scratch memory for ops that need it
+ * ---------------------------------------------------------------------------------------- */
+
+/* Device memory the caller lends to an op. An op that needs scratch takes a
+ * `const jitops_workspace *`: NULL (or too small) makes it allocate with cuMemAllocAsync and
+ * free with cuMemFreeAsync on the op's stream, which keeps it graph-capturable. Each op's
+ * header says how many bytes it needs. */
+typedef struct jitops_workspace {
+  void *ptr;
+  size_t bytes;
+} jitops_workspace;
+
+/* ------------------------------------------------------------------------------------------
+ * Catalogue: the common specializations of the built-in ops, for prewarming
+ * ---------------------------------------------------------------------------------------- */
+
+/* The number of entries in the prewarm catalogue. */
+JITOPS_API size_t jitops_catalogue_size(void);
+
+/* The op family and a short description of entry `index`. */
+JITOPS_API jitops_status jitops_catalogue_describe(size_t index, const char **op,
+                                                   const char **description);
+
+/* Compiles and caches catalogue entry `index` for the runtime's target. Works on a
+ * compile-only runtime. Thread-safe: the tool compiles entries in parallel. */
+JITOPS_API jitops_status jitops_catalogue_compile(jitops_runtime_t *runtime, size_t index);
+
+/* ------------------------------------------------------------------------------------------
+ * Cache administration (what `jitops-cache` does). Needs no GPU.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct jitops_cache jitops_cache_t;
+
+/* Opens the cache database in `dir` (NULL: the default location) for administration. Unlike
+ * the runtime, it reports problems: JITOPS_ERR_CACHE (unusable, unsafe or corrupt database),
+ * JITOPS_ERR_IO. `writable` 0 opens read-only. */
+JITOPS_API jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out);
+JITOPS_API void jitops_cache_close(jitops_cache_t *cache);
+
+/* The database file. */
+JITOPS_API const char *jitops_cache_path(const jitops_cache_t *cache);
+
+typedef struct jitops_cache_entry {
+  uint8_t key[16];
+  const char *op; /* the source name the kernel came from */
+  const char *name_expression;
+  const char *lowered_name;
+  const char *target; /* "sm_90", or "compute_90" for PTX */
+  const char *options;
+  int nvrtc_version;
+  int64_t bytes;
+  double compile_ms;
+  int64_t created;   /* Unix seconds */
+  int64_t last_used; /* Unix seconds */
+  int64_t use_count;
+} jitops_cache_entry;
+
+/* Calls `visit` for each entry whose op and target match (NULL matches all), most recently
+ * used first. A non-zero return from `visit` stops the walk. */
+JITOPS_API jitops_status jitops_cache_list(jitops_cache_t *cache, const char *op,
+                                           const char *target,
+                                           int (*visit)(const jitops_cache_entry *, void *),
+                                           void *user);
+
+typedef struct jitops_cache_group_stats {
+  const char *op;
+  const char *target;
+  int64_t entries;
+  int64_t bytes;
+  int64_t memory_hits; /* as flushed by runtimes when they were destroyed */
+  int64_t disk_hits;
+  int64_t misses;
+  int64_t compiles;
+} jitops_cache_group_stats;
+
+/* Calls `visit` once per (op, target) group. */
+JITOPS_API jitops_status jitops_cache_stats(jitops_cache_t *cache,
+                                            int (*visit)(const jitops_cache_group_stats *,
+                                                         void *),
+                                            void *user);
+
+/* Removes entries of `op` (NULL: any) last used more than `older_than_days` days ago (< 0:
+ * regardless of age). `removed` may be NULL. */
+JITOPS_API jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op,
+                                            double older_than_days, int64_t *removed);
+
+/* Recomputes every blob's hash and deletes the rows that do not match. */
+JITOPS_API jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked,
+                                             int64_t *dropped);
+
+/* Writes a compact copy of the database to `file`, which must not exist. */
+JITOPS_API jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file);
+
+/* Adds the entries of an exported file that verify and are not present yet. */
+JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file,
+                                             int64_t *imported, int64_t *rejected);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* JITOPS_JITOPS_H */

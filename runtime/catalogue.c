@@ -1,0 +1,58 @@
+/* The prewarm catalogue: the common specializations of every built-in op family, which
+ * `jitops-cache prewarm` compiles ahead of time. Each family lists its own entries in its
+ * runtime/ops/ file; this table only strings the families together. */
+#include "runtime/op_support.h"
+
+extern const jitops__catalogue_family jitops__catalogue_example;
+/* Op families add themselves here, one line each. */
+
+static const jitops__catalogue_family *const families[] = {
+    &jitops__catalogue_example,
+};
+
+enum { FAMILY_COUNT = sizeof(families) / sizeof(families[0]) };
+
+/* Maps a global index to (family, index within it). */
+static const jitops__catalogue_family *locate(size_t index, size_t *local) {
+  for (size_t f = 0; f < FAMILY_COUNT; ++f) {
+    size_t n = families[f]->count();
+    if (index < n) {
+      *local = index;
+      return families[f];
+    }
+    index -= n;
+  }
+  return NULL;
+}
+
+size_t jitops_catalogue_size(void) {
+  size_t total = 0;
+  for (size_t f = 0; f < FAMILY_COUNT; ++f)
+    total += families[f]->count();
+  return total;
+}
+
+jitops_status jitops_catalogue_describe(size_t index, const char **op, const char **description) {
+  size_t local;
+  const jitops__catalogue_family *family = locate(index, &local);
+  if (family == NULL)
+    return jitops__fail(JITOPS_ERR_NOT_FOUND,
+                        "jitops_catalogue_describe: index %zu is past the catalogue's %zu entries",
+                        index, jitops_catalogue_size());
+  if (op != NULL)
+    *op = family->op;
+  if (description != NULL)
+    *description = family->describe(local);
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops_catalogue_compile(jitops_runtime_t *runtime, size_t index) {
+  JITOPS__REQUIRE_NONNULL("jitops_catalogue_compile", runtime);
+  size_t local;
+  const jitops__catalogue_family *family = locate(index, &local);
+  if (family == NULL)
+    return jitops__fail(JITOPS_ERR_NOT_FOUND,
+                        "jitops_catalogue_compile: index %zu is past the catalogue's %zu entries",
+                        index, jitops_catalogue_size());
+  return family->compile(runtime, local);
+}

@@ -1,0 +1,124 @@
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int test_failures = 0;
+static int test_checks = 0;
+
+void test_check_fails(jitops_status got, jitops_status want, const char *needle,
+                      const char *call, const char *file, int line) {
+  ++test_checks;
+  const char *message = jitops_last_error();
+  if (got != want) {
+    fprintf(stderr, "%s:%d: %s -> %s, expected %s (%s)\n", file, line, call,
+            jitops_status_string(got), jitops_status_string(want), message);
+    ++test_failures;
+  } else if (needle != NULL && strstr(message, needle) == NULL) {
+    fprintf(stderr, "%s:%d: %s: message \"%s\" lacks \"%s\"\n", file, line, call, message,
+            needle);
+    ++test_failures;
+  }
+}
+
+int test_finish(const char *name) {
+  if (test_failures == 0) {
+    printf("%s: passed\n", name);
+    return 0;
+  }
+  printf("%s: %d failure(s)\n", name, test_failures);
+  return 1;
+}
+
+void test_remove_tree(const char *path) {
+  DIR *dir = opendir(path);
+  if (dir == NULL) {
+    unlink(path);
+    return;
+  }
+  struct dirent *entry;
+  char child[4096];
+  while ((entry = readdir(dir)) != NULL) {
+    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+      continue;
+    snprintf(child, sizeof child, "%s/%s", path, entry->d_name);
+    struct stat st;
+    if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) {
+      chmod(child, 0700);
+      test_remove_tree(child);
+    } else {
+      unlink(child);
+    }
+  }
+  closedir(dir);
+  rmdir(path);
+}
+
+static void make_dirs(const char *path) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; ++p) {
+    if (*p == '/') {
+      *p = 0;
+      mkdir(buf, 0700);
+      *p = '/';
+    }
+  }
+  mkdir(buf, 0700);
+}
+
+void test_fresh_dir(const char *tag, char *out, size_t out_size) {
+  const char *root = getenv("JITOPS_TEST_TMP");
+  char base[2048];
+  if (root == NULL || root[0] == 0)
+    snprintf(base, sizeof base, "/tmp/jitops-test-%d", (int)getpid());
+  else
+    snprintf(base, sizeof base, "%s", root);
+  snprintf(out, out_size, "%s/%s", base, tag);
+  test_remove_tree(out);
+  make_dirs(base);
+  chmod(base, 0700);
+  mkdir(out, 0700);
+  chmod(out, 0700);
+}
+
+jitops_runtime_config test_offline_config(const char *arch, const char *dir) {
+  jitops_runtime_config cfg;
+  jitops_runtime_config_init(&cfg);
+  cfg.device = -1;
+  cfg.arch = arch;
+  cfg.cache_dir = dir;
+  cfg.cache_mode = dir ? JITOPS_CACHE_MODE_READWRITE : JITOPS_CACHE_MODE_OFF;
+  cfg.shipped_cache = NULL;
+  return cfg;
+}
+
+uint64_t test_rand_u64(uint64_t *state) {
+  uint64_t x = *state ? *state : 0x9E3779B97F4A7C15ull;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+double test_rand_uniform(uint64_t *state, double lo, double hi) {
+  return lo + (hi - lo) * ((double)(test_rand_u64(state) >> 11) / 9007199254740992.0);
+}
+
+jitops_runtime_t *test_gpu_runtime_or_skip(const char *test_name) {
+  jitops_runtime_t *rt = NULL;
+  jitops_status status = jitops_runtime_create(NULL, &rt);
+  if (status == JITOPS_ERR_NO_DEVICE) {
+    printf("%s: skipped, no GPU: %s\n", test_name, jitops_last_error());
+    exit(TEST_SKIP);
+  }
+  if (status != JITOPS_SUCCESS) {
+    fprintf(stderr, "%s: jitops_runtime_create: %s: %s\n", test_name,
+            jitops_status_string(status), jitops_last_error());
+    exit(1);
+  }
+  return rt;
+}
