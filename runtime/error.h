@@ -19,18 +19,18 @@ jitops_status jitops__fail(jitops_status status, const char *fmt, ...) JITOPS__P
 void jitops__fail_append(const char *text);
 
 /* Propagates a failure that already set its message. */
-#define JITOPS__TRY(expr)                                                                        \
-  do {                                                                                           \
-    jitops_status try_status_ = (expr);                                                          \
-    if (try_status_ != JITOPS_SUCCESS)                                                           \
-      return try_status_;                                                                        \
+#define JITOPS__TRY(expr)                                                                          \
+  do {                                                                                             \
+    jitops_status try_status_ = (expr);                                                            \
+    if (try_status_ != JITOPS_SUCCESS)                                                             \
+      return try_status_;                                                                          \
   } while (0)
 
 /* Argument checks for entry points: `fn` names the entry point, the message the argument. */
-#define JITOPS__REQUIRE_NONNULL(fn, arg)                                                         \
-  do {                                                                                           \
-    if ((arg) == NULL)                                                                           \
-      return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, #arg);              \
+#define JITOPS__REQUIRE_NONNULL(fn, arg)                                                           \
+  do {                                                                                             \
+    if ((arg) == NULL)                                                                             \
+      return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, #arg);                \
   } while (0)
 
 #endif

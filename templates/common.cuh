@@ -50,15 +50,9 @@ __device__ __forceinline__ bfloat16 make_bfloat16(float f) {
 }
 
 // acc_t<T>: the type arithmetic on T happens in. Half types accumulate in float.
-template <class T> struct accumulate {
-  typedef T type;
-};
-template <> struct accumulate<half> {
-  typedef float type;
-};
-template <> struct accumulate<bfloat16> {
-  typedef float type;
-};
+template <class T> struct accumulate { typedef T type; };
+template <> struct accumulate<half> { typedef float type; };
+template <> struct accumulate<bfloat16> { typedef float type; };
 template <class T> using acc_t = typename accumulate<T>::type;
 
 // load/store convert between a storage type and its accumulation type.
@@ -89,10 +83,18 @@ template <class T> __device__ __forceinline__ void store(T *p, acc_t<T> v) {
 // Numeric limits of the storage type, expressed in its accumulation type.
 template <class T> struct limits;
 template <> struct limits<float> {
-  static __device__ __forceinline__ float infinity() { return __int_as_float(0x7f800000); }
-  static __device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
-  static __device__ __forceinline__ float lowest() { return -3.40282347e+38f; }
-  static __device__ __forceinline__ float max() { return 3.40282347e+38f; }
+  static __device__ __forceinline__ float infinity() {
+    return __int_as_float(0x7f800000);
+  }
+  static __device__ __forceinline__ float quiet_nan() {
+    return __int_as_float(0x7fc00000);
+  }
+  static __device__ __forceinline__ float lowest() {
+    return -3.40282347e+38f;
+  }
+  static __device__ __forceinline__ float max() {
+    return 3.40282347e+38f;
+  }
 };
 template <> struct limits<double> {
   static __device__ __forceinline__ double infinity() {
@@ -101,28 +103,56 @@ template <> struct limits<double> {
   static __device__ __forceinline__ double quiet_nan() {
     return __longlong_as_double(0x7ff8000000000000ll);
   }
-  static __device__ __forceinline__ double lowest() { return -1.7976931348623157e+308; }
-  static __device__ __forceinline__ double max() { return 1.7976931348623157e+308; }
+  static __device__ __forceinline__ double lowest() {
+    return -1.7976931348623157e+308;
+  }
+  static __device__ __forceinline__ double max() {
+    return 1.7976931348623157e+308;
+  }
 };
 template <> struct limits<half> {
-  static __device__ __forceinline__ float infinity() { return limits<float>::infinity(); }
-  static __device__ __forceinline__ float quiet_nan() { return limits<float>::quiet_nan(); }
-  static __device__ __forceinline__ float lowest() { return -65504.0f; }
-  static __device__ __forceinline__ float max() { return 65504.0f; }
+  static __device__ __forceinline__ float infinity() {
+    return limits<float>::infinity();
+  }
+  static __device__ __forceinline__ float quiet_nan() {
+    return limits<float>::quiet_nan();
+  }
+  static __device__ __forceinline__ float lowest() {
+    return -65504.0f;
+  }
+  static __device__ __forceinline__ float max() {
+    return 65504.0f;
+  }
 };
 template <> struct limits<bfloat16> {
-  static __device__ __forceinline__ float infinity() { return limits<float>::infinity(); }
-  static __device__ __forceinline__ float quiet_nan() { return limits<float>::quiet_nan(); }
-  static __device__ __forceinline__ float lowest() { return -3.38953139e+38f; }
-  static __device__ __forceinline__ float max() { return 3.38953139e+38f; }
+  static __device__ __forceinline__ float infinity() {
+    return limits<float>::infinity();
+  }
+  static __device__ __forceinline__ float quiet_nan() {
+    return limits<float>::quiet_nan();
+  }
+  static __device__ __forceinline__ float lowest() {
+    return -3.38953139e+38f;
+  }
+  static __device__ __forceinline__ float max() {
+    return 3.38953139e+38f;
+  }
 };
 template <> struct limits<int> {
-  static __device__ __forceinline__ int lowest() { return -2147483647 - 1; }
-  static __device__ __forceinline__ int max() { return 2147483647; }
+  static __device__ __forceinline__ int lowest() {
+    return -2147483647 - 1;
+  }
+  static __device__ __forceinline__ int max() {
+    return 2147483647;
+  }
 };
 template <> struct limits<long long> {
-  static __device__ __forceinline__ long long lowest() { return -9223372036854775807ll - 1; }
-  static __device__ __forceinline__ long long max() { return 9223372036854775807ll; }
+  static __device__ __forceinline__ long long lowest() {
+    return -9223372036854775807ll - 1;
+  }
+  static __device__ __forceinline__ long long max() {
+    return 9223372036854775807ll;
+  }
 };
 
 __device__ __forceinline__ bool is_nan(float x) {

@@ -7,8 +7,8 @@
 namespace jitops {
 
 template <class T, int ITEMS>
-__global__ void example_axpy(i64 n, acc_t<T> a, const T *__restrict__ x,
-                             const T *__restrict__ y, T *__restrict__ out) {
+__global__ void example_axpy(i64 n, acc_t<T> a, const T *__restrict__ x, const T *__restrict__ y,
+                             T *__restrict__ out) {
   i64 base = ((i64)blockIdx.x * blockDim.x) * ITEMS + threadIdx.x;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {

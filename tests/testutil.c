@@ -8,8 +8,8 @@
 int test_failures = 0;
 static int test_checks = 0;
 
-void test_check_fails(jitops_status got, jitops_status want, const char *needle,
-                      const char *call, const char *file, int line) {
+void test_check_fails(jitops_status got, jitops_status want, const char *needle, const char *call,
+                      const char *file, int line) {
   ++test_checks;
   const char *message = jitops_last_error();
   if (got != want) {
@@ -17,8 +17,7 @@ void test_check_fails(jitops_status got, jitops_status want, const char *needle,
             jitops_status_string(got), jitops_status_string(want), message);
     ++test_failures;
   } else if (needle != NULL && strstr(message, needle) == NULL) {
-    fprintf(stderr, "%s:%d: %s: message \"%s\" lacks \"%s\"\n", file, line, call, message,
-            needle);
+    fprintf(stderr, "%s:%d: %s: message \"%s\" lacks \"%s\"\n", file, line, call, message, needle);
     ++test_failures;
   }
 }
@@ -116,8 +115,8 @@ jitops_runtime_t *test_gpu_runtime_or_skip(const char *test_name) {
     exit(TEST_SKIP);
   }
   if (status != JITOPS_SUCCESS) {
-    fprintf(stderr, "%s: jitops_runtime_create: %s: %s\n", test_name,
-            jitops_status_string(status), jitops_last_error());
+    fprintf(stderr, "%s: jitops_runtime_create: %s: %s\n", test_name, jitops_status_string(status),
+            jitops_last_error());
     exit(1);
   }
   return rt;

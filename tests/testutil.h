@@ -14,31 +14,31 @@
 
 extern int test_failures;
 
-#define CHECK(cond)                                                                              \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                  \
-      ++test_failures;                                                                           \
-    }                                                                                            \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                     \
+      ++test_failures;                                                                             \
+    }                                                                                              \
   } while (0)
 
 /* Requires a call to succeed; on failure prints the status and jitops_last_error. */
-#define CHECK_OK(call)                                                                           \
-  do {                                                                                           \
-    jitops_status check_status_ = (call);                                                        \
-    if (check_status_ != JITOPS_SUCCESS) {                                                       \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                        \
-              jitops_status_string(check_status_), jitops_last_error());                         \
-      ++test_failures;                                                                           \
-    }                                                                                            \
+#define CHECK_OK(call)                                                                             \
+  do {                                                                                             \
+    jitops_status check_status_ = (call);                                                          \
+    if (check_status_ != JITOPS_SUCCESS) {                                                         \
+      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                          \
+              jitops_status_string(check_status_), jitops_last_error());                           \
+      ++test_failures;                                                                             \
+    }                                                                                              \
   } while (0)
 
 /* Requires a call to fail with `status` and a message containing `needle`. */
-#define CHECK_FAILS(call, status, needle)                                                        \
+#define CHECK_FAILS(call, status, needle)                                                          \
   test_check_fails((call), (status), (needle), #call, __FILE__, __LINE__)
 
-void test_check_fails(jitops_status got, jitops_status want, const char *needle,
-                      const char *call, const char *file, int line);
+void test_check_fails(jitops_status got, jitops_status want, const char *needle, const char *call,
+                      const char *file, int line);
 
 /* Prints "N passed, M failed" style summary and returns the exit code. */
 int test_finish(const char *name);

@@ -177,15 +177,14 @@ typedef struct jitops_kernel jitops_kernel_t;
  * JITOPS_ERR_COMPILE (the NVRTC log is in jitops_last_error()), JITOPS_ERR_DRIVER. On a
  * compile-only runtime the kernel is compiled and cached but cannot be launched. */
 JITOPS_API jitops_status jitops_kernel_get(jitops_runtime_t *runtime, const char *source_name,
-                                           const char *name_expression,
-                                           const char *const *options, size_t num_options,
-                                           jitops_kernel_t **out);
+                                           const char *name_expression, const char *const *options,
+                                           size_t num_options, jitops_kernel_t **out);
 
 typedef struct jitops_launch_params {
-  uint32_t grid[3];     /* blocks; each ≥ 1 */
-  uint32_t block[3];    /* threads per block; each ≥ 1 */
+  uint32_t grid[3];      /* blocks; each ≥ 1 */
+  uint32_t block[3];     /* threads per block; each ≥ 1 */
   uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB the opt-in limit is set */
-  void *stream;         /* a CUstream or cudaStream_t; NULL is the legacy default stream */
+  void *stream;          /* a CUstream or cudaStream_t; NULL is the legacy default stream */
 } jitops_launch_params;
 
 /* Launches `kernel` with `args` (an array of pointers to each argument, as cuLaunchKernel
@@ -275,8 +274,7 @@ typedef struct jitops_cache_group_stats {
 
 /* Calls `visit` once per (op, target) group. */
 JITOPS_API jitops_status jitops_cache_stats(jitops_cache_t *cache,
-                                            int (*visit)(const jitops_cache_group_stats *,
-                                                         void *),
+                                            int (*visit)(const jitops_cache_group_stats *, void *),
                                             void *user);
 
 /* Removes entries of `op` (NULL: any) last used more than `older_than_days` days ago (< 0:

@@ -1,0 +1,104 @@
+#include "cache/location.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/error.h"
+
+static int nonempty(const char *s) {
+  return s != NULL && s[0] != 0;
+}
+
+jitops_status jitops__cache_dir_resolve(const char *explicit_dir, char *out, size_t out_size) {
+  int n;
+  if (nonempty(explicit_dir))
+    n = snprintf(out, out_size, "%s", explicit_dir);
+  else if (nonempty(getenv("JITOPS_CACHE_DIR")))
+    n = snprintf(out, out_size, "%s", getenv("JITOPS_CACHE_DIR"));
+  else if (nonempty(getenv("XDG_CACHE_HOME")))
+    n = snprintf(out, out_size, "%s/jitops", getenv("XDG_CACHE_HOME"));
+  else if (nonempty(getenv("HOME")))
+    n = snprintf(out, out_size, "%s/.cache/jitops", getenv("HOME"));
+  else
+    return jitops__fail(JITOPS_ERR_IO, "no cache directory: set JITOPS_CACHE_DIR or HOME");
+  if (n < 0 || (size_t)n >= out_size)
+    return jitops__fail(JITOPS_ERR_IO, "the cache directory's path is too long");
+  return JITOPS_SUCCESS;
+}
+
+/* mkdir -p with mode 0700 for every directory it creates. */
+static void make_parents(const char *dir) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+    return;
+  for (char *p = path + 1; *p; ++p) {
+    if (*p != '/')
+      continue;
+    *p = 0;
+    mkdir(path, 0700);
+    *p = '/';
+  }
+  mkdir(path, 0700);
+}
+
+jitops_status jitops__cache_dir_check(const char *dir, int create, int *writable) {
+  if (create)
+    make_parents(dir);
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return jitops__fail(JITOPS_ERR_CACHE, "cache directory %s: %s", dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return jitops__fail(JITOPS_ERR_CACHE, "cache directory %s is not a directory", dir);
+  if (st.st_uid != geteuid())
+    return jitops__fail(JITOPS_ERR_CACHE,
+                        "cache directory %s belongs to another user (uid %u); refusing to run "
+                        "kernels from it",
+                        dir, (unsigned)st.st_uid);
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return jitops__fail(JITOPS_ERR_CACHE,
+                        "cache directory %s is writable by others (mode %03o); refusing to run "
+                        "kernels from it",
+                        dir, (unsigned)(st.st_mode & 0777));
+  *writable = (st.st_mode & S_IWUSR) && access(dir, W_OK) == 0;
+  return JITOPS_SUCCESS;
+}
+
+static jitops_status check_one(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0)
+    return errno == ENOENT ? JITOPS_SUCCESS
+                           : jitops__fail(JITOPS_ERR_CACHE, "%s: %s", path, strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    return jitops__fail(JITOPS_ERR_CACHE, "%s is a symbolic link; refusing to follow it", path);
+  if (!S_ISREG(st.st_mode))
+    return jitops__fail(JITOPS_ERR_CACHE, "%s is not a regular file", path);
+  if (st.st_uid != geteuid())
+    return jitops__fail(JITOPS_ERR_CACHE, "%s belongs to another user (uid %u)", path,
+                        (unsigned)st.st_uid);
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return jitops__fail(JITOPS_ERR_CACHE, "%s is writable by others (mode %03o)", path,
+                        (unsigned)(st.st_mode & 0777));
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops__cache_file_check(const char *db_path, int create) {
+  static const char *const suffixes[] = {"", "-wal", "-shm"};
+  char path[4200];
+  for (size_t i = 0; i < 3; ++i) {
+    snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
+    JITOPS__TRY(check_one(path));
+  }
+  if (create) {
+    int fd = open(db_path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      close(fd);
+    else if (errno != EEXIST)
+      return jitops__fail(JITOPS_ERR_CACHE, "%s: %s", db_path, strerror(errno));
+  }
+  return JITOPS_SUCCESS;
+}

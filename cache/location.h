@@ -1,0 +1,29 @@
+/* Where the cache lives and whether it is safe to use. The cache holds code that will run on
+ * the GPU, so the directory must be the caller's own and writable by nobody else, and the
+ * database must be a regular file of the caller's (never a symlink): a shared or hijacked
+ * cache is how other tools let one user run another's code. */
+#ifndef JITOPS_CACHE_LOCATION_H
+#define JITOPS_CACHE_LOCATION_H
+
+#include <stddef.h>
+
+#include "jitops/jitops.h"
+
+#define JITOPS__CACHE_DB_NAME "kernels.db"
+
+/* The directory: `explicit_dir`, else $JITOPS_CACHE_DIR, else $XDG_CACHE_HOME/jitops, else
+ * $HOME/.cache/jitops. JITOPS_ERR_IO when none can be formed. */
+jitops_status jitops__cache_dir_resolve(const char *explicit_dir, char *out, size_t out_size);
+
+/* Creates the directory (0700, parents too) when `create`, then checks it: a directory owned
+ * by the effective user, not writable by group or others. Sets *writable to whether its
+ * owner bits allow writing (honoured even for root, so a 0500 directory is read-only).
+ * JITOPS_ERR_CACHE with the reason when it is unsafe or missing. */
+jitops_status jitops__cache_dir_check(const char *dir, int create, int *writable);
+
+/* Checks the database path and its -wal and -shm companions: each absent, or a regular
+ * file (not a symlink) owned by the effective user and not writable by others. When
+ * `create` and the database is absent, creates it empty with mode 0600. */
+jitops_status jitops__cache_file_check(const char *db_path, int create);
+
+#endif

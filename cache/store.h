@@ -1,0 +1,88 @@
+/* The runtime's disk tier: look-ups, cross-process compile claims, inserts with LRU
+ * eviction, and usage counts. Nothing here fails a call: every problem is logged once,
+ * counted, and answered as "not on disk", so the caller compiles and goes on in memory.
+ *
+ * Compile-once across processes: a process that misses takes a claim row for the key in
+ * the same BEGIN IMMEDIATE transaction that saw the miss. Others that miss see the claim
+ * and wait (polling) for the winner's row, so 8 ranks that start together compile each
+ * kernel once. A claim whose process is gone (same host, no such pid) or that is older
+ * than the claim timeout is taken over. */
+#ifndef JITOPS_CACHE_STORE_H
+#define JITOPS_CACHE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jitops/jitops.h"
+
+typedef struct jitops__store jitops__store;
+
+typedef struct jitops__store_options {
+  const char *dir;        /* NULL: the default location */
+  jitops_cache_mode mode; /* DEFAULT: from $JITOPS_CACHE */
+  int64_t max_bytes;      /* 0: $JITOPS_CACHE_MAX_BYTES or 1 GiB; < 0 unbounded */
+  const char *shipped;    /* NULL: $JITOPS_CACHE_SHIPPED */
+} jitops__store_options;
+
+/* NULL when there is no usable disk tier; the reason is logged once. */
+jitops__store *jitops__store_open(const jitops__store_options *options);
+void jitops__store_close(jitops__store *store);
+
+const char *jitops__store_path(const jitops__store *store);
+int jitops__store_writable(const jitops__store *store);
+/* Problems survived so far (corruption, I/O, a full disk). */
+uint64_t jitops__store_errors(const jitops__store *store);
+
+typedef struct jitops__blob {
+  void *image;
+  size_t size;
+  char *lowered_name;
+} jitops__blob;
+
+void jitops__blob_free(jitops__blob *blob);
+
+/* 1 and a verified blob when `key` is on disk (main database, then the shipped tier). */
+int jitops__store_get(jitops__store *store, const uint8_t key[16], jitops__blob *out);
+
+typedef enum jitops__claim {
+  JITOPS__CLAIM_COMPILE = 0, /* compile it; the claim (if one was taken) is ours */
+  JITOPS__CLAIM_FOUND = 1    /* another process stored it meanwhile: `found` holds it */
+} jitops__claim;
+
+/* Called after a miss. Waits while another live process holds the key's claim. */
+jitops__claim jitops__store_claim(jitops__store *store, const uint8_t key[16], jitops__blob *found,
+                                  int *waited);
+
+typedef struct jitops__store_row {
+  uint8_t key[16];
+  const char *op;
+  const char *name_expression;
+  const char *lowered_name;
+  const char *target;
+  int nvrtc_version;
+  const char *options; /* space-separated */
+  int is_ptx;
+  const void *image;
+  size_t size;
+  double compile_ms;
+} jitops__store_row;
+
+/* Stores a compiled kernel, drops our claim and evicts least recently used rows over the
+ * size limit (never the new one). */
+void jitops__store_put(jitops__store *store, const jitops__store_row *row);
+
+/* Drops our claim after a failed compile, so waiters compile (and fail) themselves. */
+void jitops__store_unclaim(jitops__store *store, const uint8_t key[16]);
+
+typedef struct jitops__usage {
+  uint8_t key[16];
+  const char *op;
+  const char *target;
+  uint64_t memory_hits, disk_hits, misses, compiles;
+} jitops__usage;
+
+/* Adds usage to the rows' use counts and last-use times, and to the per-(op, target)
+ * totals that `jitops-cache stats` shows. */
+void jitops__store_flush(jitops__store *store, const jitops__usage *usage, size_t count);
+
+#endif

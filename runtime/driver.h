@@ -1,0 +1,47 @@
+/* The CUDA driver, loaded at run time: dlopen("libcuda.so.1"), then cuGetProcAddress for
+ * every entry point. The library never links libcuda, so it loads, compiles and caches on a
+ * machine with no driver; only launches need one. The table is filled once per process and
+ * never changes afterwards. */
+#ifndef JITOPS_RUNTIME_DRIVER_H
+#define JITOPS_RUNTIME_DRIVER_H
+
+#include <cuda.h>
+
+#include "jitops/jitops.h"
+
+typedef struct jitops__driver {
+  CUresult (*cuInit)(unsigned int);
+  CUresult (*cuDriverGetVersion)(int *);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext *);
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
+  CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+  CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+  CUresult (*cuGetErrorName)(CUresult, const char **);
+} jitops__driver;
+
+/* The process's driver table, loading it on first use. JITOPS_ERR_NO_DEVICE, with the reason
+ * in the last error, when there is no usable driver. */
+jitops_status jitops__driver_get(const jitops__driver **out);
+
+/* Turns a failed driver call into JITOPS_ERR_DRIVER (or OUT_OF_MEMORY / NO_DEVICE where that
+ * is what the driver means) with "what: CUDA_ERROR_X (text)". */
+jitops_status jitops__driver_fail(const jitops__driver *driver, CUresult result, const char *what);
+
+#endif

@@ -1,0 +1,307 @@
+/* A kernel request, end to end: the memory registry, then the disk tier, then NVRTC; and the
+ * launch. The hot path (a registry hit) is one hash over the request's strings, one probe
+ * under a read lock and one relaxed counter increment. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/log.h"
+#include "runtime/runtime_internal.h"
+
+static const char *const fn_get = "jitops_kernel_get";
+
+jitops_status jitops_source_register(jitops_runtime_t *rt, const char *name, const char *source) {
+  JITOPS__REQUIRE_NONNULL("jitops_source_register", rt);
+  JITOPS__REQUIRE_NONNULL("jitops_source_register", name);
+  JITOPS__REQUIRE_NONNULL("jitops_source_register", source);
+  return jitops__sources_register(&rt->sources, name, source);
+}
+
+/* ---- options --------------------------------------------------------------------------- */
+
+enum { MAX_OPTIONS = 256, MAX_OPTION_BYTES = 4096 };
+
+static int is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The complete option list: our defaults, the target, then the caller's, each trimmed.
+ * The strings live in `storage`. */
+typedef struct option_list {
+  const char *items[MAX_OPTIONS + 8];
+  size_t count;
+  char storage[MAX_OPTION_BYTES + 64];
+  size_t used;
+} option_list;
+
+static jitops_status add_option(option_list *list, const char *text, size_t length) {
+  if (list->used + length + 1 > sizeof list->storage)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: options exceed %d bytes in all", fn_get,
+                        MAX_OPTION_BYTES);
+  char *copy = list->storage + list->used;
+  memcpy(copy, text, length);
+  copy[length] = 0;
+  list->used += length + 1;
+  list->items[list->count++] = copy;
+  return JITOPS_SUCCESS;
+}
+
+static jitops_status check_user_option(const char *option, size_t index, size_t length) {
+  if (length == 0)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: options[%zu] is empty", fn_get, index);
+  static const char *const reserved[] = {"-arch", "--gpu-architecture", "-std", "--std"};
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; ++i)
+    if (strncmp(option, reserved[i], strlen(reserved[i])) == 0)
+      return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
+                          "%s: options[%zu] \"%s\" sets what the library sets (the target and "
+                          "the language standard)",
+                          fn_get, index, option);
+  return JITOPS_SUCCESS;
+}
+
+static jitops_status build_options(const jitops_runtime_t *rt, const char *const *options,
+                                   size_t num_options, option_list *list) {
+  list->count = list->used = 0;
+  for (size_t i = 0; i < jitops__default_option_count; ++i)
+    JITOPS__TRY(add_option(list, jitops__default_options[i], strlen(jitops__default_options[i])));
+  char target[48];
+  int n = snprintf(target, sizeof target, "--gpu-architecture=%s", rt->target.name);
+  JITOPS__TRY(add_option(list, target, (size_t)n));
+  for (size_t i = 0; i < num_options; ++i) {
+    const char *begin = options[i], *end = begin + strlen(begin);
+    while (is_space(*begin))
+      ++begin;
+    while (end > begin && is_space(end[-1]))
+      --end;
+    JITOPS__TRY(check_user_option(begin, i, (size_t)(end - begin)));
+    JITOPS__TRY(add_option(list, begin, (size_t)(end - begin)));
+  }
+  return JITOPS_SUCCESS;
+}
+
+static jitops_status check_request(const jitops_runtime_t *rt, const char *source_name,
+                                   const char *name_expression, const char *const *options,
+                                   size_t num_options, jitops_kernel_t **out) {
+  JITOPS__REQUIRE_NONNULL(fn_get, rt);
+  JITOPS__REQUIRE_NONNULL(fn_get, source_name);
+  JITOPS__REQUIRE_NONNULL(fn_get, name_expression);
+  JITOPS__REQUIRE_NONNULL(fn_get, out);
+  if (name_expression[0] == 0)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: name_expression is empty", fn_get);
+  if (num_options > 0 && options == NULL)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: options is NULL but num_options is %zu",
+                        fn_get, num_options);
+  if (num_options > MAX_OPTIONS)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: num_options %zu exceeds %d", fn_get,
+                        num_options, MAX_OPTIONS);
+  for (size_t i = 0; i < num_options; ++i)
+    if (options[i] == NULL)
+      return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: options[%zu] is NULL", fn_get, i);
+  return JITOPS_SUCCESS;
+}
+
+/* ---- building a kernel ----------------------------------------------------------------- */
+
+/* Loads an image into the runtime's context (nothing to do when compile-only). */
+static jitops_status load_image(jitops_runtime_t *rt, jitops_kernel_t *k, const void *image) {
+  if (rt->context == NULL)
+    return JITOPS_SUCCESS;
+  int pushed;
+  JITOPS__TRY(jitops__context_push(rt, &pushed));
+  CUresult r = rt->driver->cuModuleLoadData(&k->module, image);
+  if (r == CUDA_SUCCESS) {
+    r = rt->driver->cuModuleGetFunction(&k->function, k->module, k->lowered_name);
+    if (r != CUDA_SUCCESS) {
+      rt->driver->cuModuleUnload(k->module);
+      k->module = NULL;
+    }
+  }
+  jitops__context_restore(rt, pushed);
+  if (r != CUDA_SUCCESS)
+    return jitops__driver_fail(rt->driver, r, "jitops_kernel_get: loading the module");
+  return JITOPS_SUCCESS;
+}
+
+static void join_options(const option_list *list, char *out, size_t size) {
+  size_t used = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < list->count && used < size; ++i)
+    used += (size_t)snprintf(out + used, size - used, "%s%s", i ? " " : "", list->items[i]);
+}
+
+typedef struct request {
+  const char *source_name;
+  const char *name_expression;
+  const jitops__source **closure;
+  size_t closure_count;
+  option_list options;
+} request;
+
+static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k, const request *req,
+                                       uint8_t key[16]) {
+  jitops__compiled compiled;
+  jitops_status status =
+      jitops__compile((const jitops__source *const *)req->closure, req->closure_count,
+                      req->name_expression, req->options.items, req->options.count, &compiled);
+  if (status != JITOPS_SUCCESS) {
+    __atomic_fetch_add(&rt->compile_errors, 1, __ATOMIC_RELAXED);
+    jitops__store_unclaim(rt->store, key);
+    return status;
+  }
+  __atomic_fetch_add(&rt->compiles, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&rt->compile_us, (uint64_t)(compiled.compile_ms * 1000.0), __ATOMIC_RELAXED);
+  k->compiles = 1;
+  jitops__log(JITOPS__LOG_INFO, "compiled %s for %s in %.1f ms", req->name_expression,
+              rt->target.name, compiled.compile_ms);
+  k->lowered_name = compiled.lowered_name;
+  compiled.lowered_name = NULL;
+  char joined[MAX_OPTION_BYTES + 64];
+  join_options(&req->options, joined, sizeof joined);
+  jitops__store_row row = {{0},
+                           req->source_name,
+                           req->name_expression,
+                           k->lowered_name,
+                           rt->target.name,
+                           rt->nvrtc_version,
+                           joined,
+                           rt->target.emit_ptx,
+                           compiled.image,
+                           compiled.size,
+                           compiled.compile_ms};
+  memcpy(row.key, key, 16);
+  jitops__store_put(rt->store, &row);
+  status = load_image(rt, k, compiled.image);
+  jitops__compiled_free(&compiled);
+  return status;
+}
+
+/* Loads a blob found on disk. A blob the driver refuses is treated as a miss. */
+static int use_disk_blob(jitops_runtime_t *rt, jitops_kernel_t *k, jitops__blob *blob) {
+  k->lowered_name = blob->lowered_name;
+  blob->lowered_name = NULL;
+  jitops_status status = load_image(rt, k, blob->image);
+  jitops__blob_free(blob);
+  if (status == JITOPS_SUCCESS)
+    return 1;
+  jitops__log(JITOPS__LOG_WARN, "a cached kernel did not load (%s): recompiling it",
+              jitops_last_error());
+  free(k->lowered_name);
+  k->lowered_name = NULL;
+  return 0;
+}
+
+/* Disk tier, then NVRTC. The kernel is pending and owned by this thread. */
+static jitops_status build(jitops_runtime_t *rt, jitops_kernel_t *k, request *req) {
+  jitops__cache_key_inputs inputs = {rt->target.name,      rt->nvrtc_version,  {0, 0},
+                                     req->name_expression, req->options.items, req->options.count};
+  JITOPS__TRY(jitops__sources_closure(&rt->sources, req->source_name, &req->closure,
+                                      &req->closure_count, &inputs.source_closure));
+  k->cache_key = jitops__cache_key(&inputs);
+  uint8_t key[16];
+  jitops__key_to_bytes(k->cache_key, key);
+  jitops__blob blob;
+  int waited = 0;
+  if (rt->store != NULL) {
+    int found = jitops__store_get(rt->store, key, &blob) ||
+                jitops__store_claim(rt->store, key, &blob, &waited) == JITOPS__CLAIM_FOUND;
+    if (waited)
+      __atomic_fetch_add(&rt->waits, 1, __ATOMIC_RELAXED);
+    if (found && use_disk_blob(rt, k, &blob)) {
+      jitops__log(JITOPS__LOG_DEBUG, "disk hit: %s for %s%s", req->name_expression, rt->target.name,
+                  waited ? " (after waiting for another process)" : "");
+      __atomic_fetch_add(&rt->disk_hits, 1, __ATOMIC_RELAXED);
+      k->disk_hits = 1;
+      return JITOPS_SUCCESS;
+    }
+  }
+  jitops__log(JITOPS__LOG_DEBUG, "miss: compiling %s for %s", req->name_expression,
+              rt->target.name);
+  __atomic_fetch_add(&rt->misses, 1, __ATOMIC_RELAXED);
+  k->misses = 1;
+  return compile_and_store(rt, k, req, key);
+}
+
+static jitops_kernel_t *new_kernel(jitops_runtime_t *rt, jitops__key lookup_key,
+                                   const char *source_name) {
+  jitops_kernel_t *k = calloc(1, sizeof *k);
+  if (k == NULL)
+    return NULL;
+  k->runtime = rt;
+  k->lookup_key = lookup_key;
+  k->state = JITOPS__KERNEL_PENDING;
+  k->op = strdup(source_name);
+  if (k->op == NULL) {
+    free(k);
+    return NULL;
+  }
+  return k;
+}
+
+static void discard_kernel(jitops_kernel_t *k) {
+  free(k->lowered_name);
+  free(k->op);
+  free(k);
+}
+
+/* Builds the kernel, or waits for the thread already building it. Exactly one thread of a
+ * runtime builds a given key; a failed build is removed so a later request retries. */
+static jitops_status get_slow(jitops_runtime_t *rt, jitops__key lookup_key, request *req,
+                              jitops_kernel_t **out) {
+  pthread_mutex_lock(&rt->build_lock);
+  jitops_kernel_t *k;
+  while ((k = jitops__registry_find(&rt->registry, lookup_key)) != NULL &&
+         k->state == JITOPS__KERNEL_PENDING)
+    pthread_cond_wait(&rt->build_done, &rt->build_lock);
+  if (k != NULL) { /* built by another thread while this one waited */
+    pthread_mutex_unlock(&rt->build_lock);
+    __atomic_fetch_add(&rt->memory_hits, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&k->memory_hits, 1, __ATOMIC_RELAXED);
+    *out = k;
+    return JITOPS_SUCCESS;
+  }
+  k = new_kernel(rt, lookup_key, req->source_name);
+  jitops_status status =
+      k ? jitops__registry_insert(&rt->registry, k)
+        : jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn_get);
+  pthread_mutex_unlock(&rt->build_lock);
+  if (status != JITOPS_SUCCESS) {
+    free(k);
+    return status;
+  }
+  status = build(rt, k, req);
+  free(req->closure);
+  pthread_mutex_lock(&rt->build_lock);
+  if (status == JITOPS_SUCCESS)
+    __atomic_store_n(&k->state, JITOPS__KERNEL_READY, __ATOMIC_RELEASE);
+  else
+    jitops__registry_remove(&rt->registry, k);
+  pthread_cond_broadcast(&rt->build_done);
+  pthread_mutex_unlock(&rt->build_lock);
+  if (status != JITOPS_SUCCESS) {
+    discard_kernel(k);
+    return status;
+  }
+  *out = k;
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops_kernel_get(jitops_runtime_t *rt, const char *source_name,
+                                const char *name_expression, const char *const *options,
+                                size_t num_options, jitops_kernel_t **out) {
+  JITOPS__TRY(check_request(rt, source_name, name_expression, options, num_options, out));
+  jitops__key lookup_key = jitops__lookup_key(source_name, name_expression, options, num_options);
+  jitops_kernel_t *k = jitops__registry_find_ready(&rt->registry, lookup_key);
+  if (k != NULL) {
+    __atomic_fetch_add(&k->memory_hits, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&rt->memory_hits, 1, __ATOMIC_RELAXED);
+    *out = k;
+    return JITOPS_SUCCESS;
+  }
+  request req = {source_name, name_expression, NULL, 0, {{0}, 0, {0}, 0}};
+  JITOPS__TRY(build_options(rt, options, num_options, &req.options));
+  return get_slow(rt, lookup_key, &req, out);
+}
+
+const char *jitops_kernel_lowered_name(const jitops_kernel_t *kernel) {
+  return kernel && kernel->lowered_name ? kernel->lowered_name : "";
+}

@@ -1,0 +1,44 @@
+/* The sources a runtime can compile: the embedded templates plus what users register.
+ * A name's text never changes once registered, which is what lets a request's lookup key
+ * stand for its binary. Includes between sources are found by scanning for
+ * `#include "name"`, so a kernel's closure holds exactly the sources it can see: the cache
+ * key covers them all, and NVRTC gets them as headers. */
+#ifndef JITOPS_RUNTIME_SOURCES_H
+#define JITOPS_RUNTIME_SOURCES_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "jitops/jitops.h"
+#include "runtime/key.h"
+
+typedef struct jitops__source {
+  char *name;
+  char *text;
+  size_t length;
+  jitops__key content;
+  int owned; /* 0 for embedded templates, whose text lives in the library */
+} jitops__source;
+
+typedef struct jitops__source_set {
+  pthread_mutex_t lock;
+  jitops__source **items; /* each allocated alone, so pointers to them stay valid */
+  size_t count, capacity;
+} jitops__source_set;
+
+/* Starts with the embedded templates. */
+jitops_status jitops__sources_init(jitops__source_set *set);
+void jitops__sources_free(jitops__source_set *set);
+
+jitops_status jitops__sources_register(jitops__source_set *set, const char *name, const char *text);
+
+/* The closure of `name`: the source itself first, then every source it includes,
+ * transitively, once each. `closure_hash` covers their names and contents in that order.
+ * The returned array (and the pointers in it, which stay valid for the set's lifetime) is
+ * the caller's to free. JITOPS_ERR_NOT_FOUND when `name` is unknown. Includes that name no
+ * registered source are left to NVRTC, which reports them. */
+jitops_status jitops__sources_closure(jitops__source_set *set, const char *name,
+                                      const jitops__source ***closure, size_t *count,
+                                      jitops__key *closure_hash);
+
+#endif
