@@ -44,11 +44,15 @@ int jitops__db_exec(jitops__db *db, const char *sql) {
   return sqlite3_exec(db->handle, sql, NULL, NULL, NULL);
 }
 
+static int is_busy(int rc) {
+  return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+}
+
 int jitops__db_begin_write(jitops__db *db) {
   int rc = SQLITE_BUSY;
   for (int attempt = 0; attempt < BEGIN_ATTEMPTS; ++attempt) {
     rc = jitops__db_exec(db, "BEGIN IMMEDIATE");
-    if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+    if (!is_busy(rc))
       return rc;
   }
   return rc;
@@ -147,11 +151,27 @@ static int open_handle(jitops__db *db) {
   return sqlite3_open_v2(db->path, &db->handle, flags, NULL);
 }
 
+/* Switching to WAL needs a moment of exclusive access, and SQLite reports a conflict with
+ * another connection that is opening the same new file at once as SQLITE_BUSY without
+ * calling the busy handler. The mode is stored in the file, so only the first opener of a
+ * new database switches it; the others retry here until they see it. */
+static int set_wal(jitops__db *db) {
+  int rc = SQLITE_BUSY;
+  for (int attempt = 0; attempt < 2000 && is_busy(rc); ++attempt) {
+    rc = jitops__db_exec(db, "PRAGMA journal_mode=WAL");
+    if (is_busy(rc)) {
+      struct timespec pause = {0, 5 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+    }
+  }
+  return rc;
+}
+
 static jitops_status configure(jitops__db *db) {
   sqlite3_busy_timeout(db->handle, BUSY_TIMEOUT_MS);
   if (db->mode != JITOPS__DB_READWRITE)
     return check_schema(db);
-  int rc = jitops__db_exec(db, "PRAGMA journal_mode=WAL");
+  int rc = set_wal(db);
   if (rc == SQLITE_OK)
     rc = jitops__db_exec(db, "PRAGMA synchronous=NORMAL");
   if (rc != SQLITE_OK)

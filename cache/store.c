@@ -542,7 +542,7 @@ static int flush_one(jitops__store *store, const jitops__usage *u, int64_t now) 
                               -1, &stmt, NULL);
   if (rc != SQLITE_OK)
     return rc;
-  sqlite3_bind_int64(stmt, 1, (int64_t)(u->memory_hits + u->disk_hits));
+  sqlite3_bind_int64(stmt, 1, (int64_t)(u->memory_hits + u->disk_hits + u->misses));
   sqlite3_bind_int64(stmt, 2, now);
   sqlite3_bind_blob(stmt, 3, u->key, 16, SQLITE_STATIC);
   rc = sqlite3_step(stmt);

@@ -94,9 +94,9 @@ static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3
                             void **args) {
   jitops_kernel_t *k = (jitops_kernel_t *)kernel;
   jitops_runtime_t *rt = k->runtime;
+  JITOPS__TRY(check_dims(k, grid, block));
   if (k->function == NULL)
     return no_device("jitops_kernel_launch");
-  JITOPS__TRY(check_dims(k, grid, block));
   int pushed;
   JITOPS__TRY(jitops__context_push(rt, &pushed));
   jitops_status status = allow_shared(k, shared_bytes);
