@@ -4,6 +4,7 @@
  * Without a GPU it still compiles for sm_90 and caches the kernel, then says that there is
  * no GPU to launch on. Exit status: 0 on success (with or without a GPU), 1 on failure. */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include <jitops/jitops.h>
@@ -51,7 +52,7 @@ static int run_on_gpu(jitops_kernel_t *kernel) {
   ok = ok && status == JITOPS_SUCCESS && !cudaMemcpy(out, dout, bytes, cudaMemcpyDeviceToHost);
   int wrong = 0;
   for (int i = 0; ok && i < N; ++i)
-    wrong += out[i] != a * x[i] + y[i];
+    wrong += out[i] != fmaf(a, x[i], y[i]); /* the GPU contracts a*x + y to one FMA */
   printf("launched on the GPU: %d of %d results %s\n", ok ? N - wrong : 0, N,
          ok && wrong == 0 ? "correct" : "wrong");
   cudaFree(dx), cudaFree(dy), cudaFree(dout);

@@ -121,3 +121,66 @@ jitops_runtime_t *test_gpu_runtime_or_skip(const char *test_name) {
   }
   return rt;
 }
+
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t test_f32_to_f16(float value) {
+  uint32_t x = float_bits(value);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t exponent = (x >> 23) & 0xffu, mantissa = x & 0x7fffffu;
+  if (exponent == 0xff) /* inf or NaN */
+    return (uint16_t)(sign | 0x7c00u | (mantissa ? 0x200u : 0));
+  int e = (int)exponent - 127 + 15;
+  if (e >= 31)
+    return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) { /* subnormal or zero */
+    if (e < -10)
+      return (uint16_t)sign;
+    mantissa |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - e);
+    uint32_t half = mantissa >> shift, rest = mantissa & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1)))
+      ++half;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = sign | ((uint32_t)e << 10) | (mantissa >> 13);
+  uint32_t rest = mantissa & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+    ++half; /* may carry into the exponent, which is the right rounding */
+  return (uint16_t)half;
+}
+
+float test_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0) {
+    float magnitude = (float)mantissa / 16777216.0f; /* 2^-24 */
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31)
+    return bits_float(sign | 0x7f800000u | (mantissa << 13));
+  return bits_float(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+}
+
+uint16_t test_f32_to_bf16(float value) {
+  uint32_t u = float_bits(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+float test_bf16_to_f32(uint16_t bits) {
+  return bits_float((uint32_t)bits << 16);
+}

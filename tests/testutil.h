@@ -58,6 +58,12 @@ jitops_runtime_config test_offline_config(const char *arch, const char *dir);
 uint64_t test_rand_u64(uint64_t *state);
 double test_rand_uniform(uint64_t *state, double lo, double hi);
 
+/* IEEE half and bfloat16 conversions for references, rounding to nearest even. */
+uint16_t test_f32_to_f16(float value);
+float test_f16_to_f32(uint16_t bits);
+uint16_t test_f32_to_bf16(float value);
+float test_bf16_to_f32(uint16_t bits);
+
 /* Creates a device runtime on device 0, or exits 77 when there is no GPU or driver. */
 jitops_runtime_t *test_gpu_runtime_or_skip(const char *test_name);
 
