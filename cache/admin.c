@@ -25,13 +25,16 @@ jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **
   char resolved[4096], path[4200];
   int dir_writable = 0;
   JITOPS__TRY(jitops__cache_dir_resolve(dir, resolved, sizeof resolved));
+  if (!writable && access(resolved, F_OK) != 0)
+    return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: there is no cache directory at %s", fn,
+                        resolved);
   JITOPS__TRY(jitops__cache_dir_check(resolved, writable, &dir_writable));
   if (writable && !dir_writable)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: cache directory %s is read-only", fn, resolved);
   snprintf(path, sizeof path, "%s/%s", resolved, JITOPS__CACHE_DB_NAME);
   JITOPS__TRY(jitops__cache_file_check(path, writable));
   if (!writable && access(path, F_OK) != 0)
-    return jitops__fail(JITOPS_ERR_CACHE, "%s: there is no cache database at %s", fn, path);
+    return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: there is no cache database at %s", fn, path);
   jitops_cache_t *cache = calloc(1, sizeof *cache);
   if (cache == NULL)
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);

@@ -158,7 +158,7 @@ static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k,
   char joined[MAX_OPTION_BYTES + 64];
   join_options(&req->options, joined, sizeof joined);
   jitops__store_row row = {{0},
-                           req->source_name,
+                           k->op,
                            req->name_expression,
                            k->lowered_name,
                            rt->target.name,
@@ -229,7 +229,9 @@ static jitops_kernel_t *new_kernel(jitops_runtime_t *rt, jitops__key lookup_key,
   k->runtime = rt;
   k->lookup_key = lookup_key;
   k->state = JITOPS__KERNEL_PENDING;
-  k->op = strdup(source_name);
+  char op[256];
+  jitops__source_op(source_name, op, sizeof op);
+  k->op = strdup(op);
   if (k->op == NULL) {
     free(k);
     return NULL;

@@ -1,5 +1,6 @@
 #include "runtime/sources.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,4 +203,15 @@ jitops_status jitops__sources_closure(jitops__source_set *set, const char *name,
   closure_hash->lo = h.low64;
   closure_hash->hi = h.high64;
   return JITOPS_SUCCESS;
+}
+
+void jitops__source_op(const char *source_name, char *out, size_t size) {
+  static const char prefix[] = "jitops/";
+  if (strncmp(source_name, prefix, sizeof prefix - 1) != 0) {
+    snprintf(out, size, "%s", source_name);
+    return;
+  }
+  const char *stem = source_name + sizeof prefix - 1;
+  size_t length = strcspn(stem, "_.");
+  snprintf(out, size, "%.*s", (int)length, stem);
 }

@@ -41,4 +41,10 @@ jitops_status jitops__sources_closure(jitops__source_set *set, const char *name,
                                       const jitops__source ***closure, size_t *count,
                                       jitops__key *closure_hash);
 
+/* The op a source's kernels are counted under in the cache: a built-in template
+ * "jitops/scan_backward.cuh" belongs to the family "scan" (its file name up to the first '_'
+ * or '.'), which is also the family's name in the prewarm catalogue; a user source is its
+ * own op, under its registered name. */
+void jitops__source_op(const char *source_name, char *out, size_t size);
+
 #endif

@@ -141,7 +141,7 @@ static void cache_admin_arguments(void) {
   snprintf(missing, sizeof missing, "%s/absent", dir);
   jitops_cache_t *cache = NULL;
   CHECK_FAILS(jitops_cache_open(dir, 1, NULL), JITOPS_ERR_INVALID_ARGUMENT, "out is NULL");
-  CHECK_FAILS(jitops_cache_open(missing, 0, &cache), JITOPS_ERR_CACHE, "absent");
+  CHECK_FAILS(jitops_cache_open(missing, 0, &cache), JITOPS_ERR_NOT_FOUND, "absent");
   CHECK_OK(jitops_cache_open(dir, 1, &cache));
   int count = 0;
   CHECK_FAILS(jitops_cache_list(NULL, NULL, NULL, count_entry, &count), JITOPS_ERR_INVALID_ARGUMENT,

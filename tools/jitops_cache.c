@@ -13,11 +13,11 @@
  *   - `prewarm` targets sm_90 unless told otherwise with `--arch` (repeatable, or a
  *     comma-separated list). It always writes the cache (JITOPS_CACHE=off or readonly in the
  *     environment does not apply to it) and fails when the disk tier is unusable, since a
- *     prewarm that keeps nothing is of no use.
+ *     prewarm that keeps nothing is of no use. It ignores $JITOPS_CACHE_SHIPPED, so that every
+ *     kernel lands in the cache it fills.
  *   - Read-only subcommands (stats, list, export) open the database read-only.
  */
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -50,6 +50,7 @@ enum {
   OPT_ARCH = 1u << 4,
   OPT_JOBS = 1u << 5,
   OPT_VERBOSE = 1u << 6,
+  OPT_DRY_RUN = 1u << 7,
 };
 
 typedef struct options {
@@ -58,10 +59,11 @@ typedef struct options {
   const char *op;
   const char *target;
   double older_than_days; /* < 0: not given */
-  const char *archs[MAX_ARCHS];
+  char *archs[MAX_ARCHS]; /* owned */
   int num_archs;
   int jobs; /* 0: not given */
   int verbose;
+  int dry_run;
   const char *file;
 } options;
 
@@ -74,7 +76,7 @@ typedef struct subcommand {
 } subcommand;
 
 /* Prints a usage error on one line and returns EXIT_USAGE. */
-static int usage_error(const char *fmt, ...) {
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs(PROG ": ", stderr);
@@ -84,11 +86,18 @@ static int usage_error(const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
-/* Reports a failed library call and returns EXIT_FAILED. */
-static int lib_error(const char *what, jitops_status status) {
+/* Reports a failed library call ("PROG: <what> failed: STATUS: detail") and returns
+ * EXIT_FAILED. `fmt` describes what was attempted. */
+__attribute__((format(printf, 2, 3))) static int lib_error(jitops_status status, const char *fmt,
+                                                           ...) {
   const char *detail = jitops_last_error();
-  fprintf(stderr, PROG ": %s failed: %s%s%s\n", what, jitops_status_string(status),
-          detail[0] != '\0' ? ": " : "", detail);
+  va_list ap;
+  va_start(ap, fmt);
+  fputs(PROG ": ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, " failed: %s%s%s\n", jitops_status_string(status), detail[0] != '\0' ? ": " : "",
+          detail);
   return EXIT_FAILED;
 }
 
@@ -108,7 +117,7 @@ static const char global_help[] =
     "  verify                               recompute blob hashes and drop bad rows\n"
     "  export FILE                          write a compact copy of the cache to FILE\n"
     "  import FILE                          add the valid entries of an exported FILE\n"
-    "  prewarm [--arch sm_XY]... [--jobs N] [--op OP] [--verbose]\n"
+    "  prewarm [--arch sm_XY]... [--jobs N] [--op OP] [--verbose] [--dry-run]\n"
     "                                       compile the catalogue of common kernels\n"
     "  help [SUBCOMMAND]                    this text, or a subcommand's\n"
     "\n"
@@ -185,6 +194,7 @@ static const char import_help[] =
 
 static const char prewarm_help[] =
     "Usage: " PROG " [--dir DIR] prewarm [--arch sm_XY]... [--jobs N] [--op OP] [--verbose]\n"
+    "                    [--dry-run]\n"
     "\n"
     "Compiles the catalogue of common specializations of the built-in ops into the cache,\n"
     "for each target, without a GPU. Entries already cached count as hits.\n"
@@ -194,6 +204,10 @@ static const char prewarm_help[] =
     "  --jobs N       parallel compiles (default: the number of online CPUs)\n"
     "  --op OP        only the catalogue entries of this op\n"
     "  -v, --verbose  one line per entry (on a terminal, a progress line is shown instead)\n"
+    "  --dry-run      print the selected catalogue entries (\"OP: DESCRIPTION\"), compile none\n"
+    "\n"
+    "Catalogue ops name op families (\"example\"); the op column of list and stats is the\n"
+    "source a kernel came from, so the two may differ.\n"
     "\n"
     "Exit status: 0 every entry compiled or was cached, 1 an entry failed or the cache is\n"
     "not writable, 2 usage error (including an --op with no catalogue entry).\n";
@@ -372,21 +386,38 @@ static void json_double(FILE *f, const char *name, double value, int first) {
 static int open_cache(const options *opts, int writable, jitops_cache_t **out) {
   jitops_status st = jitops_cache_open(opts->dir, writable, out);
   if (st != JITOPS_SUCCESS)
-    return lib_error("opening the cache", st);
+    return lib_error(st, "opening the cache");
   return 0;
+}
+
+/* For reports: a cache that does not exist yet reads as an empty one (*out NULL). */
+static int open_cache_for_reading(const options *opts, jitops_cache_t **out) {
+  jitops_status st = jitops_cache_open(opts->dir, 0, out);
+  if (st == JITOPS_ERR_NOT_FOUND) {
+    *out = NULL;
+    return 0;
+  }
+  if (st != JITOPS_SUCCESS)
+    return lib_error(st, "opening the cache");
+  return 0;
+}
+
+static const char *report_path(const jitops_cache_t *cache) {
+  return cache != NULL ? jitops_cache_path(cache) : "(no cache yet)";
 }
 
 /* ------------------------------------------------------------------------------------------
  * stats
  * ---------------------------------------------------------------------------------------- */
 
+enum { STAT_COLUMNS = 6 };
+
 typedef struct group_row {
   char *op;
   char *target;
-  int64_t v[6]; /* entries, bytes, memory hits, disk hits, misses, compiles */
+  int64_t v[STAT_COLUMNS]; /* entries, bytes, memory hits, disk hits, misses, compiles */
 } group_row;
 
-enum { STAT_COLUMNS = 6 };
 static const char *const stat_names[STAT_COLUMNS] = {"entries",   "bytes",  "memory_hits",
                                                      "disk_hits", "misses", "compiles"};
 static const char *const stat_titles[STAT_COLUMNS] = {"ENTRIES",   "BYTES",  "MEM_HITS",
@@ -504,17 +535,17 @@ static void print_stats_text(const char *path, const group_table *t) {
 
 static int cmd_stats(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 0, &cache) != 0)
+  if (open_cache_for_reading(opts, &cache) != 0)
     return EXIT_FAILED;
   group_table t = {0};
-  jitops_status st = jitops_cache_stats(cache, collect_group, &t);
+  jitops_status st = cache ? jitops_cache_stats(cache, collect_group, &t) : JITOPS_SUCCESS;
   int rc = 0;
   if (st != JITOPS_SUCCESS)
-    rc = lib_error("reading the statistics", st);
+    rc = lib_error(st, "reading the statistics");
   else if (opts->json)
-    print_stats_json(jitops_cache_path(cache), &t);
+    print_stats_json(report_path(cache), &t);
   else
-    print_stats_text(jitops_cache_path(cache), &t);
+    print_stats_text(report_path(cache), &t);
   free_groups(&t);
   jitops_cache_close(cache);
   return rc;
@@ -627,15 +658,16 @@ static void print_entries_text(const entry_table *t) {
 
 static int cmd_list(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 0, &cache) != 0)
+  if (open_cache_for_reading(opts, &cache) != 0)
     return EXIT_FAILED;
   entry_table t = {0};
-  jitops_status st = jitops_cache_list(cache, opts->op, opts->target, collect_entry, &t);
+  jitops_status st =
+      cache ? jitops_cache_list(cache, opts->op, opts->target, collect_entry, &t) : JITOPS_SUCCESS;
   int rc = 0;
   if (st != JITOPS_SUCCESS)
-    rc = lib_error("listing the cache", st);
+    rc = lib_error(st, "listing the cache");
   else if (opts->json)
-    print_entries_json(jitops_cache_path(cache), &t);
+    print_entries_json(report_path(cache), &t);
   else
     print_entries_text(&t);
   free_entries(&t);
@@ -655,7 +687,7 @@ static int cmd_clear(const options *opts) {
   jitops_status st = jitops_cache_clear(cache, opts->op, opts->older_than_days, &removed);
   int rc = 0;
   if (st != JITOPS_SUCCESS)
-    rc = lib_error("clearing the cache", st);
+    rc = lib_error(st, "clearing the cache");
   else
     printf("removed %lld %s\n", (long long)removed, removed == 1 ? "entry" : "entries");
   jitops_cache_close(cache);
@@ -670,7 +702,7 @@ static int cmd_verify(const options *opts) {
   jitops_status st = jitops_cache_verify(cache, &checked, &dropped);
   int rc = 0;
   if (st != JITOPS_SUCCESS) {
-    rc = lib_error("verifying the cache", st);
+    rc = lib_error(st, "verifying the cache");
   } else {
     printf("checked %lld, dropped %lld\n", (long long)checked, (long long)dropped);
     rc = dropped != 0 ? EXIT_FAILED : 0;
@@ -699,7 +731,7 @@ static int cmd_export(const options *opts) {
     st = jitops_cache_export(cache, opts->file);
   int rc = 0;
   if (st != JITOPS_SUCCESS)
-    rc = lib_error("exporting the cache", st);
+    rc = lib_error(st, "exporting the cache");
   else
     printf("exported %lld %s to %s\n", (long long)count, count == 1 ? "entry" : "entries",
            opts->file);
@@ -719,7 +751,7 @@ static int cmd_import(const options *opts) {
   jitops_status st = jitops_cache_import(cache, opts->file, &imported, &rejected);
   int rc = 0;
   if (st != JITOPS_SUCCESS) {
-    rc = lib_error("importing", st);
+    rc = lib_error(st, "importing");
   } else {
     printf("imported %lld, rejected %lld\n", (long long)imported, (long long)rejected);
     rc = rejected != 0 ? EXIT_FAILED : 0;
@@ -754,8 +786,10 @@ typedef struct prewarm_job {
 static const char *describe_entry(size_t index, const char **op) {
   const char *description = NULL;
   *op = NULL;
-  if (jitops_catalogue_describe(index, op, &description) != JITOPS_SUCCESS)
-    *op = NULL, description = NULL;
+  if (jitops_catalogue_describe(index, op, &description) != JITOPS_SUCCESS) {
+    *op = NULL;
+    description = NULL;
+  }
   if (*op == NULL)
     *op = "?";
   return description != NULL ? description : "?";
@@ -815,22 +849,34 @@ static jitops_status create_compile_runtime(const options *opts, const char *arc
   config.arch = arch;
   config.cache_dir = opts->dir;
   config.cache_mode = JITOPS_CACHE_MODE_READWRITE;
+  /* No shipped tier: a kernel found there would count as a hit and never reach --dir. */
+  config.shipped_cache = "";
   return jitops_runtime_create(&config, out);
 }
 
 /* Fails when the runtime will not keep what it compiles on disk. */
-static int check_cache_writable(jitops_runtime_t *runtime) {
+static int check_cache_writable(jitops_runtime_t *runtime, const char *arch) {
   jitops_runtime_info info;
   jitops_status st = jitops_runtime_get_info(runtime, &info);
   if (st != JITOPS_SUCCESS)
-    return lib_error("querying the runtime", st);
+    return lib_error(st, "%s: querying the runtime", arch);
   if (info.cache_path[0] == '\0' || !info.cache_writable) {
     fprintf(stderr,
-            PROG ": the disk cache %s%s is not writable (see JITOPS_LOG=warn for why); "
+            PROG ": %s: the runtime has no writable disk cache (JITOPS_LOG=warn says why); "
                  "nothing would be kept\n",
-            info.cache_path[0] != '\0' ? "at " : "", info.cache_path);
+            arch);
     return EXIT_FAILED;
   }
+  return 0;
+}
+
+/* Opens the cache for writing once, so that an unusable directory is reported with its
+ * reason before any compile. */
+static int check_cache_usable(const options *opts) {
+  jitops_cache_t *cache;
+  if (open_cache(opts, 1, &cache) != 0)
+    return EXIT_FAILED;
+  jitops_cache_close(cache);
   return 0;
 }
 
@@ -859,8 +905,8 @@ static size_t summarize_arch(prewarm_job *job, double seconds) {
   if (jitops_runtime_get_stats(job->runtime, &stats) != JITOPS_SUCCESS)
     fprintf(stderr, PROG ": %s: no statistics: %s\n", job->arch, jitops_last_error());
   printf("%s: %zu entries, %llu compiled, %llu cached, %zu failed (%.2f s)\n", job->arch,
-         job->count, (unsigned long long)stats.compiles,
-         (unsigned long long)(stats.disk_hits + stats.memory_hits), failed, seconds);
+         job->count, (unsigned long long)stats.compiles, (unsigned long long)stats.disk_hits,
+         failed, seconds);
   fflush(stdout);
   return failed;
 }
@@ -871,11 +917,10 @@ static long prewarm_arch(const options *opts, const char *arch, const size_t *in
   jitops_runtime_t *runtime;
   jitops_status st = create_compile_runtime(opts, arch, &runtime);
   if (st != JITOPS_SUCCESS) {
-    fprintf(stderr, PROG ": %s: ", arch);
-    lib_error("creating a compile-only runtime", st);
+    lib_error(st, "%s: creating a compile-only runtime", arch);
     return -1;
   }
-  if (check_cache_writable(runtime) != 0) {
+  if (check_cache_writable(runtime, arch) != 0) {
     jitops_runtime_destroy(runtime);
     return -1;
   }
@@ -938,34 +983,54 @@ static int default_jobs(void) {
   return n < 1 ? 1 : n > MAX_JOBS ? MAX_JOBS : (int)n;
 }
 
-static int cmd_prewarm(const options *opts) {
-  size_t size = jitops_catalogue_size();
-  size_t *indices = xrealloc(NULL, (size != 0 ? size : 1) * sizeof(*indices));
-  size_t count = select_entries(opts->op, indices, size);
-  if (opts->op != NULL && count == 0) {
-    free(indices);
-    char ops[512];
-    catalogue_ops(ops, sizeof(ops));
-    return usage_error("prewarm: no catalogue entry has op '%s' (the catalogue has: %s)", opts->op,
-                       ops);
+/* Prints the selected entries, one "OP: DESCRIPTION" line each. */
+static void print_selection(const size_t *indices, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const char *op;
+    const char *description = describe_entry(indices[i], &op);
+    printf("%s: %s\n", op, description);
   }
+}
+
+/* Compiles the selection for every target; returns the exit status. */
+static int prewarm_all(const options *opts, const size_t *indices, size_t count) {
   int jobs = opts->jobs > 0 ? opts->jobs : default_jobs();
   if ((size_t)jobs > count)
     jobs = count > 0 ? (int)count : 1;
   double start = now_seconds();
   long failed = 0;
-  int setup_failed = 0;
+  int skipped = 0; /* targets whose runtime could not be set up */
   for (int a = 0; a < opts->num_archs; ++a) {
     long f = prewarm_arch(opts, opts->archs[a], indices, count, jobs);
     if (f < 0)
-      setup_failed = 1;
+      ++skipped;
     else
       failed += f;
   }
-  printf("total: %d %s, %ld failed (%.2f s)\n", opts->num_archs,
-         opts->num_archs == 1 ? "target" : "targets", failed, now_seconds() - start);
+  printf("total: %d %s, %ld failed, %d skipped (%.2f s)\n", opts->num_archs,
+         opts->num_archs == 1 ? "target" : "targets", failed, skipped, now_seconds() - start);
+  return failed != 0 || skipped != 0 ? EXIT_FAILED : 0;
+}
+
+static int cmd_prewarm(const options *opts) {
+  size_t size = jitops_catalogue_size();
+  size_t *indices = xrealloc(NULL, (size != 0 ? size : 1) * sizeof(*indices));
+  size_t count = select_entries(opts->op, indices, size);
+  int rc = 0;
+  if (opts->op != NULL && count == 0) {
+    char ops[512];
+    catalogue_ops(ops, sizeof(ops));
+    rc = usage_error("prewarm: no catalogue entry has op '%s' (the catalogue has: %s)", opts->op,
+                     ops);
+  } else if (opts->dry_run) {
+    print_selection(indices, count);
+  } else if (check_cache_usable(opts) != 0) {
+    rc = EXIT_FAILED;
+  } else {
+    rc = prewarm_all(opts, indices, count);
+  }
   free(indices);
-  return failed != 0 || setup_failed ? EXIT_FAILED : 0;
+  return rc;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -979,7 +1044,8 @@ static const subcommand subcommands[] = {
     {"verify", cmd_verify, 0, 0, verify_help},
     {"export", cmd_export, 0, 1, export_help},
     {"import", cmd_import, 0, 1, import_help},
-    {"prewarm", cmd_prewarm, OPT_ARCH | OPT_JOBS | OPT_OP | OPT_VERBOSE, 0, prewarm_help},
+    {"prewarm", cmd_prewarm, OPT_ARCH | OPT_JOBS | OPT_OP | OPT_VERBOSE | OPT_DRY_RUN, 0,
+     prewarm_help},
 };
 
 enum { SUBCOMMAND_COUNT = sizeof(subcommands) / sizeof(subcommands[0]) };
@@ -1015,7 +1081,7 @@ static int has_arch(const options *opts, const char *arch) {
   return 0;
 }
 
-/* Adds the targets of "sm_80,sm_90" (repeats are kept once). The copies live until exit. */
+/* Adds copies of the targets of "sm_80,sm_90" (repeats are kept once). */
 static int add_archs(options *opts, const char *list) {
   char *copy = xstrdup(list);
   char *save = NULL;
@@ -1030,8 +1096,9 @@ static int add_archs(options *opts, const char *list) {
     else if (opts->num_archs == MAX_ARCHS)
       rc = usage_error("--arch: at most %d targets", MAX_ARCHS);
     else
-      opts->archs[opts->num_archs++] = a;
+      opts->archs[opts->num_archs++] = xstrdup(a);
   }
+  free(copy);
   if (named == 0 && rc == 0)
     rc = usage_error("--arch: '%s' names no target", list);
   return rc;
@@ -1075,7 +1142,17 @@ static const option_spec option_specs[] = {
     {"--jobs", OPT_JOBS, 1},
     {"--verbose", OPT_VERBOSE, 0},
     {"-v", OPT_VERBOSE, 0},
+    {"--dry-run", OPT_DRY_RUN, 0},
 };
+
+static void set_flag(options *opts, unsigned flag) {
+  if (flag == OPT_JSON)
+    opts->json = 1;
+  else if (flag == OPT_VERBOSE)
+    opts->verbose = 1;
+  else if (flag == OPT_DRY_RUN)
+    opts->dry_run = 1;
+}
 
 static const option_spec *find_option(const char *arg) {
   for (size_t i = 0; i < sizeof(option_specs) / sizeof(option_specs[0]); ++i)
@@ -1096,10 +1173,7 @@ static int parse_option(int argc, char **argv, int *i, const subcommand *sub, op
   if (sub != NULL && spec->flag != 0 && (sub->allowed & spec->flag) == 0)
     return usage_error("%s: option '%s' does not apply here", where, spec->name);
   if (!spec->takes_value) {
-    if (spec->flag == OPT_JSON)
-      opts->json = 1;
-    else
-      opts->verbose = 1;
+    set_flag(opts, spec->flag);
     return 0;
   }
   const char *value = option_value(argc, argv, i, spec->name);
@@ -1179,9 +1253,8 @@ static int parse_global(int argc, char **argv, options *opts) {
   return i;
 }
 
-int main(int argc, char **argv) {
-  options opts = {.older_than_days = -1.0};
-  int i = parse_global(argc, argv, &opts);
+static int run_command_line(int argc, char **argv, options *opts) {
+  int i = parse_global(argc, argv, opts);
   if (i < 0)
     return -1 - i;
   if (strcmp(argv[i], "help") == 0)
@@ -1189,14 +1262,22 @@ int main(int argc, char **argv) {
   const subcommand *sub = find_subcommand(argv[i]);
   if (sub == NULL)
     return usage_error("unknown subcommand '%s'", argv[i]);
-  int rc = parse_subcommand_args(argc, argv, i + 1, sub, &opts);
+  int rc = parse_subcommand_args(argc, argv, i + 1, sub, opts);
   if (rc < 0) {
     fputs(sub->help, stdout);
     return 0;
   }
   if (rc != 0)
     return rc;
-  if (sub->run == cmd_prewarm && opts.num_archs == 0)
-    opts.archs[opts.num_archs++] = DEFAULT_ARCH;
-  return sub->run(&opts);
+  if (sub->run == cmd_prewarm && opts->num_archs == 0)
+    opts->archs[opts->num_archs++] = xstrdup(DEFAULT_ARCH);
+  return sub->run(opts);
+}
+
+int main(int argc, char **argv) {
+  options opts = {.older_than_days = -1.0};
+  int rc = run_command_line(argc, argv, &opts);
+  for (int a = 0; a < opts.num_archs; ++a)
+    free(opts.archs[a]);
+  return rc;
 }

@@ -105,7 +105,8 @@ typedef struct jitops_runtime_config {
    * 0: $JITOPS_CACHE_MAX_BYTES, else 1 GiB. Negative: unbounded. */
   int64_t cache_max_bytes;
   /* A shipped, read-only second tier (a file made by `jitops-cache export`), opened
-   * immutable and consulted after the main database. NULL: $JITOPS_CACHE_SHIPPED, if set. */
+   * immutable and consulted after the main database. NULL: $JITOPS_CACHE_SHIPPED, if set;
+   * "": none. */
   const char *shipped_cache;
 } jitops_runtime_config;
 
@@ -232,7 +233,8 @@ typedef struct jitops_cache jitops_cache_t;
 
 /* Opens the cache database in `dir` (NULL: the default location) for administration. Unlike
  * the runtime, it reports problems: JITOPS_ERR_CACHE (unusable, unsafe or corrupt database),
- * JITOPS_ERR_IO. `writable` 0 opens read-only. */
+ * JITOPS_ERR_IO. `writable` 0 opens read-only, and gives JITOPS_ERR_NOT_FOUND when there is
+ * no cache there yet; `writable` 1 creates it. */
 JITOPS_API jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out);
 JITOPS_API void jitops_cache_close(jitops_cache_t *cache);
 
@@ -241,7 +243,7 @@ JITOPS_API const char *jitops_cache_path(const jitops_cache_t *cache);
 
 typedef struct jitops_cache_entry {
   uint8_t key[16];
-  const char *op; /* the source name the kernel came from */
+  const char *op; /* the op family ("scan") for a built-in template, else the source name */
   const char *name_expression;
   const char *lowered_name;
   const char *target; /* "sm_90", or "compute_90" for PTX */

@@ -1,0 +1,410 @@
+#!/usr/bin/env bash
+# Exercises every jitops-cache subcommand against a real cache, with no GPU:
+#   prewarm (two targets, parallel, then again: all hits; --op, --dry-run, --verbose),
+#   stats and list (text and JSON, filters), export, clear (all, by op, by age), import,
+#   verify after a flipped blob byte, usage errors (exit 2), help (exit 0), a refused
+#   world-writable directory, and prewarm's independence from JITOPS_CACHE and
+#   JITOPS_CACHE_SHIPPED.
+# Usage: bash tests/test_cli_subcommands.sh /path/to/jitops-cache
+# Scratch space: $JITOPS_TEST_TMP (created and emptied), else a mktemp directory.
+set -euo pipefail
+
+CLI=${1:?usage: $0 /path/to/jitops-cache}
+TMP=${JITOPS_TEST_TMP:-$(mktemp -d)}
+if [[ "$TMP" == "/" || "$TMP" == "$HOME" ]]; then
+  echo "$0: refusing to empty JITOPS_TEST_TMP=$TMP" >&2
+  exit 1
+fi
+rm -rf "$TMP"
+mkdir -p "$TMP"
+chmod 700 "$TMP"
+
+# The cache the tool is pointed at with --dir; it does not exist yet, the tool creates it.
+DIR=$TMP/cache
+DB=$DIR/kernels.db
+# The environment's default must stay untouched: every call below passes --dir.
+export JITOPS_CACHE_DIR=$TMP/env-default
+unset JITOPS_CACHE JITOPS_CACHE_MAX_BYTES JITOPS_CACHE_SHIPPED XDG_CACHE_HOME
+
+passed=0
+failed=0
+trap 'echo "$0: aborted at line $LINENO" >&2' ERR
+
+fail() {
+  echo "FAIL: $*" >&2
+  failed=$((failed + 1))
+}
+
+pass() {
+  passed=$((passed + 1))
+}
+
+expect_eq() { # expect_eq WHAT EXPECTED ACTUAL
+  if [[ "$2" == "$3" ]]; then
+    pass
+  else
+    fail "$1: expected '$2', got '$3'"
+  fi
+}
+
+expect_true() { # expect_true WHAT COMMAND...
+  local what=$1
+  shift
+  if "$@"; then
+    pass
+  else
+    fail "$what"
+  fi
+}
+
+expect_contains() { # expect_contains WHAT NEEDLE TEXT
+  if [[ "$3" == *"$2"* ]]; then
+    pass
+  else
+    fail "$1: '$3' does not contain '$2'"
+  fi
+}
+
+expect_match() { # expect_match WHAT REGEX TEXT
+  if [[ "$3" =~ $2 ]]; then
+    pass
+  else
+    fail "$1: '$3' does not match /$2/"
+  fi
+}
+
+# run ARGS...: runs the tool; sets OUT, ERR and RC, never stops the script.
+run() {
+  set +e
+  "$CLI" "$@" >"$TMP/out" 2>"$TMP/err"
+  RC=$?
+  set -e
+  OUT=$(cat "$TMP/out")
+  ERR=$(cat "$TMP/err")
+}
+
+# run_ok WHAT ARGS...: runs the tool and counts a failure unless it exits 0.
+run_ok() {
+  local what=$1
+  shift
+  run "$@"
+  if [[ $RC -ne 0 ]]; then
+    fail "$what: exit $RC; stderr: $ERR"
+  else
+    pass
+  fi
+}
+
+# json FILE EXPR: evaluates a Python expression over the JSON document `d` in FILE. On any
+# error it prints -999999 (a number no assertion expects), so the script goes on.
+json() {
+  python3 - "$1" "$2" <<'EOF' || echo -999999
+import json, sys
+with open(sys.argv[1]) as f:
+    d = json.load(f)
+print(eval(sys.argv[2], {"d": d}))
+EOF
+}
+
+# valid_json FILE: the JSON tool accepts it.
+valid_json() {
+  python3 -m json.tool "$1" >/dev/null 2>&1
+}
+
+# stats_json NAME: writes `stats --json` to $TMP/NAME.json and checks it is valid JSON.
+stats_json() {
+  run_ok "stats --json ($1)" --dir "$DIR" stats --json
+  printf '%s\n' "$OUT" >"$TMP/$1.json"
+  expect_true "stats --json ($1) is valid JSON" valid_json "$TMP/$1.json"
+}
+
+# list_json NAME ARGS...: writes `list --json ARGS` to $TMP/NAME.json, checks it, and sets
+# COUNT to the number of entries (checked against the "count" field).
+list_json() {
+  local name=$1
+  shift
+  run_ok "list --json $* ($name)" --dir "$DIR" list --json "$@"
+  printf '%s\n' "$OUT" >"$TMP/$name.json"
+  expect_true "list --json $* ($name) is valid JSON" valid_json "$TMP/$name.json"
+  COUNT=$(json "$TMP/$name.json" 'len(d["entries"])')
+  expect_eq "list --json $* ($name): count field" "$COUNT" \
+    "$(json "$TMP/$name.json" 'd["count"]')"
+}
+
+# A usage error: exit 2 and one line on stderr that points at --help.
+expect_usage_error() { # expect_usage_error WHAT ARGS...
+  local what=$1
+  shift
+  run "$@"
+  expect_eq "$what: exit status" 2 "$RC"
+  expect_match "$what: message" 'see jitops-cache --help' "$ERR"
+  expect_eq "$what: stderr lines" 1 "$(printf '%s\n' "$ERR" | wc -l)"
+}
+
+# ---- help ------------------------------------------------------------------------------------
+
+run_ok "--help" --help
+for word in stats list clear verify export import prewarm "Exit status"; do
+  expect_match "--help mentions $word" "$word" "$OUT"
+done
+run_ok "-h" -h
+for sub in stats list clear verify export import prewarm; do
+  run_ok "$sub --help" "$sub" --help
+  expect_match "$sub --help" "Usage: jitops-cache .*$sub" "$OUT"
+  run_ok "help $sub" help "$sub"
+done
+run_ok "--version" --version
+expect_match "--version" 'libjitops [0-9]+\.[0-9]+\.[0-9]+' "$OUT"
+
+# ---- usage errors ----------------------------------------------------------------------------
+
+expect_usage_error "no subcommand"
+expect_usage_error "unknown subcommand" frobnicate
+expect_usage_error "unknown option" --dir "$DIR" list --bogus
+expect_usage_error "unknown global option" --bogus stats
+expect_usage_error "--dir without a value" --dir
+expect_usage_error "export without FILE" --dir "$DIR" export
+expect_usage_error "import without FILE" --dir "$DIR" import
+expect_usage_error "export with two files" --dir "$DIR" export a b
+expect_usage_error "--jobs abc" --dir "$DIR" prewarm --jobs abc
+expect_usage_error "--jobs 0" --dir "$DIR" prewarm --jobs 0
+expect_usage_error "--jobs without a value" --dir "$DIR" prewarm --jobs
+expect_usage_error "--arch 90" --dir "$DIR" prewarm --arch 90
+expect_usage_error "--older-than xyz" --dir "$DIR" clear --older-than xyz
+expect_usage_error "--older-than -1" --dir "$DIR" clear --older-than -1
+expect_usage_error "--json on verify" --dir "$DIR" verify --json
+expect_usage_error "--arch on list" --dir "$DIR" list --arch sm_90
+expect_usage_error "prewarm --op nosuchop" --dir "$DIR" prewarm --op nosuchop
+expect_true "usage errors created no cache" test ! -e "$DIR"
+
+# ---- prewarm into a fresh directory ----------------------------------------------------------
+
+run_ok "prewarm two targets" --dir "$DIR" prewarm --arch sm_90 --arch sm_80 --jobs 2
+expect_true "the database exists" test -f "$DB"
+expect_eq "cache directory mode" 700 "$(stat -c %a "$DIR")"
+expect_eq "database mode" 600 "$(stat -c %a "$DB")"
+expect_true "--dir was used, not \$JITOPS_CACHE_DIR" test ! -e "$JITOPS_CACHE_DIR"
+for arch in sm_90 sm_80; do
+  line=$(grep "^$arch: " <<<"$OUT" || true)
+  expect_match "first prewarm $arch compiles every entry" \
+    "^$arch: ([0-9]+) entries, [0-9]+ compiled, 0 cached, 0 failed" "$line"
+done
+ENTRIES_PER_ARCH=$(sed -n 's/^sm_90: \([0-9]*\) entries.*/\1/p' <<<"$OUT")
+COMPILED_90=$(sed -n 's/^sm_90: [0-9]* entries, \([0-9]*\) compiled.*/\1/p' <<<"$OUT")
+expect_true "the catalogue is not empty" test "${ENTRIES_PER_ARCH:-0}" -gt 0
+expect_true "sm_90 compiled at least one kernel per entry" \
+  test "${COMPILED_90:-0}" -ge "${ENTRIES_PER_ARCH:-1}"
+
+stats_json stats1
+TOTAL=$(json "$TMP/stats1.json" 'd["totals"]["entries"]')
+E90=$(json "$TMP/stats1.json" 'sum(g["entries"] for g in d["groups"] if g["target"] == "sm_90")')
+E80=$(json "$TMP/stats1.json" 'sum(g["entries"] for g in d["groups"] if g["target"] == "sm_80")')
+expect_true "stats: sm_90 has entries" test "$E90" -gt 0
+expect_true "stats: sm_80 has entries" test "$E80" -gt 0
+expect_eq "stats: both targets hold the same catalogue" "$E90" "$E80"
+expect_eq "stats: totals add up" "$TOTAL" $((E90 + E80))
+expect_eq "stats: compiles recorded for sm_90" "$COMPILED_90" \
+  "$(json "$TMP/stats1.json" 'sum(g["compiles"] for g in d["groups"] if g["target"] == "sm_90")')"
+expect_eq "stats: bytes add up" "$(json "$TMP/stats1.json" 'd["totals"]["bytes"]')" \
+  "$(json "$TMP/stats1.json" 'sum(g["bytes"] for g in d["groups"])')"
+expect_true "stats: bytes are positive" test "$(json "$TMP/stats1.json" 'd["totals"]["bytes"]')" -gt 0
+expect_eq "stats: database path" "$DB" "$(json "$TMP/stats1.json" 'd["database"]')"
+
+run_ok "stats (text)" --dir "$DIR" stats
+expect_contains "stats text shows the database" "database: $DB" "$OUT"
+expect_eq "stats text shows a total row" 1 "$(grep -c '^total  ' <<<"$OUT" || true)"
+
+# ---- list and its filters --------------------------------------------------------------------
+
+list_json all
+expect_eq "list: every entry" "$TOTAL" "$COUNT"
+expect_eq "list: keys are 32 hex digits" "$TOTAL" \
+  "$(json "$TMP/all.json" 'sum(1 for e in d["entries"] if len(e["key"]) == 32 and all(c in "0123456789abcdef" for c in e["key"]))')"
+expect_eq "list: keys are unique" "$TOTAL" "$(json "$TMP/all.json" 'len({e["key"] for e in d["entries"]})')"
+expect_eq "list: every entry has a name expression and bytes" "$TOTAL" \
+  "$(json "$TMP/all.json" 'sum(1 for e in d["entries"] if e["name_expression"] and e["bytes"] > 0)')"
+list_json t90 --target sm_90
+expect_eq "list --target sm_90" "$E90" "$COUNT"
+expect_eq "list --target sm_90 holds only sm_90" "$E90" \
+  "$(json "$TMP/t90.json" 'sum(1 for e in d["entries"] if e["target"] == "sm_90")')"
+list_json t80 --target sm_80
+expect_eq "list --target sm_80" "$E80" "$COUNT"
+list_json t70 --target sm_70
+expect_eq "list --target sm_70 (none)" 0 "$COUNT"
+
+OP=$(json "$TMP/stats1.json" 'd["groups"][0]["op"]')
+OP_ENTRIES=$(json "$TMP/stats1.json" "sum(g['entries'] for g in d['groups'] if g['op'] == '$OP')")
+OP_90=$(json "$TMP/stats1.json" "sum(g['entries'] for g in d['groups'] if g['op'] == '$OP' and g['target'] == 'sm_90')")
+list_json op --op "$OP"
+expect_eq "list --op $OP" "$OP_ENTRIES" "$COUNT"
+list_json op90 --op "$OP" --target sm_90
+expect_eq "list --op $OP --target sm_90" "$OP_90" "$COUNT"
+list_json noop --op no_such_op
+expect_eq "list --op no_such_op" 0 "$COUNT"
+
+run_ok "list (text)" --dir "$DIR" list
+expect_eq "list text: header, one line per entry, a count line" $((TOTAL + 2)) \
+  "$(printf '%s\n' "$OUT" | wc -l)"
+expect_match "list text: count line" "$TOTAL entr(y|ies)\$" "$OUT"
+run_ok "--json before the subcommand" --json --dir "$DIR" list
+printf '%s\n' "$OUT" >"$TMP/global.json"
+expect_true "--json before the subcommand is JSON" valid_json "$TMP/global.json"
+
+# ---- a second prewarm finds everything ------------------------------------------------------
+
+run_ok "second prewarm" --dir "$DIR" prewarm --arch sm_90,sm_80 --jobs 2
+for arch in sm_90 sm_80; do
+  line=$(grep "^$arch: " <<<"$OUT" || true)
+  expect_match "second prewarm $arch compiles nothing" \
+    "^$arch: $ENTRIES_PER_ARCH entries, 0 compiled, [1-9][0-9]* cached, 0 failed" "$line"
+done
+stats_json stats2
+expect_eq "second prewarm: no new entries" "$TOTAL" "$(json "$TMP/stats2.json" 'd["totals"]["entries"]')"
+expect_eq "second prewarm: no new compiles" \
+  "$(json "$TMP/stats1.json" 'd["totals"]["compiles"]')" \
+  "$(json "$TMP/stats2.json" 'd["totals"]["compiles"]')"
+expect_true "second prewarm: disk hits recorded" \
+  test "$(json "$TMP/stats2.json" 'd["totals"]["disk_hits"]')" -gt \
+  "$(json "$TMP/stats1.json" 'd["totals"]["disk_hits"]')"
+
+# prewarm --dry-run lists the catalogue and compiles nothing. Catalogue ops name op families;
+# the cache's op column names sources, so the two are compared through keys, not names.
+run_ok "prewarm --dry-run" --dir "$TMP/dry-cache" prewarm --dry-run
+expect_eq "prewarm --dry-run: one line per catalogue entry" "$ENTRIES_PER_ARCH" \
+  "$(printf '%s\n' "$OUT" | grep -c '^[^:]*: ' || true)"
+expect_true "prewarm --dry-run creates no cache" test ! -e "$TMP/dry-cache"
+CAT_OP=$(head -n 1 <<<"$OUT" | cut -d: -f1)
+CAT_OP_ENTRIES=$(grep -c "^$CAT_OP: " <<<"$OUT" || true)
+run_ok "prewarm --dry-run --op $CAT_OP" --dir "$TMP/dry-cache" prewarm --dry-run --op "$CAT_OP"
+expect_eq "prewarm --dry-run --op $CAT_OP" "$CAT_OP_ENTRIES" "$(printf '%s\n' "$OUT" | wc -l)"
+
+# prewarm of one op only (default target sm_90), into another directory: it compiles a subset
+# of what the full prewarm stored for sm_90, under the same keys.
+OP_DIR=$TMP/op-cache
+run_ok "prewarm --op $CAT_OP" --dir "$OP_DIR" prewarm --op "$CAT_OP" --jobs 1 --verbose
+expect_match "prewarm --op $CAT_OP summary" \
+  "^sm_90: $CAT_OP_ENTRIES entries, [0-9]+ compiled, 0 cached, 0 failed" "$OUT"
+expect_eq "prewarm --verbose: one line per entry" "$CAT_OP_ENTRIES" \
+  "$(grep -c "^\[[0-9]*/$CAT_OP_ENTRIES\] sm_90 $CAT_OP: .*: ok" <<<"$ERR" || true)"
+run_ok "list after prewarm --op" --dir "$OP_DIR" list --json
+printf '%s\n' "$OUT" >"$TMP/opdir.json"
+OPDIR_KEYS=$(json "$TMP/opdir.json" 'sorted(e["key"] for e in d["entries"])')
+expect_true "prewarm --op $CAT_OP stored kernels" \
+  test "$(json "$TMP/opdir.json" 'd["count"]')" -gt 0
+expect_eq "prewarm --op: sm_90 only" True \
+  "$(json "$TMP/opdir.json" 'all(e["target"] == "sm_90" for e in d["entries"])')"
+expect_eq "prewarm --op: the same keys as the full prewarm" True \
+  "$(json "$TMP/t90.json" "set($OPDIR_KEYS) <= {e['key'] for e in d['entries']}")"
+
+# ---- export, clear, import -------------------------------------------------------------------
+
+EXPORT=$TMP/export.db
+run_ok "export" --dir "$DIR" export "$EXPORT"
+expect_match "export count" "^exported $TOTAL entr(y|ies) to " "$OUT"
+expect_true "the export file exists" test -s "$EXPORT"
+run --dir "$DIR" export "$EXPORT"
+expect_eq "export onto an existing file fails" 1 "$RC"
+
+run_ok "clear --older-than 1" --dir "$DIR" clear --older-than 1
+expect_eq "clear --older-than 1 removes nothing fresh" "removed 0 entries" "$OUT"
+list_json after_age
+expect_eq "clear --older-than 1: entries kept" "$TOTAL" "$COUNT"
+
+run_ok "clear" --dir "$DIR" clear
+expect_eq "clear removes everything" "removed $TOTAL entries" "$OUT"
+list_json empty
+expect_eq "list after clear" 0 "$COUNT"
+stats_json stats_empty
+expect_eq "stats after clear" 0 "$(json "$TMP/stats_empty.json" 'd["totals"]["entries"]')"
+
+run_ok "import" --dir "$DIR" import "$EXPORT"
+expect_eq "import counts" "imported $TOTAL, rejected 0" "$OUT"
+list_json imported
+expect_eq "entries back after import" "$TOTAL" "$COUNT"
+expect_eq "the same keys are back" \
+  "$(json "$TMP/all.json" 'sorted(e["key"] for e in d["entries"])')" \
+  "$(json "$TMP/imported.json" 'sorted(e["key"] for e in d["entries"])')"
+run_ok "import again" --dir "$DIR" import "$EXPORT"
+expect_eq "a second import adds nothing" "imported 0, rejected 0" "$OUT"
+run --dir "$DIR" import "$TMP/no-such-file.db"
+expect_eq "import of a missing file fails" 1 "$RC"
+
+run_ok "clear --op $OP" --dir "$DIR" clear --op "$OP"
+expect_match "clear --op $OP count" "^removed $OP_ENTRIES entr(y|ies)\$" "$OUT"
+list_json after_op
+expect_eq "clear --op $OP leaves the rest" $((TOTAL - OP_ENTRIES)) "$COUNT"
+run_ok "import after clear --op" --dir "$DIR" import "$EXPORT"
+expect_eq "import restores the op's entries" "imported $OP_ENTRIES, rejected 0" "$OUT"
+
+# ---- verify after a flipped blob byte --------------------------------------------------------
+
+run_ok "verify a sound cache" --dir "$DIR" verify
+expect_eq "verify a sound cache" "checked $TOTAL, dropped 0" "$OUT"
+
+BAD_KEY=$(python3 - "$DB" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rowid, key, blob = db.execute(
+    "SELECT rowid, lower(hex(key)), blob FROM kernels ORDER BY rowid LIMIT 1").fetchone()
+blob = bytearray(blob)
+blob[len(blob) // 2] ^= 0x01
+db.execute("UPDATE kernels SET blob = ? WHERE rowid = ?", (bytes(blob), rowid))
+db.commit()
+db.close()
+print(key)
+EOF
+)
+expect_match "a row was corrupted" '^[0-9a-f]{32}$' "$BAD_KEY"
+run --dir "$DIR" verify
+expect_eq "verify with a bad row: exit status" 1 "$RC"
+expect_eq "verify drops exactly that row" "checked $TOTAL, dropped 1" "$OUT"
+list_json after_verify
+expect_eq "one entry fewer after verify" $((TOTAL - 1)) "$COUNT"
+expect_eq "the bad key is gone" False \
+  "$(json "$TMP/after_verify.json" "any(e['key'] == '$BAD_KEY' for e in d['entries'])")"
+run_ok "verify again" --dir "$DIR" verify
+expect_eq "verify again finds nothing" "checked $((TOTAL - 1)), dropped 0" "$OUT"
+
+# A prewarm puts the dropped kernel back, compiling exactly that one.
+run_ok "prewarm after verify" --dir "$DIR" prewarm --arch sm_90 --arch sm_80 --jobs 2
+expect_eq "prewarm recompiles only the dropped kernel" 1 \
+  "$(awk '/^sm_[0-9]+: / { n += $4 } END { print n + 0 }' <<<"$OUT")"
+list_json restored
+expect_eq "every entry is back" "$TOTAL" "$COUNT"
+
+# ---- directories the tool must refuse, and the environment it must not obey -----------------
+
+# A directory others can write is refused: nothing is compiled into it, nothing read from it.
+UNSAFE=$TMP/unsafe
+mkdir -p "$UNSAFE"
+chmod 777 "$UNSAFE"
+run --dir "$UNSAFE" prewarm --arch sm_90
+expect_eq "prewarm into a world-writable directory fails" 1 "$RC"
+expect_contains "prewarm names the refused directory" "$UNSAFE" "$ERR"
+expect_true "nothing was written there" test ! -e "$UNSAFE/kernels.db"
+run --dir "$UNSAFE" stats
+expect_eq "stats of a world-writable directory fails" 1 "$RC"
+
+# prewarm writes the cache even when the environment turns the runtime's disk tier off.
+JITOPS_CACHE=off "$CLI" --dir="$TMP/env-off" prewarm --arch=sm_90 >"$TMP/out" 2>"$TMP/err" && RC=0 || RC=$?
+expect_eq "prewarm with JITOPS_CACHE=off" 0 "$RC"
+run_ok "list --dir=DIR" --dir="$TMP/env-off" list --json
+printf '%s\n' "$OUT" >"$TMP/envoff.json"
+expect_eq "prewarm with JITOPS_CACHE=off stored the catalogue" "$E90" \
+  "$(json "$TMP/envoff.json" 'd["count"]')"
+
+# prewarm fills its own cache even when a shipped tier already holds every kernel.
+JITOPS_CACHE_SHIPPED=$EXPORT "$CLI" --dir "$TMP/shipped" prewarm >"$TMP/out" 2>"$TMP/err" && RC=0 || RC=$?
+expect_eq "prewarm with JITOPS_CACHE_SHIPPED" 0 "$RC"
+expect_match "prewarm with a shipped tier compiles" "^sm_90: [0-9]+ entries, $E90 compiled, 0 cached" \
+  "$(cat "$TMP/out")"
+run_ok "list after prewarm with a shipped tier" --dir "$TMP/shipped" list --json
+printf '%s\n' "$OUT" >"$TMP/shipped.json"
+expect_eq "prewarm with a shipped tier stored the catalogue" "$E90" "$(json "$TMP/shipped.json" 'd["count"]')"
+
+# ---- the default directory was never touched -------------------------------------------------
+
+expect_true "\$JITOPS_CACHE_DIR stayed untouched" test ! -e "$JITOPS_CACHE_DIR"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]] || exit 1
