@@ -4,10 +4,12 @@
 #include "runtime/op_support.h"
 
 extern const jitops__catalogue_family jitops__catalogue_example;
+extern const jitops__catalogue_family jitops__catalogue_flce;
 /* Op families add themselves here, one line each. */
 
 static const jitops__catalogue_family *const families[] = {
     &jitops__catalogue_example,
+    &jitops__catalogue_flce,
 };
 
 enum { FAMILY_COUNT = sizeof(families) / sizeof(families[0]) };

@@ -299,4 +299,6 @@ JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *
 }
 #endif
 
+#include "jitops/flce.h"
+
 #endif /* JITOPS_JITOPS_H */

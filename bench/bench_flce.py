@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Fused linear cross-entropy: libjitops against PyTorch's unfused F.cross_entropy(x @ W.T),
+forward + backward, on the same tensors in the same run.
+
+For each shape it times (CUDA events, warm-up, median) and measures the peak memory above
+the inputs (torch.cuda.max_memory_allocated; libjitops gets its scratch as a torch-allocated
+workspace so that it is counted, and every output either side allocates is counted):
+  - torch:   loss = F.cross_entropy(x @ W.T, target); loss.backward()
+  - jitops:  jitops_flce_forward (loss, grad_input, grad_weight) + jitops_flce_backward (dy),
+             with the default scratch budget and with larger budgets (other algorithms).
+At the first shape it also compares both against an f32 unfused reference (relative L2
+errors), and checks that two libjitops runs give identical bytes.
+
+Usage: bench_flce.py [--shapes BT,H,V ...] [--dtype bf16] [--quick]
+"""
+import argparse
+import ctypes
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from jitops_ctypes import (DLTensor, Workspace, check, create_runtime, current_stream,
+                           load_library, peak_bytes, tensor_ptr, time_ms)
+
+GIB = float(1 << 30)
+
+
+class Options(ctypes.Structure):
+    _fields_ = [
+        ("reduction", ctypes.c_int),
+        ("ignore_index", ctypes.c_int64),
+        ("label_smoothing", ctypes.c_double),
+        ("softcap", ctypes.c_double),
+        ("z_loss_scale", ctypes.c_double),
+        ("chunk_rows", ctypes.c_int64),
+        ("scratch_budget_bytes", ctypes.c_int64),
+    ]
+
+
+TENSOR_FIELDS = ("input", "weight", "bias", "target", "grad_output", "loss", "lse",
+                 "grad_input", "grad_weight", "grad_bias")
+
+
+class Tensors(ctypes.Structure):
+    _fields_ = [(name, ctypes.POINTER(DLTensor)) for name in TENSOR_FIELDS]
+
+
+class Flce:
+    def __init__(self):
+        self.lib = load_library()
+        lib = self.lib
+        lib.jitops_flce_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensors),
+                                            ctypes.POINTER(Options), ctypes.POINTER(Workspace),
+                                            ctypes.c_void_p]
+        lib.jitops_flce_workspace_size.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensors),
+                                                   ctypes.POINTER(Options),
+                                                   ctypes.POINTER(ctypes.c_size_t)]
+        lib.jitops_flce_backward.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(DLTensor)] * 4 + [
+            ctypes.c_void_p]
+        self.rt = create_runtime(lib)
+
+    def options(self, **kw):
+        o = Options()
+        self.lib.jitops_flce_options_init(ctypes.byref(o))
+        for k, v in kw.items():
+            setattr(o, k, v)
+        return o
+
+    def loss_and_grads(self, x, w, target, opts, dy=None):
+        """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight)."""
+        loss = torch.empty((), dtype=torch.float32, device=x.device)
+        gi, gw = torch.empty_like(x), torch.empty_like(w)
+        held, ts = [], Tensors()
+        for name, t in (("input", x), ("weight", w), ("target", target), ("loss", loss),
+                        ("grad_input", gi), ("grad_weight", gw)):
+            h, p = tensor_ptr(t)
+            held.append(h)
+            setattr(ts, name, p)
+        size = ctypes.c_size_t()
+        check(self.lib, self.lib.jitops_flce_workspace_size(self.rt, ctypes.byref(ts),
+                                                            ctypes.byref(opts), ctypes.byref(size)),
+              "jitops_flce_workspace_size")
+        ws_t = torch.empty(size.value, dtype=torch.uint8, device=x.device)
+        ws = Workspace(ctypes.c_void_p(ws_t.data_ptr()), size.value)
+        stream = current_stream()
+        check(self.lib, self.lib.jitops_flce_forward(self.rt, ctypes.byref(ts), ctypes.byref(opts),
+                                                     ctypes.byref(ws), stream),
+              "jitops_flce_forward")
+        if dy is not None:
+            hd, pd = tensor_ptr(dy)
+            check(self.lib, self.lib.jitops_flce_backward(self.rt, pd, ts.grad_input,
+                                                          ts.grad_weight, None, stream),
+                  "jitops_flce_backward")
+        del ws_t  # stream-ordered reuse by torch's allocator is safe on this stream
+        return loss, gi, gw, size.value
+
+
+def torch_unfused(x, w, target):
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    loss = F.cross_entropy(xr @ wr.t(), target)
+    loss.backward()
+    return loss.detach(), xr.grad, wr.grad
+
+
+def rel(a, ref):
+    a, ref = a.double(), ref.double()
+    return ((a - ref).norm() / ref.norm()).item()
+
+
+def accuracy_report(flce, x, w, target, configs, out):
+    """Errors against the f32 unfused computation, for torch bf16 and each jitops config."""
+    xf, wf = x.float().requires_grad_(), w.float().requires_grad_()
+    ref_loss = F.cross_entropy(xf @ wf.t(), target)
+    ref_loss.backward()
+    ref = (ref_loss.detach().double(), xf.grad, wf.grad)
+    del xf, wf
+    torch.cuda.empty_cache()
+    rows = []
+    tl, tgi, tgw = torch_unfused(x, w, target)
+    rows.append(("torch %s unfused" % str(x.dtype).split(".")[1], tl, tgi, tgw))
+    del tl, tgi, tgw
+    dy = torch.ones((), dtype=torch.float32, device=x.device)
+    for name, opts in configs:
+        l1, gi1, gw1, _ = flce.loss_and_grads(x, w, target, opts, dy)
+        l2, gi2, gw2, _ = flce.loss_and_grads(x, w, target, opts, dy)
+        torch.cuda.synchronize()
+        same = bool(torch.equal(l1, l2) and torch.equal(gi1, gi2) and torch.equal(gw1, gw2))
+        rows.append((name + (", rerun bit-identical" if same else ", RERUN DIFFERS"), l1, gi1, gw1))
+        del l2, gi2, gw2
+    print("\naccuracy vs f32 unfused reference (BT=%d, H=%d, V=%d):" % (x.shape[0], x.shape[1],
+                                                                      w.shape[0]))
+    print("  %-44s %12s %12s %12s" % ("", "|dloss|", "grad_input", "grad_weight"))
+    for name, l, gi, gw in rows:
+        r = {"what": name, "loss_abs_err": abs(l.double().item() - ref[0].item()),
+             "grad_input_rel_l2": rel(gi, ref[1]), "grad_weight_rel_l2": rel(gw, ref[2])}
+        out.append(r)
+        print("  %-44s %12.3e %12.3e %12.3e" % (name, r["loss_abs_err"], r["grad_input_rel_l2"],
+                                                r["grad_weight_rel_l2"]))
+    del rows, ref
+    torch.cuda.empty_cache()
+
+
+def bench_shape(flce, bt, h, v, dtype, quick, results, accuracy):
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    x = torch.randn(bt, h, device=dev, dtype=dtype)
+    w = (torch.randn(v, h, device=dev, dtype=torch.float32) * (2.0 / math.sqrt(h))).to(dtype)
+    target = torch.randint(0, v, (bt,), device=dev)
+    target[torch.rand(bt, device=dev) < 0.05] = -100  # some padding
+    ld = (v + 63) // 64 * 64
+    esize = x.element_size()
+    configs = [("jitops default (1 GiB budget)", flce.options())]
+    # The whole batch as one chunk: 3 GEMMs, no accumulator, BT x V of scratch logits.
+    configs.append(("jitops rows, one chunk", flce.options(
+        scratch_budget_bytes=bt * ld * esize + (96 << 20))))
+    if bt > 2048:
+        # 2048-row chunks with the V x H f32 grad_weight accumulator.
+        configs.append(("jitops rows, 2048-row chunks + f32 acc", flce.options(
+            chunk_rows=2048, scratch_budget_bytes=2048 * ld * esize + v * h * 4 + (96 << 20))))
+    warm, iters = (1, 3) if quick or bt >= 32768 else (3, 10)
+    dy = torch.ones((), dtype=torch.float32, device=dev)
+    flops = 6.0 * bt * h * v
+    rows = []
+    for name, opts in configs:
+        try:
+            ms = time_ms(lambda: flce.loss_and_grads(x, w, target, opts, dy), warm, iters)
+            ws_holder = []
+            peak = peak_bytes(lambda: ws_holder.append(flce.loss_and_grads(x, w, target, opts, dy)))
+            ws_bytes = ws_holder[0][3]
+            del ws_holder
+            rows.append((name, ms, peak, ws_bytes))
+        except RuntimeError as e:
+            rows.append((name, float("nan"), float("nan"), 0))
+            print("  %s: %s" % (name, e), file=sys.stderr)
+        torch.cuda.empty_cache()
+    try:
+        t_ms = time_ms(lambda: torch_unfused(x, w, target), warm, iters)
+        t_peak = peak_bytes(lambda: torch_unfused(x, w, target))
+    except torch.cuda.OutOfMemoryError:
+        t_ms, t_peak = float("nan"), float("nan")
+    torch.cuda.empty_cache()
+    for name, ms, peak, ws_bytes in rows:
+        r = {"bt": bt, "h": h, "v": v, "dtype": str(dtype), "config": name, "ms": ms,
+             "torch_ms": t_ms, "ratio": ms / t_ms, "peak_gib": peak / GIB,
+             "torch_peak_gib": t_peak / GIB, "workspace_gib": ws_bytes / GIB,
+             "tflops_3gemm": flops / (ms * 1e9)}
+        results["timing"].append(r)
+        print("%6d %5d %6d  %-40s %9.2f %9.2f %6.3f %9.3f %9.3f %7.1f" % (
+            bt, h, v, name, ms, t_ms, r["ratio"], r["peak_gib"], r["torch_peak_gib"],
+            r["tflops_3gemm"]))
+    if accuracy:
+        accuracy_report(flce, x, w, target, configs, results["accuracy"])
+    sys.stdout.flush()
+    del x, w, target
+    torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", nargs="*", default=["8192,4096,128256", "2048,4096,128256",
+                                                    "8192,4096,32000", "32768,4096,128256"])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    ap.add_argument("--quick", action="store_true", help="fewer iterations")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-accuracy", action="store_true")
+    args = ap.parse_args()
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    flce = Flce()
+    print("GPU: %s; torch %s" % (torch.cuda.get_device_name(), torch.__version__))
+    print("time = forward + backward (ms, median); peak = GiB above the inputs; TFLOP/s counts "
+          "the 3 GEMMs (6 BT H V)")
+    print("%6s %5s %6s  %-40s %9s %9s %6s %9s %9s %7s" % (
+        "BT", "H", "V", "config", "ours ms", "torch ms", "ratio", "peak GiB", "torch GiB",
+        "TFLOP/s"))
+    results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": [],
+               "accuracy": []}
+    for i, s in enumerate(args.shapes):
+        bt, h, v = (int(t) for t in s.split(","))
+        bench_shape(flce, bt, h, v, dtype, args.quick, results,
+                    accuracy=(i == 0 and not args.no_accuracy))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+/* Row-major GEMMs on cuBLASLt: the runtime's handle, the algorithm cache, and the calls. */
+#include "runtime/ops/flce_gemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The toolkit's header declares a function with () and the build warns on that. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
+
+/* Shapes a process runs are few (each chunk size of each op, a handful of GEMMs each). When
+ * more appear, the oldest entries are replaced; a replaced shape asks the heuristic again,
+ * which returns the same algorithm, so results stay the same. */
+enum { ALGO_CACHE_ENTRIES = 256 };
+
+/* Everything the heuristic's answer depends on. Built with memset so that padding compares. */
+typedef struct gemm_key {
+  int64_t m, n, k, lda, ldb, ldc;
+  int32_t trans_a, trans_b, ab_dtype, c_dtype;
+  uint32_t align_a, align_b, align_c, pad;
+  uint64_t workspace_bytes;
+} gemm_key;
+
+typedef struct algo_entry {
+  gemm_key key;
+  cublasLtMatmulAlgo_t algo;
+  bool used;
+} algo_entry;
+
+typedef struct blaslt_state {
+  cublasLtHandle_t handle;
+  pthread_mutex_t lock;
+  size_t next; /* the entry the next new shape replaces */
+  algo_entry entries[ALGO_CACHE_ENTRIES];
+} blaslt_state;
+
+void jitops__flce_gemm_to_column_major(const jitops__flce_gemm *g, jitops__flce_cm_gemm *out) {
+  memset(out, 0, sizeof *out);
+  out->m = g->n;
+  out->n = g->m;
+  out->k = g->k;
+  /* cuBLASLt's A is our B: stored [k, n] row-major reads as [n, k] column-major (op N);
+   * stored [n, k] reads as [k, n] and needs op T. */
+  out->a = g->b;
+  out->lda = g->ldb;
+  out->trans_a = g->trans_b;
+  out->a_rows = g->trans_b ? g->k : g->n;
+  out->a_cols = g->trans_b ? g->n : g->k;
+  /* cuBLASLt's B is our A, by the same reasoning. */
+  out->b = g->a;
+  out->ldb = g->lda;
+  out->trans_b = g->trans_a;
+  out->b_rows = g->trans_a ? g->m : g->k;
+  out->b_cols = g->trans_a ? g->k : g->m;
+  out->c = g->c;
+  out->c_rows = g->n;
+  out->c_cols = g->m;
+  out->ldc = g->ldc;
+}
+
+static jitops_status blas_fail(cublasStatus_t status, const char *what) {
+  jitops_status code = status == CUBLAS_STATUS_ALLOC_FAILED    ? JITOPS_ERR_OUT_OF_MEMORY
+                       : status == CUBLAS_STATUS_NOT_SUPPORTED ? JITOPS_ERR_UNSUPPORTED
+                                                               : JITOPS_ERR_DRIVER;
+  return jitops__fail(code, "cuBLASLt: %s failed: %s (%s)", what, cublasLtGetStatusName(status),
+                      cublasLtGetStatusString(status));
+}
+
+static jitops_status state_create(jitops_runtime_t *runtime, void **out) {
+  (void)runtime;
+  blaslt_state *state = calloc(1, sizeof *state);
+  if (state == NULL)
+    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "cuBLASLt: no memory for the runtime's state");
+  cublasStatus_t status = cublasLtCreate(&state->handle);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    free(state);
+    return blas_fail(status, "cublasLtCreate");
+  }
+  pthread_mutex_init(&state->lock, NULL);
+  *out = state;
+  return JITOPS_SUCCESS;
+}
+
+static void state_destroy(jitops_runtime_t *runtime, void *opaque) {
+  (void)runtime;
+  blaslt_state *state = opaque;
+  if (state == NULL)
+    return;
+  cublasLtDestroy(state->handle);
+  pthread_mutex_destroy(&state->lock);
+  free(state);
+}
+
+static cudaDataType data_type(jitops__dtype dtype) {
+  switch (dtype) {
+  case JITOPS__DTYPE_F16:
+    return CUDA_R_16F;
+  case JITOPS__DTYPE_BF16:
+    return CUDA_R_16BF;
+  case JITOPS__DTYPE_F64:
+    return CUDA_R_64F;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
+/* The largest power of two (at most 256) that divides the address: what the algorithm may
+ * assume about the pointer. */
+static uint32_t alignment_of(const void *ptr) {
+  uintptr_t p = (uintptr_t)ptr;
+  if (p == 0)
+    return 256;
+  uintptr_t a = p & (~p + 1);
+  return a > 256 ? 256 : (uint32_t)a;
+}
+
+static gemm_key make_key(const jitops__flce_cm_gemm *cm, const jitops__flce_gemm *g,
+                         size_t workspace_bytes) {
+  gemm_key key;
+  memset(&key, 0, sizeof key);
+  key.m = cm->m;
+  key.n = cm->n;
+  key.k = cm->k;
+  key.lda = cm->lda;
+  key.ldb = cm->ldb;
+  key.ldc = cm->ldc;
+  key.trans_a = cm->trans_a;
+  key.trans_b = cm->trans_b;
+  key.ab_dtype = (int32_t)g->ab_dtype;
+  key.c_dtype = (int32_t)g->c_dtype;
+  key.align_a = alignment_of(cm->a);
+  key.align_b = alignment_of(cm->b);
+  key.align_c = alignment_of(cm->c);
+  key.workspace_bytes = workspace_bytes;
+  return key;
+}
+
+/* The descriptors of one call; destroyed together. */
+typedef struct gemm_descs {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+} gemm_descs;
+
+static void descs_destroy(gemm_descs *d) {
+  if (d->c != NULL)
+    cublasLtMatrixLayoutDestroy(d->c);
+  if (d->b != NULL)
+    cublasLtMatrixLayoutDestroy(d->b);
+  if (d->a != NULL)
+    cublasLtMatrixLayoutDestroy(d->a);
+  if (d->op != NULL)
+    cublasLtMatmulDescDestroy(d->op);
+}
+
+static jitops_status descs_create(const jitops__flce_cm_gemm *cm, const jitops__flce_gemm *g,
+                                  gemm_descs *d) {
+  memset(d, 0, sizeof *d);
+  bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
+  cublasStatus_t s = cublasLtMatmulDescCreate(&d->op, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                              f64 ? CUDA_R_64F : CUDA_R_32F);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return blas_fail(s, "cublasLtMatmulDescCreate");
+  cublasOperation_t ta = cm->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = cm->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  s = cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatrixLayoutCreate(&d->a, data_type(g->ab_dtype), (uint64_t)cm->a_rows,
+                                   (uint64_t)cm->a_cols, cm->lda);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatrixLayoutCreate(&d->b, data_type(g->ab_dtype), (uint64_t)cm->b_rows,
+                                   (uint64_t)cm->b_cols, cm->ldb);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatrixLayoutCreate(&d->c, data_type(g->c_dtype), (uint64_t)cm->c_rows,
+                                   (uint64_t)cm->c_cols, cm->ldc);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    descs_destroy(d);
+    return blas_fail(s, "describing the matrices");
+  }
+  return JITOPS_SUCCESS;
+}
+
+static jitops_status ask_heuristic(blaslt_state *state, const gemm_descs *d, const gemm_key *key,
+                                   cublasLtMatmulAlgo_t *algo) {
+  cublasLtMatmulPreference_t pref;
+  cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return blas_fail(s, "cublasLtMatmulPreferenceCreate");
+  uint64_t ws = key->workspace_bytes;
+  /* Split-K partial sums stay in the compute type (f32): rounding them to a 16-bit output
+   * type in place would lose the precision the accumulation is for. */
+  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                           sizeof ws);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &schemes, sizeof schemes);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                             &key->align_a, sizeof key->align_a);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                             &key->align_b, sizeof key->align_b);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                             &key->align_c, sizeof key->align_c);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                             &key->align_c, sizeof key->align_c);
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulAlgoGetHeuristic(state->handle, d->op, d->a, d->b, d->c, d->c, pref, 1,
+                                       &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED)
+    return blas_fail(s, "cublasLtMatmulAlgoGetHeuristic");
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || found < 1 || result.state != CUBLAS_STATUS_SUCCESS)
+    return jitops__fail(JITOPS_ERR_UNSUPPORTED,
+                        "cuBLASLt: no algorithm for a %lld x %lld x %lld GEMM (lda %lld, ldb "
+                        "%lld, ldc %lld, alignments %u/%u/%u bytes)",
+                        (long long)key->m, (long long)key->n, (long long)key->k,
+                        (long long)key->lda, (long long)key->ldb, (long long)key->ldc, key->align_a,
+                        key->align_b, key->align_c);
+  *algo = result.algo;
+  return JITOPS_SUCCESS;
+}
+
+/* The cached algorithm for `key`, asking the heuristic (under the lock, so a shape is asked
+ * once) when it is new. */
+static jitops_status find_algo(blaslt_state *state, const gemm_descs *d, const gemm_key *key,
+                               cublasLtMatmulAlgo_t *algo) {
+  pthread_mutex_lock(&state->lock);
+  for (size_t i = 0; i < ALGO_CACHE_ENTRIES; ++i) {
+    algo_entry *e = &state->entries[i];
+    if (e->used && memcmp(&e->key, key, sizeof *key) == 0) {
+      *algo = e->algo;
+      pthread_mutex_unlock(&state->lock);
+      return JITOPS_SUCCESS;
+    }
+  }
+  jitops_status status = ask_heuristic(state, d, key, algo);
+  if (status == JITOPS_SUCCESS) {
+    algo_entry *e = &state->entries[state->next];
+    state->next = (state->next + 1) % ALGO_CACHE_ENTRIES;
+    e->key = *key;
+    e->algo = *algo;
+    e->used = true;
+  }
+  pthread_mutex_unlock(&state->lock);
+  return status;
+}
+
+static jitops_status run_in_context(jitops_runtime_t *runtime, const jitops__flce_gemm *g,
+                                    void *workspace, size_t workspace_bytes, void *stream) {
+  void *opaque = NULL;
+  JITOPS__TRY(
+      jitops__runtime_state(runtime, JITOPS__SLOT_CUBLASLT, state_create, state_destroy, &opaque));
+  blaslt_state *state = opaque;
+  jitops__flce_cm_gemm cm;
+  jitops__flce_gemm_to_column_major(g, &cm);
+  gemm_descs d;
+  JITOPS__TRY(descs_create(&cm, g, &d));
+  gemm_key key = make_key(&cm, g, workspace_bytes);
+  cublasLtMatmulAlgo_t algo;
+  jitops_status status = find_algo(state, &d, &key, &algo);
+  if (status == JITOPS_SUCCESS) {
+    const float one_f = 1.0f, zero_f = 0.0f;
+    const double one_d = 1.0, zero_d = 0.0;
+    bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
+    const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
+    const void *beta = g->accumulate ? alpha : f64 ? (const void *)&zero_d : (const void *)&zero_f;
+    cublasStatus_t s =
+        cublasLtMatmul(state->handle, d.op, alpha, cm.a, d.a, cm.b, d.b, beta, cm.c, d.c, cm.c, d.c,
+                       &algo, workspace, workspace_bytes, (cudaStream_t)stream);
+    if (s != CUBLAS_STATUS_SUCCESS)
+      status = blas_fail(s, "cublasLtMatmul");
+  }
+  descs_destroy(&d);
+  return status;
+}
+
+jitops_status jitops__flce_gemm_run(jitops_runtime_t *runtime, const jitops__flce_gemm *g,
+                                    void *workspace, size_t workspace_bytes, void *stream) {
+  if (g->m == 0 || g->n == 0)
+    return JITOPS_SUCCESS;
+  JITOPS__TRY(jitops__context_enter(runtime));
+  jitops_status status = run_in_context(runtime, g, workspace, workspace_bytes, stream);
+  jitops__context_leave(runtime);
+  return status;
+}

@@ -1,0 +1,335 @@
+// jitops/flce.cuh — the kernels of fused linear cross-entropy (runtime/ops/flce.c drives them).
+//
+// The GEMMs run in cuBLASLt; these kernels do everything between and after them:
+//   count_valid   the number of non-ignored rows, kept on the device for the mean;
+//   rows          per row of a logits buffer: the log-sum-exp and the loss (pass 1), and the
+//                 gradient with respect to the logits, written over the logits in place;
+//   colsum        grad_bias: column sums of a gradient buffer, in a fixed order;
+//   convert       f32 accumulators to the caller's dtype and strides (zero: empty batches);
+//   reduce_loss   the mean or sum of the per-row losses, divided by the device count;
+//   scale         the backward: saved gradients times a scalar dy read on the device.
+// Every reduction runs in a fixed order (no floating-point atomics): reruns are bit-identical.
+#pragma once
+#include "jitops/common.cuh"
+
+namespace jitops {
+namespace flce {
+
+enum { MODE_STATS = 0, MODE_FULL = 1, MODE_SLICE = 2 };
+
+// The arguments of rows<>, passed by value. runtime/ops/flce.c declares the same struct;
+// every member is 8 bytes so that both compilers lay it out identically.
+struct RowArgs {
+  void *logits;            // T [rows, ld]: the GEMM's logits, overwritten by the gradient
+  const long long *target; // [BT], indexed by the global row
+  const void *bias;        // T [V] or NULL
+  const void *dy;          // DY: [BT] (reduction none) or a scalar; NULL means 1
+  const long long *count;  // the number of non-ignored rows (read for the mean)
+  void *lse_rows;          // acc_t<T> [BT]: written by STATS/FULL, read by SLICE
+  void *loss_rows;         // acc_t<T> [BT]: written by STATS/FULL
+  long long ld;            // row stride of `logits`, a multiple of 16 bytes
+  long long row0;          // global row of the buffer's first row
+  long long ncols;         // columns held by the buffer
+  long long col0;          // vocabulary index of the buffer's column 0
+  long long vocab;         // V
+  long long target_stride;
+  long long bias_stride;
+  long long dy_stride; // 0 for a scalar dy
+  long long ignore_index;
+  double label_smoothing;
+  double softcap; // used when SOFTCAP
+  double z_loss_scale;
+};
+static_assert(sizeof(RowArgs) == 19 * 8, "RowArgs must match runtime/ops/flce.c");
+
+__device__ __forceinline__ float fexp(float x) {
+  return expf(x);
+}
+__device__ __forceinline__ double fexp(double x) {
+  return ::exp(x);
+}
+__device__ __forceinline__ float flog(float x) {
+  return logf(x);
+}
+__device__ __forceinline__ double flog(double x) {
+  return ::log(x);
+}
+__device__ __forceinline__ float ftanh(float x) {
+  return tanhf(x);
+}
+__device__ __forceinline__ double ftanh(double x) {
+  return ::tanh(x);
+}
+
+template <class T, int N> struct alignas(16) Pack { T v[N]; };
+
+// Merges the online-softmax state (m2, s2) into (m, s): s is the sum of exp(z - m).
+template <class A> __device__ __forceinline__ void merge(A &m, A &s, A m2, A s2) {
+  A mx = m > m2 ? m : m2;
+  if (mx == -limits<A>::infinity())
+    return;
+  s = s * fexp(m - mx) + s2 * fexp(m2 - mx);
+  m = mx;
+}
+
+// Block-wide reduction of (max, sum-exp, sum) in a fixed order; every thread gets the result.
+template <class A, int BLOCK>
+__device__ __forceinline__ void block_reduce_stats(A &m, A &s, A &zsum) {
+  __shared__ A sm[BLOCK / 32], ss[BLOCK / 32], sz[BLOCK / 32];
+  for (int off = 16; off > 0; off >>= 1) {
+    A m2 = __shfl_xor_sync(0xffffffffu, m, off);
+    A s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    zsum += __shfl_xor_sync(0xffffffffu, zsum, off);
+    merge(m, s, m2, s2);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    sm[warp] = m;
+    ss[warp] = s;
+    sz[warp] = zsum;
+  }
+  __syncthreads();
+  m = -limits<A>::infinity();
+  s = 0;
+  zsum = 0;
+  for (int w = 0; w < BLOCK / 32; ++w) {
+    merge(m, s, sm[w], ss[w]);
+    zsum += sz[w];
+  }
+  __syncthreads(); // the caller may reuse the shared arrays through another reduction
+}
+
+// The logit the loss sees: bias added in the accumulation type, then the optional softcap.
+template <class T, bool BIAS, bool SOFTCAP>
+__device__ __forceinline__ acc_t<T> logit(acc_t<T> raw, const T *bias, long long bias_stride,
+                                          long long v, acc_t<T> cap, acc_t<T> inv_cap) {
+  if (BIAS)
+    raw += load(bias + v * bias_stride);
+  if (SOFTCAP)
+    raw = cap * ftanh(raw * inv_cap);
+  return raw;
+}
+
+template <class T, int BLOCK> __device__ __forceinline__ void zero_row(T *row, long long ncols) {
+  constexpr int VEC = 16 / sizeof(T);
+  Pack<T, VEC> zero;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k)
+    zero.v[k] = from_acc<T>((acc_t<T>)0);
+  const long long nvec = ncols / VEC;
+  for (long long i = threadIdx.x; i < nvec; i += BLOCK)
+    reinterpret_cast<Pack<T, VEC> *>(row)[i] = zero;
+  for (long long j = nvec * VEC + threadIdx.x; j < ncols; j += BLOCK)
+    row[j] = zero.v[0];
+}
+
+// One block per buffer row. MODE_STATS computes the row's log-sum-exp and loss; MODE_FULL
+// also overwrites the row with d(loss)/d(logits) times the row's scale; MODE_SLICE writes
+// the gradient of a vocabulary slice from the log-sum-exp saved by an earlier pass.
+// The gradient, with p = softmax(z), eps = label smoothing, zl = z-loss scale:
+//   g_j = p_j (1 + 2 zl lse) - eps / V - (1 - eps) [j == y],  times 1 - (z_j / cap)^2 with a
+//   softcap, times dy / count (mean) or dy; it is rounded to T once, after all the terms.
+template <class T, class DY, int BLOCK, int MODE, bool BIAS, bool SOFTCAP, bool SMOOTH, bool ZLOSS,
+          bool MEAN>
+__global__ void __launch_bounds__(BLOCK) rows(RowArgs a) {
+  typedef acc_t<T> A;
+  constexpr int VEC = 16 / sizeof(T);
+  typedef Pack<T, VEC> P;
+  const long long t = a.row0 + blockIdx.x;
+  T *row = static_cast<T *>(a.logits) + (long long)blockIdx.x * a.ld;
+  const T *bias = static_cast<const T *>(a.bias) + (BIAS ? a.col0 * a.bias_stride : 0);
+  A *lse_rows = static_cast<A *>(a.lse_rows);
+  A *loss_rows = static_cast<A *>(a.loss_rows);
+  const long long y = a.target[t * a.target_stride];
+  const long long nvec = a.ncols / VEC;
+
+  if (y == a.ignore_index) { // no loss, no gradient, not counted
+    if (MODE != MODE_STATS)
+      zero_row<T, BLOCK>(row, a.ncols);
+    if (MODE != MODE_SLICE && threadIdx.x == 0) {
+      lse_rows[t] = 0;
+      loss_rows[t] = 0;
+    }
+    return;
+  }
+  const A cap = SOFTCAP ? (A)a.softcap : (A)1, inv_cap = SOFTCAP ? (A)1 / cap : (A)1;
+  const A eps = SMOOTH ? (A)a.label_smoothing : (A)0;
+  const A eps_v = SMOOTH ? eps / (A)a.vocab : (A)0;
+  A lse;
+  if (MODE != MODE_SLICE) {
+    // The target's logit is read before any thread can overwrite the row.
+    A zy = 0;
+    if (threadIdx.x == 0)
+      zy = (y >= 0 && y < a.vocab)
+               ? logit<T, BIAS, SOFTCAP>(load(row + y), bias, a.bias_stride, y, cap, inv_cap)
+               : limits<A>::quiet_nan();
+    A m = -limits<A>::infinity(), s = 0, zsum = 0;
+    for (long long i = threadIdx.x; i < nvec; i += BLOCK) {
+      const P p = reinterpret_cast<const P *>(row)[i];
+      A z[VEC], vm = -limits<A>::infinity();
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        z[k] =
+            logit<T, BIAS, SOFTCAP>(load(&p.v[k]), bias, a.bias_stride, i * VEC + k, cap, inv_cap);
+        vm = vm > z[k] ? vm : z[k];
+        if (SMOOTH)
+          zsum += z[k];
+      }
+      if (vm > m) {
+        s *= fexp(m - vm);
+        m = vm;
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k)
+        s += fexp(z[k] - m);
+    }
+    for (long long j = nvec * VEC + threadIdx.x; j < a.ncols; j += BLOCK) {
+      const A z = logit<T, BIAS, SOFTCAP>(load(row + j), bias, a.bias_stride, j, cap, inv_cap);
+      merge(m, s, z, (A)1);
+      if (SMOOTH)
+        zsum += z;
+    }
+    block_reduce_stats<A, BLOCK>(m, s, zsum);
+    lse = m + flog(s);
+    if (threadIdx.x == 0) {
+      A loss = lse - ((A)1 - eps) * zy;
+      if (SMOOTH)
+        loss -= eps_v * zsum;
+      if (ZLOSS)
+        loss += (A)a.z_loss_scale * lse * lse;
+      lse_rows[t] = lse;
+      loss_rows[t] = loss;
+    }
+    if (MODE == MODE_STATS)
+      return;
+  } else {
+    lse = lse_rows[t];
+  }
+
+  A scale = 1;
+  if (a.dy != nullptr)
+    scale = load(static_cast<const DY *>(a.dy) + t * a.dy_stride);
+  if (MEAN)
+    scale /= (A)*a.count; // count >= 1: this row is not ignored
+  const A pfac = ZLOSS ? (A)1 + (A)2 * (A)a.z_loss_scale * lse : (A)1;
+  const long long yl = y - a.col0; // the target's column in this buffer, if it is here
+  const A hit = (A)1 - eps;
+  for (long long i = threadIdx.x; i < nvec; i += BLOCK) {
+    P p = reinterpret_cast<const P *>(row)[i];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const long long j = i * VEC + k;
+      const A z = logit<T, BIAS, SOFTCAP>(load(&p.v[k]), bias, a.bias_stride, j, cap, inv_cap);
+      A g = fexp(z - lse) * pfac - eps_v;
+      if (j == yl)
+        g -= hit;
+      if (SOFTCAP)
+        g *= (A)1 - (z * inv_cap) * (z * inv_cap);
+      p.v[k] = from_acc<T>(g * scale);
+    }
+    reinterpret_cast<P *>(row)[i] = p;
+  }
+  for (long long j = nvec * VEC + threadIdx.x; j < a.ncols; j += BLOCK) {
+    const A z = logit<T, BIAS, SOFTCAP>(load(row + j), bias, a.bias_stride, j, cap, inv_cap);
+    A g = fexp(z - lse) * pfac - eps_v;
+    if (j == yl)
+      g -= hit;
+    if (SOFTCAP)
+      g *= (A)1 - (z * inv_cap) * (z * inv_cap);
+    store(row + j, g * scale);
+  }
+}
+
+// The number of rows whose target is not ignore_index. One block of 1024 threads; integer
+// sums are exact in any order.
+__global__ void __launch_bounds__(1024)
+    count_valid(const long long *target, long long stride, long long n, long long ignore_index,
+                long long *count) {
+  __shared__ long long partial[32];
+  long long c = 0;
+  for (long long i = threadIdx.x; i < n; i += 1024)
+    c += target[i * stride] != ignore_index;
+  for (int off = 16; off > 0; off >>= 1)
+    c += __shfl_xor_sync(0xffffffffu, c, off);
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = c;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long total = 0;
+    for (int w = 0; w < 32; ++w)
+      total += partial[w];
+    *count = total;
+  }
+}
+
+// acc[j] (+)= sum over rows of g[r, j], rows in order: one thread per column.
+template <class T, class A>
+__global__ void __launch_bounds__(256)
+    colsum(const T *g, long long ld, long long nrows, long long ncols, A *acc, int accumulate) {
+  const long long j = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (j >= ncols)
+    return;
+  A s = accumulate ? acc[j] : (A)0;
+  const T *p = g + j;
+#pragma unroll 8
+  for (long long r = 0; r < nrows; ++r)
+    s += load(p + r * ld);
+  acc[j] = s;
+}
+
+// dst[r * dst_ld + c] = src[r * src_ld + c]. Threads (x, y) cover (columns, rows), so a
+// column vector (ncols 1, dst_ld its stride) uses the whole block.
+template <class S, class D>
+__global__ void convert(const S *src, long long src_ld, D *dst, long long dst_ld, long long nrows,
+                        long long ncols) {
+  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < nrows;
+       r += (long long)gridDim.x * blockDim.y)
+    for (long long c = threadIdx.x; c < ncols; c += blockDim.x)
+      store(dst + r * dst_ld + c, (acc_t<D>)load(src + r * src_ld + c));
+}
+
+// x[r * ld + c] = 0: grad_weight and grad_bias of an empty batch.
+template <class T> __global__ void zero(T *x, long long ld, long long nrows, long long ncols) {
+  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < nrows;
+       r += (long long)gridDim.x * blockDim.y)
+    for (long long c = threadIdx.x; c < ncols; c += blockDim.x)
+      store(x + r * ld + c, (acc_t<T>)0);
+}
+
+// x[r * ld + c] *= dy[0], in place: the backward of a scalar loss, over saved gradients.
+template <class T, class DY>
+__global__ void scale(T *x, long long ld, long long nrows, long long ncols, const DY *dy) {
+  const acc_t<T> f = (acc_t<T>)load(dy);
+  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < nrows;
+       r += (long long)gridDim.x * blockDim.y)
+    for (long long c = threadIdx.x; c < ncols; c += blockDim.x)
+      store(x + r * ld + c, load(x + r * ld + c) * f);
+}
+
+// out = sum of the per-row losses (divided by the device count for the mean: 0 / 0 is NaN,
+// as PyTorch gives when every row is ignored). One block of 1024 threads, double sums in a
+// fixed order.
+template <class A, class L>
+__global__ void __launch_bounds__(1024)
+    reduce_loss(const A *loss_rows, long long n, const long long *count, int mean, L *out) {
+  __shared__ double partial[32];
+  double s = 0;
+  for (long long i = threadIdx.x; i < n; i += 1024)
+    s += (double)loss_rows[i];
+  for (int off = 16; off > 0; off >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < 32; ++w)
+      total += partial[w];
+    if (mean)
+      total /= (double)*count;
+    store(out, (acc_t<L>)total);
+  }
+}
+
+} // namespace flce
+} // namespace jitops

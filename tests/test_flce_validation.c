@@ -1,0 +1,547 @@
+/* Fused linear cross-entropy without a GPU: every bad argument gives its status and a message
+ * that names it; the planner's choices and bounds; the row-major to cuBLASLt (column-major)
+ * GEMM mapping against a reference product. */
+#include <math.h>
+
+#include "runtime/ops/flce_gemm.h"
+#include "runtime/ops/flce_plan.h"
+#include "testutil.h"
+
+enum { BT = 8, H = 16, V = 40 };
+
+typedef struct tensor {
+  DLTensor t;
+  int64_t shape[2];
+  int64_t strides[2];
+} tensor;
+
+static const DLDataType BF16 = {kDLBfloat, 16, 1}, F16 = {kDLFloat, 16, 1}, F32 = {kDLFloat, 32, 1},
+                        F64 = {kDLFloat, 64, 1}, I32 = {kDLInt, 32, 1}, I64 = {kDLInt, 64, 1};
+
+/* A device tensor over a fake, well-aligned address: validation never dereferences it. */
+static void mk(tensor *x, DLDataType dtype, int ndim, int64_t d0, int64_t d1) {
+  memset(x, 0, sizeof *x);
+  x->t.data = (void *)(uintptr_t)0x100000;
+  x->t.device.device_type = kDLCUDA;
+  x->t.device.device_id = 0;
+  x->t.ndim = ndim;
+  x->t.dtype = dtype;
+  x->shape[0] = d0;
+  x->shape[1] = d1;
+  x->t.shape = x->shape;
+}
+
+static void set_strides(tensor *x, int64_t s0, int64_t s1) {
+  x->strides[0] = s0;
+  x->strides[1] = s1;
+  x->t.strides = x->strides;
+}
+
+/* A complete, valid bf16 call with every optional tensor. */
+typedef struct call {
+  tensor input, weight, bias, target, dy, loss, lse, gi, gw, gb;
+  jitops_flce_tensors ts;
+  jitops_flce_options opt;
+} call;
+
+static void valid_call(call *c) {
+  mk(&c->input, BF16, 2, BT, H);
+  mk(&c->weight, BF16, 2, V, H);
+  mk(&c->bias, BF16, 1, V, 0);
+  mk(&c->target, I64, 1, BT, 0);
+  mk(&c->dy, F32, 0, 0, 0);
+  mk(&c->loss, F32, 0, 0, 0);
+  mk(&c->lse, F32, 1, BT, 0);
+  mk(&c->gi, BF16, 2, BT, H);
+  mk(&c->gw, BF16, 2, V, H);
+  mk(&c->gb, BF16, 1, V, 0);
+  c->ts.input = &c->input.t;
+  c->ts.weight = &c->weight.t;
+  c->ts.bias = &c->bias.t;
+  c->ts.target = &c->target.t;
+  c->ts.grad_output = &c->dy.t;
+  c->ts.loss = &c->loss.t;
+  c->ts.lse = &c->lse.t;
+  c->ts.grad_input = &c->gi.t;
+  c->ts.grad_weight = &c->gw.t;
+  c->ts.grad_bias = &c->gb.t;
+  jitops_flce_options_init(&c->opt);
+}
+
+static jitops_runtime_t *rt;
+
+static jitops_status fwd(call *c) {
+  return jitops_flce_forward(rt, &c->ts, &c->opt, NULL, NULL);
+}
+
+static void test_null_and_device(void) {
+  call c;
+  valid_call(&c);
+  CHECK_FAILS(jitops_flce_forward(NULL, &c.ts, &c.opt, NULL, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "runtime");
+  CHECK_FAILS(jitops_flce_forward(rt, NULL, &c.opt, NULL, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "tensors");
+  c.ts.input = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "input");
+  valid_call(&c);
+  c.ts.weight = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "weight");
+  valid_call(&c);
+  c.ts.target = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "target");
+  valid_call(&c);
+  c.ts.loss = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "loss");
+  valid_call(&c);
+  c.input.t.device.device_type = kDLCPU;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DEVICE, "input");
+  valid_call(&c);
+  c.gw.t.device.device_type = kDLCPU;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DEVICE, "grad_weight");
+  valid_call(&c);
+  c.input.t.data = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "input");
+  /* Everything valid: a compile-only runtime cannot run it, and says so. */
+  valid_call(&c);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, "compile-only");
+  /* Optional tensors may be absent; options may be NULL. */
+  c.ts.bias = c.ts.grad_output = NULL;
+  c.ts.grad_bias = NULL;
+  c.ts.lse = c.ts.grad_input = c.ts.grad_weight = NULL;
+  CHECK_FAILS(jitops_flce_forward(rt, &c.ts, NULL, NULL, NULL), JITOPS_ERR_NO_DEVICE, NULL);
+}
+
+static void test_shapes(void) {
+  call c;
+  valid_call(&c);
+  mk(&c.input, BF16, 3, BT, H);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "input");
+  valid_call(&c);
+  mk(&c.input, BF16, 1, BT, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "input must have rank 2");
+  valid_call(&c);
+  mk(&c.input, BF16, 2, BT, 0);
+  mk(&c.weight, BF16, 2, V, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "H must be >= 1");
+  valid_call(&c);
+  mk(&c.weight, BF16, 2, V, H + 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "weight must have shape [V, H]");
+  valid_call(&c);
+  mk(&c.weight, BF16, 2, 0, H);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "V must be >= 1");
+  valid_call(&c);
+  mk(&c.bias, BF16, 1, V + 1, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "bias");
+  valid_call(&c);
+  mk(&c.target, I64, 1, BT - 1, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "target");
+  valid_call(&c);
+  mk(&c.target, I64, 2, BT, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "target");
+  valid_call(&c);
+  mk(&c.loss, F32, 1, BT, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "loss must be a scalar");
+  valid_call(&c);
+  c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  c.ts.grad_output = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "loss must have rank 1");
+  mk(&c.loss, F32, 1, BT + 1, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "loss must have shape [BT]");
+  mk(&c.loss, F32, 1, BT, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  c.ts.grad_output = &c.dy.t; /* a scalar dy under reduction none */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "grad_output");
+  mk(&c.dy, F32, 1, BT, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_call(&c);
+  mk(&c.dy, F32, 1, BT, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "grad_output must be a scalar");
+  valid_call(&c);
+  mk(&c.lse, F32, 1, BT + 2, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "lse");
+  valid_call(&c);
+  mk(&c.gi, BF16, 2, BT, H - 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "grad_input must have shape [BT, H]");
+  valid_call(&c);
+  mk(&c.gw, BF16, 2, V - 1, H);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "grad_weight must have shape [V, H]");
+  valid_call(&c);
+  mk(&c.gb, BF16, 1, V - 1, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "grad_bias");
+  valid_call(&c);
+  c.ts.bias = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "grad_bias is given but bias is NULL");
+  /* An empty batch is valid. */
+  valid_call(&c);
+  mk(&c.input, BF16, 2, 0, H);
+  mk(&c.target, I64, 1, 0, 0);
+  mk(&c.gi, BF16, 2, 0, H);
+  mk(&c.lse, F32, 1, 0, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+}
+
+static void test_dtypes(void) {
+  call c;
+  valid_call(&c);
+  c.input.t.dtype = I32;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "input must be f16, bf16, f32 or f64");
+  valid_call(&c);
+  c.weight.t.dtype = F16;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "weight is f16 but input is bf16");
+  valid_call(&c);
+  c.bias.t.dtype = F32;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "bias");
+  valid_call(&c);
+  c.target.t.dtype = I32;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "target must be int64");
+  valid_call(&c);
+  c.dy.t.dtype = I64;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "grad_output");
+  valid_call(&c);
+  c.dy.t.dtype = F16; /* any float dy */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_call(&c);
+  c.loss.t.dtype = F16;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "loss must be bf16 or f32");
+  valid_call(&c);
+  c.loss.t.dtype = BF16;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_call(&c);
+  c.lse.t.dtype = BF16;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "lse must be f32");
+  valid_call(&c);
+  c.gi.t.dtype = F32;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "grad_input must be bf16");
+  valid_call(&c);
+  c.gw.t.dtype = F16;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "grad_weight must be bf16 or f32");
+  valid_call(&c);
+  c.gw.t.dtype = F32; /* f32 gradients of 16-bit weights */
+  c.gb.t.dtype = F32;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_call(&c);
+  c.gb.t.dtype = F64;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "grad_bias");
+  /* f64 problems: f64 everywhere, no f32 stand-ins. */
+  valid_call(&c);
+  c.input.t.dtype = c.weight.t.dtype = c.bias.t.dtype = c.gi.t.dtype = F64;
+  c.gw.t.dtype = c.gb.t.dtype = c.loss.t.dtype = c.lse.t.dtype = F64;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  c.gw.t.dtype = F32;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "grad_weight must be f64, got f32");
+  c.gw.t.dtype = F64;
+  c.lse.t.dtype = F32;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_DTYPE, "lse must be f64");
+}
+
+static void test_layouts(void) {
+  call c;
+  valid_call(&c);
+  set_strides(&c.input, H, 2);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input must have contiguous rows");
+  valid_call(&c);
+  set_strides(&c.weight, H - 1, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "weight's row stride");
+  valid_call(&c);
+  set_strides(&c.weight, H + 8, 1); /* a padded row stride is fine */
+  set_strides(&c.gw, H + 8, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_call(&c);
+  set_strides(&c.gi, H, 3);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input");
+  valid_call(&c);
+  c.input.t.byte_offset = 1;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input's address");
+  valid_call(&c);
+  c.target.t.byte_offset = 4;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's address");
+  valid_call(&c);
+  set_strides(&c.target, 3, 0); /* strided 1-D inputs are fine */
+  set_strides(&c.bias, -1, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_call(&c);
+  set_strides(&c.lse, 0, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "lse has stride 0");
+  valid_call(&c);
+  set_strides(&c.gb, 0, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_bias has stride 0");
+}
+
+static void test_options(void) {
+  call c;
+  valid_call(&c);
+  c.opt.reduction = (jitops_flce_reduction)7;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->reduction");
+  valid_call(&c);
+  c.opt.label_smoothing = -0.1;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->label_smoothing");
+  c.opt.label_smoothing = 1.5;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->label_smoothing");
+  c.opt.label_smoothing = NAN;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->label_smoothing");
+  valid_call(&c);
+  c.opt.softcap = -1.0;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->softcap");
+  c.opt.softcap = INFINITY;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->softcap");
+  valid_call(&c);
+  c.opt.z_loss_scale = NAN;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->z_loss_scale");
+  c.opt.z_loss_scale = -1e-4;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->z_loss_scale");
+  valid_call(&c);
+  c.opt.chunk_rows = -1;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->chunk_rows -1 is negative");
+  valid_call(&c);
+  c.opt.scratch_budget_bytes = -1;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "scratch_budget_bytes -1 is negative");
+  c.opt.scratch_budget_bytes = 1000;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "scratch_budget_bytes 1000 is below");
+  valid_call(&c);
+  c.opt.label_smoothing = 0.1;
+  c.opt.softcap = 30.0;
+  c.opt.z_loss_scale = 1e-4;
+  c.opt.ignore_index = 3;
+  c.opt.chunk_rows = 3;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  /* A chunk that the budget cannot hold. */
+  c.opt.chunk_rows = 1 << 20;
+  c.opt.scratch_budget_bytes = (int64_t)JITOPS__FLCE_BLAS_WORKSPACE + (16 << 20);
+  mk(&c.input, BF16, 2, 1 << 20, H);
+  mk(&c.target, I64, 1, 1 << 20, 0);
+  c.ts.grad_input = NULL;
+  c.ts.lse = NULL;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->chunk_rows 1048576 needs");
+}
+
+static void test_workspace_size(void) {
+  call c;
+  valid_call(&c);
+  size_t bytes = 0;
+  CHECK_FAILS(jitops_flce_workspace_size(rt, &c.ts, &c.opt, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "bytes");
+  CHECK_OK(jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes));
+  CHECK(bytes > JITOPS__FLCE_BLAS_WORKSPACE && bytes < JITOPS__FLCE_BLAS_WORKSPACE + (1 << 20));
+  c.opt.softcap = -2;
+  CHECK_FAILS(jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->softcap");
+}
+
+static void test_backward(void) {
+  tensor dy, gi, gw, gb;
+  mk(&dy, F32, 0, 0, 0);
+  mk(&gi, BF16, 2, BT, H);
+  mk(&gw, F32, 2, V, H);
+  mk(&gb, BF16, 1, V, 0);
+  CHECK_FAILS(jitops_flce_backward(NULL, &dy.t, &gi.t, &gw.t, &gb.t, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "runtime");
+  CHECK_FAILS(jitops_flce_backward(rt, NULL, &gi.t, &gw.t, &gb.t, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "grad_output");
+  mk(&dy, F32, 1, BT, 0);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "jitops_flce_forward");
+  mk(&dy, I32, 1, 1, 0);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_DTYPE,
+              "grad_output");
+  mk(&dy, BF16, 1, 1, 0);
+  mk(&gi, BF16, 1, BT, 0);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "grad_input must have rank 2");
+  mk(&gi, BF16, 2, BT, H);
+  gw.t.dtype = I64;
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_DTYPE,
+              "grad_weight");
+  gw.t.dtype = F32;
+  set_strides(&gb, 0, 0);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_bias");
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, NULL, NULL), JITOPS_ERR_NO_DEVICE,
+              "compile-only");
+}
+
+/* ---- the planner ---------------------------------------------------------------------- */
+
+static jitops__flce_problem problem(int64_t bt, int64_t h, int64_t v, int64_t budget) {
+  jitops__flce_problem p;
+  memset(&p, 0, sizeof p);
+  p.bt = bt;
+  p.h = h;
+  p.v = v;
+  p.elem = 2;
+  p.acc_elem = 4;
+  p.grad_input = p.grad_weight = true;
+  p.grad_weight_16bit = true;
+  p.budget = budget;
+  return p;
+}
+
+/* What every plan must satisfy: within budget, aligned, buffers that hold what they must. */
+static void check_plan(const jitops__flce_problem *p, const jitops__flce_plan *plan) {
+  CHECK(plan->total_bytes <= (size_t)p->budget);
+  CHECK(plan->off_region % 256 == 0 && plan->off_blas % 256 == 0 && plan->off_lse % 256 == 0);
+  CHECK(plan->chunk_rows >= 1 && plan->chunk_rows <= (p->bt > 0 ? p->bt : 1));
+  CHECK(plan->ld_logits >= p->v && plan->ld_logits % 64 == 0);
+  size_t chunk = (size_t)plan->chunk_rows * (size_t)plan->ld_logits * p->elem;
+  CHECK(plan->off_region + chunk <= plan->total_bytes);
+  if (plan->grad_weight_acc) {
+    CHECK(plan->off_gw_acc >= plan->off_region + chunk);
+    CHECK(plan->off_gw_acc + (size_t)p->v * (size_t)p->h * 4 <= plan->total_bytes);
+  }
+  if (plan->algorithm == JITOPS__FLCE_VOCAB) {
+    CHECK(plan->group_cols >= 1 && plan->group_cols <= p->v && plan->ld_group >= plan->group_cols);
+    CHECK(plan->ld_group % 64 == 0);
+    CHECK(plan->off_region + (size_t)p->bt * (size_t)plan->ld_group * p->elem <= plan->total_bytes);
+  }
+}
+
+static void test_plan(void) {
+  const char *fn = "test";
+  jitops__flce_plan plan;
+  int64_t gib = (int64_t)1 << 30;
+  /* Llama-3's head under the default budget: no room for a V x H f32 accumulator, so the
+   * vocab algorithm, with 1024-row chunks. */
+  jitops__flce_problem p = problem(8192, 4096, 128256, JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB && plan.chunk_rows == 1024);
+  check_plan(&p, &plan);
+  /* The same with 3 GiB: the whole batch is one chunk (3 GEMMs, no accumulator). */
+  p.budget = 3 * gib;
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && !plan.grad_weight_acc && plan.chunk_rows == 8192);
+  check_plan(&p, &plan);
+  /* Four times the rows with 4 GiB: rows, accumulating in f32, chunks grown to 4096 rows. */
+  p.bt = 32768;
+  p.budget = 4 * gib;
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && plan.grad_weight_acc && plan.chunk_rows == 4096);
+  check_plan(&p, &plan);
+  p.bt = 8192;
+  /* An f32 grad_weight is its own accumulator. */
+  p.budget = JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET;
+  p.grad_weight_16bit = false;
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && !plan.grad_weight_acc);
+  check_plan(&p, &plan);
+  /* Without grad_weight there is nothing to accumulate. */
+  p = problem(8192, 4096, 128256, JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET);
+  p.grad_weight = false;
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && !plan.grad_weight_acc && plan.chunk_rows == 1024);
+  check_plan(&p, &plan);
+  /* Small batches fit in one chunk: one GEMM of each kind, no accumulator. */
+  p = problem(2048, 4096, 128256, JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && plan.chunk_rows == 2048 && !plan.grad_weight_acc);
+  check_plan(&p, &plan);
+  p = problem(8192, 4096, 32000, JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && plan.chunk_rows == 8192);
+  check_plan(&p, &plan);
+  /* Long batches: the vocabulary groups narrow so that all rows fit. */
+  p = problem(32768, 4096, 128256, JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB && plan.group_cols >= 2048);
+  check_plan(&p, &plan);
+  /* An explicit chunk is honoured. */
+  p = problem(1000, 64, 1000, JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET);
+  p.chunk_rows = 96;
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.chunk_rows == 96 && plan.algorithm == JITOPS__FLCE_ROWS && plan.grad_weight_acc);
+  check_plan(&p, &plan);
+  /* A tight budget pushes it to the vocab algorithm. */
+  p.budget = (int64_t)(JITOPS__FLCE_BLAS_WORKSPACE + 300000);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB && plan.chunk_rows == 96);
+  check_plan(&p, &plan);
+  /* Empty batches still plan. */
+  p = problem(0, 64, 1000, JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  check_plan(&p, &plan);
+  /* Too small a budget is refused, naming the option. */
+  p = problem(8192, 4096, 128256, 1 << 20);
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_INVALID_ARGUMENT,
+              "scratch_budget_bytes");
+}
+
+/* ---- the GEMM mapping ----------------------------------------------------------------- */
+
+/* cuBLAS's definition: D(i, j) = sum_l op(A)(i, l) op(B)(l, j), column-major storage. */
+static void cm_reference(const jitops__flce_cm_gemm *g, const double *a, const double *b,
+                         double *c) {
+  for (int64_t i = 0; i < g->m; ++i)
+    for (int64_t j = 0; j < g->n; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l < g->k; ++l) {
+        double x = g->trans_a ? a[l + i * g->lda] : a[i + l * g->lda];
+        double y = g->trans_b ? b[j + l * g->ldb] : b[l + j * g->ldb];
+        s += x * y;
+      }
+      c[i + j * g->ldc] = s;
+    }
+}
+
+static void test_gemm_mapping(void) {
+  uint64_t seed = 7;
+  const int64_t m = 5, n = 7, k = 3, pad = 2;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      /* Row-major operands with padded leading dimensions. */
+      int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+      int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+      double a[64], b[64], c[64], want[64];
+      for (int i = 0; i < 64; ++i) {
+        a[i] = test_rand_uniform(&seed, -1, 1);
+        b[i] = test_rand_uniform(&seed, -1, 1);
+        c[i] = want[i] = 0;
+      }
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t l = 0; l < k; ++l)
+            s += (ta ? a[l * lda + i] : a[i * lda + l]) * (tb ? b[j * ldb + l] : b[l * ldb + j]);
+          want[i * ldc + j] = s;
+        }
+      jitops__flce_gemm g;
+      memset(&g, 0, sizeof g);
+      g.m = m;
+      g.n = n;
+      g.k = k;
+      g.a = a;
+      g.lda = lda;
+      g.trans_a = ta;
+      g.b = b;
+      g.ldb = ldb;
+      g.trans_b = tb;
+      g.c = c;
+      g.ldc = ldc;
+      jitops__flce_cm_gemm cm;
+      jitops__flce_gemm_to_column_major(&g, &cm);
+      /* The stored shapes cuBLASLt is told must cover exactly the stored matrices. */
+      CHECK(cm.a == b && cm.b == a && cm.c == c);
+      CHECK(cm.a_cols == b_rows && cm.a_rows == b_cols && cm.lda >= cm.a_rows);
+      CHECK(cm.b_cols == a_rows && cm.b_rows == a_cols && cm.ldb >= cm.b_rows);
+      CHECK(cm.c_rows == n && cm.c_cols == m && cm.ldc >= cm.c_rows);
+      cm_reference(&cm, cm.a, cm.b, c);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          CHECK(fabs(c[i * ldc + j] - want[i * ldc + j]) < 1e-12);
+    }
+}
+
+int main(void) {
+  jitops_runtime_config cfg = test_offline_config("sm_90", NULL);
+  CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  if (rt == NULL)
+    return test_finish("test_flce_validation");
+  test_null_and_device();
+  test_shapes();
+  test_dtypes();
+  test_layouts();
+  test_options();
+  test_workspace_size();
+  test_backward();
+  test_plan();
+  test_gemm_mapping();
+  jitops_runtime_destroy(rt);
+  return test_finish("test_flce_validation");
+}
