@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from jitops_ctypes import (DLTensor, Workspace, check, create_runtime, current_stream,
-                           load_library, peak_bytes, tensor_ptr, time_ms)
+                           load_library, peak_bytes, tensor_ptr, time_interleaved)
 
 GIB = float(1 << 30)
 
@@ -69,13 +69,19 @@ class Flce:
             setattr(o, k, v)
         return o
 
-    def loss_and_grads(self, x, w, target, opts, dy=None):
-        """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight)."""
+    def loss_and_grads(self, x, w, target, opts, dy=None, dy_in_forward=False, grads=True):
+        """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight).
+        dy goes to jitops_flce_backward (a scalar rescale of the saved gradients), or with
+        dy_in_forward to the forward, which then needs no backward. grads=False: the loss only."""
         loss = torch.empty((), dtype=torch.float32, device=x.device)
         gi, gw = torch.empty_like(x), torch.empty_like(w)
         held, ts = [], Tensors()
-        for name, t in (("input", x), ("weight", w), ("target", target), ("loss", loss),
-                        ("grad_input", gi), ("grad_weight", gw)):
+        named = [("input", x), ("weight", w), ("target", target), ("loss", loss)]
+        if grads:
+            named += [("grad_input", gi), ("grad_weight", gw)]
+        if dy_in_forward:
+            named.append(("grad_output", dy))
+        for name, t in named:
             h, p = tensor_ptr(t)
             held.append(h)
             setattr(ts, name, p)
@@ -89,7 +95,7 @@ class Flce:
         check(self.lib, self.lib.jitops_flce_forward(self.rt, ctypes.byref(ts), ctypes.byref(opts),
                                                      ctypes.byref(ws), stream),
               "jitops_flce_forward")
-        if dy is not None:
+        if grads and dy is not None and not dy_in_forward:
             hd, pd = tensor_ptr(dy)
             check(self.lib, self.lib.jitops_flce_backward(self.rt, pd, ts.grad_input,
                                                           ts.grad_weight, None, stream),
@@ -123,21 +129,21 @@ def accuracy_report(flce, x, w, target, configs, out):
     rows.append(("torch %s unfused" % str(x.dtype).split(".")[1], tl, tgi, tgw))
     del tl, tgi, tgw
     dy = torch.ones((), dtype=torch.float32, device=x.device)
-    for name, opts in configs:
-        l1, gi1, gw1, _ = flce.loss_and_grads(x, w, target, opts, dy)
-        l2, gi2, gw2, _ = flce.loss_and_grads(x, w, target, opts, dy)
+    for name, opts, dy_fwd in configs:
+        l1, gi1, gw1, _ = flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)
+        l2, gi2, gw2, _ = flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)
         torch.cuda.synchronize()
         same = bool(torch.equal(l1, l2) and torch.equal(gi1, gi2) and torch.equal(gw1, gw2))
         rows.append((name + (", rerun bit-identical" if same else ", RERUN DIFFERS"), l1, gi1, gw1))
         del l2, gi2, gw2
     print("\naccuracy vs f32 unfused reference (BT=%d, H=%d, V=%d):" % (x.shape[0], x.shape[1],
                                                                       w.shape[0]))
-    print("  %-44s %12s %12s %12s" % ("", "|dloss|", "grad_input", "grad_weight"))
+    print("  %-62s %10s %10s %11s" % ("", "|dloss|", "grad_input", "grad_weight"))
     for name, l, gi, gw in rows:
         r = {"what": name, "loss_abs_err": abs(l.double().item() - ref[0].item()),
              "grad_input_rel_l2": rel(gi, ref[1]), "grad_weight_rel_l2": rel(gw, ref[2])}
         out.append(r)
-        print("  %-44s %12.3e %12.3e %12.3e" % (name, r["loss_abs_err"], r["grad_input_rel_l2"],
+        print("  %-62s %10.3e %10.3e %11.3e" % (name, r["loss_abs_err"], r["grad_input_rel_l2"],
                                                 r["grad_weight_rel_l2"]))
     del rows, ref
     torch.cuda.empty_cache()
@@ -152,37 +158,40 @@ def bench_shape(flce, bt, h, v, dtype, quick, results, accuracy):
     target[torch.rand(bt, device=dev) < 0.05] = -100  # some padding
     ld = (v + 63) // 64 * 64
     esize = x.element_size()
-    configs = [("jitops default (1 GiB budget)", flce.options())]
+    configs = [("jitops default (1 GiB budget)", flce.options(), False)]
     # The whole batch as one chunk: 3 GEMMs, no accumulator, BT x V of scratch logits.
-    configs.append(("jitops rows, one chunk", flce.options(
-        scratch_budget_bytes=bt * ld * esize + (96 << 20))))
+    one_chunk = flce.options(scratch_budget_bytes=bt * ld * esize + (96 << 20))
+    configs.append(("jitops rows, one chunk", one_chunk, False))
+    # The same with dy known at the forward (grad_output): no backward kernel.
+    configs.append(("jitops rows, one chunk, dy in forward", one_chunk, True))
     if bt > 2048:
-        # 2048-row chunks with the V x H f32 grad_weight accumulator.
-        configs.append(("jitops rows, 2048-row chunks + f32 acc", flce.options(
-            chunk_rows=2048, scratch_budget_bytes=2048 * ld * esize + v * h * 4 + (96 << 20))))
-    warm, iters = (1, 3) if quick or bt >= 32768 else (3, 10)
+        # 4096-row chunks with the V x H f32 grad_weight accumulator.
+        configs.append(("jitops rows, 4096-row chunks + f32 acc", flce.options(
+            chunk_rows=4096, scratch_budget_bytes=4096 * ld * esize + v * h * 4 + (96 << 20)),
+            False))
+    warm, iters = (1, 3) if quick else (2, 5) if bt >= 32768 else (3, 15)
     dy = torch.ones((), dtype=torch.float32, device=dev)
     flops = 6.0 * bt * h * v
-    rows = []
-    for name, opts in configs:
-        try:
-            ms = time_ms(lambda: flce.loss_and_grads(x, w, target, opts, dy), warm, iters)
-            ws_holder = []
-            peak = peak_bytes(lambda: ws_holder.append(flce.loss_and_grads(x, w, target, opts, dy)))
-            ws_bytes = ws_holder[0][3]
-            del ws_holder
-            rows.append((name, ms, peak, ws_bytes))
-        except RuntimeError as e:
-            rows.append((name, float("nan"), float("nan"), 0))
-            print("  %s: %s" % (name, e), file=sys.stderr)
-        torch.cuda.empty_cache()
+
+    def ours(opts, dy_fwd):
+        return lambda: flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)
+
+    # Timing in rounds: torch and every config once per round.
+    fns = [lambda: torch_unfused(x, w, target)] + [ours(o, d) for _, o, d in configs]
+    times = time_interleaved(fns, warm, iters)
+    t_ms = times[0]
+    torch.cuda.empty_cache()
     try:
-        t_ms = time_ms(lambda: torch_unfused(x, w, target), warm, iters)
         t_peak = peak_bytes(lambda: torch_unfused(x, w, target))
     except torch.cuda.OutOfMemoryError:
-        t_ms, t_peak = float("nan"), float("nan")
+        t_peak = float("nan")
     torch.cuda.empty_cache()
-    for name, ms, peak, ws_bytes in rows:
+    for (name, opts, dy_fwd), ms in zip(configs, times[1:]):
+        held = []
+        peak = peak_bytes(lambda: held.append(flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)))
+        ws_bytes = held[0][3]
+        del held
+        torch.cuda.empty_cache()
         r = {"bt": bt, "h": h, "v": v, "dtype": str(dtype), "config": name, "ms": ms,
              "torch_ms": t_ms, "ratio": ms / t_ms, "peak_gib": peak / GIB,
              "torch_peak_gib": t_peak / GIB, "workspace_gib": ws_bytes / GIB,
@@ -191,6 +200,18 @@ def bench_shape(flce, bt, h, v, dtype, quick, results, accuracy):
         print("%6d %5d %6d  %-40s %9.2f %9.2f %6.3f %9.3f %9.3f %7.1f" % (
             bt, h, v, name, ms, t_ms, r["ratio"], r["peak_gib"], r["torch_peak_gib"],
             r["tflops_3gemm"]))
+    if accuracy:  # the main shape: where the time goes
+        xr = x.detach()
+        parts = [("torch x @ W.T (one GEMM)", lambda: xr @ w.t()),
+                 ("torch F.cross_entropy(x @ W.T), forward only",
+                  lambda: F.cross_entropy(xr @ w.t(), target)),
+                 ("jitops loss only (one pass of logits + row stats)",
+                  lambda: flce.loss_and_grads(x, w, target, configs[1][1], grads=False))]
+        pt = time_interleaved([f for _, f in parts], warm, iters)
+        print("  breakdown (%d x %d x %d):" % (bt, h, v))
+        for (name, _), ms in zip(parts, pt):
+            print("    %-52s %8.2f ms  %6.1f TFLOP/s per GEMM" % (name, ms, flops / 3 / (ms * 1e9)))
+            results["breakdown"].append({"what": name, "ms": ms})
     if accuracy:
         accuracy_report(flce, x, w, target, configs, results["accuracy"])
     sys.stdout.flush()
@@ -216,7 +237,7 @@ def main():
         "BT", "H", "V", "config", "ours ms", "torch ms", "ratio", "peak GiB", "torch GiB",
         "TFLOP/s"))
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": [],
-               "accuracy": []}
+               "accuracy": [], "breakdown": []}
     for i, s in enumerate(args.shapes):
         bt, h, v = (int(t) for t in s.split(","))
         bench_shape(flce, bt, h, v, dtype, args.quick, results,

@@ -120,6 +120,34 @@ def time_ms(fn, warmup=3, iters=10):
     return statistics.median(times)
 
 
+def time_interleaved(fns, warmup=3, iters=10):
+    """Median milliseconds of each fn, measured in rounds (one call of each per round) so that
+    clock and thermal drift affect every fn alike. A fn that raises during warm-up (say, out of
+    memory) gets NaN."""
+    alive = []
+    for fn in fns:
+        try:
+            for _ in range(warmup):
+                fn()
+            torch.cuda.synchronize()
+            alive.append(True)
+        except torch.cuda.OutOfMemoryError:
+            alive.append(False)
+            torch.cuda.empty_cache()
+    times = [[] for _ in fns]
+    for _ in range(iters):
+        for i, fn in enumerate(fns):
+            if not alive[i]:
+                continue
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times[i].append(start.elapsed_time(end))
+    return [statistics.median(t) if t else float("nan") for t in times]
+
+
 def peak_bytes(fn):
     """Peak bytes torch's allocator held above what it held before fn() (fn's allocations,
     the workspace it hands to libjitops included)."""

@@ -7,7 +7,8 @@
 //   colsum        grad_bias: column sums of a gradient buffer, in a fixed order;
 //   convert       f32 accumulators to the caller's dtype and strides (zero: empty batches);
 //   reduce_loss   the mean or sum of the per-row losses, divided by the device count;
-//   scale         the backward: saved gradients times a scalar dy read on the device.
+//   scale         the backward: saved gradients times a scalar dy read on the device
+//                 (convert_flat, scale_flat: the contiguous cases, vectorized).
 // Every reduction runs in a fixed order (no floating-point atomics): reruns are bit-identical.
 #pragma once
 #include "jitops/common.cuh"
@@ -286,6 +287,45 @@ __global__ void convert(const S *src, long long src_ld, D *dst, long long dst_ld
        r += (long long)gridDim.x * blockDim.y)
     for (long long c = threadIdx.x; c < ncols; c += blockDim.x)
       store(dst + r * dst_ld + c, (acc_t<D>)load(src + r * src_ld + c));
+}
+
+// N elements of T with the alignment of their size (8 or 16 bytes, or 32 for 4 doubles).
+template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+
+// dst[i] = src[i] for i < n, both contiguous, four elements per access: src aligned to
+// 4 * sizeof(S) and dst to 4 * sizeof(D) (the host checks). Converts the f32 grad_weight
+// accumulator at full bandwidth.
+template <class S, class D>
+__global__ void __launch_bounds__(256) convert_flat(const S *src, D *dst, long long n) {
+  const long long stride = (long long)gridDim.x * 256, nvec = n / 4;
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < nvec; i += stride) {
+    const Vec<S, 4> a = reinterpret_cast<const Vec<S, 4> *>(src)[i];
+    Vec<D, 4> b;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      b.v[k] = from_acc<D>((acc_t<D>)load(&a.v[k]));
+    reinterpret_cast<Vec<D, 4> *>(dst)[i] = b;
+  }
+  for (long long j = nvec * 4 + (long long)blockIdx.x * 256 + threadIdx.x; j < n; j += stride)
+    store(dst + j, (acc_t<D>)load(src + j));
+}
+
+// x[i] *= dy[0] for i < n, contiguous and 16-byte aligned: the backward over a contiguous
+// saved gradient, 16 bytes per access.
+template <class T, class DY>
+__global__ void __launch_bounds__(256) scale_flat(T *x, long long n, const DY *dy) {
+  constexpr int VEC = 16 / sizeof(T);
+  const acc_t<T> f = (acc_t<T>)load(dy);
+  const long long stride = (long long)gridDim.x * 256, nvec = n / VEC;
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < nvec; i += stride) {
+    Pack<T, VEC> p = reinterpret_cast<Pack<T, VEC> *>(x)[i];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+      p.v[k] = from_acc<T>(load(&p.v[k]) * f);
+    reinterpret_cast<Pack<T, VEC> *>(x)[i] = p;
+  }
+  for (long long j = nvec * VEC + (long long)blockIdx.x * 256 + threadIdx.x; j < n; j += stride)
+    store(x + j, load(x + j) * f);
 }
 
 // x[r * ld + c] = 0: grad_weight and grad_bias of an empty batch.

@@ -218,7 +218,7 @@ typedef struct flce_case {
   DLDataType gw_dtype, loss_dtype, dy_dtype;
   double ignore_frac; /* share of rows whose target is ignore_index */
   int all_ignored, bad_target;
-  int64_t x_pad, target_stride, out_stride; /* layout variations */
+  int64_t x_pad, gw_pad, target_stride, out_stride; /* layout variations */
   double logit_scale;
   int rerun; /* run twice and require identical bytes */
 } flce_case;
@@ -401,7 +401,7 @@ static void make_outputs(const flce_case *k, tensors *d) {
   if (k->gi)
     dev_make(&d->gi, k->t, k->bt, k->h, 0);
   if (k->gw)
-    dev_make(&d->gw, k->gw_dtype, k->v, k->h, 0);
+    dev_make(&d->gw, k->gw_dtype, k->v, k->h, k->gw_pad ? k->h + k->gw_pad : 0);
   if (k->gb)
     dev_make(&d->gb, k->gw_dtype, k->v, 0, k->out_stride);
 }
@@ -429,7 +429,11 @@ static jitops_status run(const flce_case *k, tensors *d) {
   jitops_status s = jitops_flce_forward(rt, &ts, &k->opt, NULL, stream);
   if (s == JITOPS_SUCCESS && k->via_backward)
     s = jitops_flce_backward(rt, &d->dy_bwd.t, ts.grad_input, ts.grad_weight, ts.grad_bias, stream);
-  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s: cudaStreamSynchronize: %s\n", k->name, cudaGetErrorString(e));
+    ++test_failures;
+  }
   return s;
 }
 
@@ -671,6 +675,14 @@ static void small_cases(void) {
   k.x_pad = 8;
   k.target_stride = 3;
   k.out_stride = 2;
+  run_case(&k);
+  k.name = "strided, chunks f32-acc";
+  k.gw_pad = 8;
+  k.opt.chunk_rows = 8;
+  run_case(&k);
+  k.name = "strided, backward scales";
+  k.opt.reduction = JITOPS_FLCE_REDUCTION_MEAN;
+  k.via_backward = 1;
   run_case(&k);
   /* Edge cases. */
   k = base("all ignored, mean is NaN", BF16, 16, 32, 100);

@@ -57,6 +57,7 @@ typedef struct flce_kernels {
   jitops_kernel_t *count, *pass1, *slice, *colsum, *gw_convert, *gb_convert, *loss, *lse;
   jitops_kernel_t *gw_zero, *gb_zero;
   int pass1_block, slice_block;
+  bool gw_convert_flat; /* grad_weight is contiguous and aligned: the vectorized convert */
 } flce_kernels;
 
 /* Device addresses of the plan's scratch buffers. */
@@ -139,6 +140,10 @@ static jitops_status get_zero(jitops_runtime_t *rt, jitops__dtype t, jitops_kern
   return jitops__flce_kernel(rt, name, out);
 }
 
+static bool flat_aligned(const void *ptr, size_t bytes) {
+  return (uintptr_t)ptr % bytes == 0;
+}
+
 /* Every kernel the call launches, compiled or loaded before any device work. */
 static jitops_status get_kernels(jitops_runtime_t *rt, const jitops__flce_call *c,
                                  const jitops__flce_plan *plan, const flce_steps *s,
@@ -168,8 +173,12 @@ static jitops_status get_kernels(jitops_runtime_t *rt, const jitops__flce_call *
     JITOPS__TRY(get2(rt, "colsum", c->t, c->acc, &k->colsum));
     JITOPS__TRY(get2(rt, "convert", c->acc, c->gb_dtype, &k->gb_convert));
   }
-  if (plan->grad_weight_acc)
-    JITOPS__TRY(get2(rt, "convert", JITOPS__DTYPE_F32, c->gw_dtype, &k->gw_convert));
+  if (plan->grad_weight_acc) {
+    k->gw_convert_flat =
+        c->ldgw == c->h && flat_aligned(c->gw, 4 * jitops__dtype_size(c->gw_dtype));
+    JITOPS__TRY(get2(rt, k->gw_convert_flat ? "convert_flat" : "convert", JITOPS__DTYPE_F32,
+                     c->gw_dtype, &k->gw_convert));
+  }
   return JITOPS_SUCCESS;
 }
 
@@ -202,6 +211,18 @@ static jitops_status launch_2d(const jitops_kernel_t *k, int64_t nrows, int64_t 
   if (blocks < 1)
     blocks = 1;
   return jitops__launch(k, (uint32_t)blocks, 1, 1, bx, by, 1, 0, stream, args);
+}
+
+/* Grid-stride kernels over n contiguous elements, `per_thread` per access. */
+static jitops_status launch_flat(jitops_runtime_t *rt, const jitops_kernel_t *k, int64_t n,
+                                 int per_thread, void *stream, void **args) {
+  int64_t blocks = (n / per_thread + 255) / 256;
+  int64_t most = (int64_t)jitops__runtime_props(rt)->sm_count * 16;
+  if (most > 0 && blocks > most)
+    blocks = most;
+  if (blocks < 1)
+    blocks = 1;
+  return jitops__launch(k, (uint32_t)blocks, 1, 1, 256, 1, 1, 0, stream, args);
 }
 
 /* dst[r * dst_ld + c] = src[r * src_ld + c] through jitops::flce::convert. */
@@ -389,9 +410,16 @@ static jitops_status finish(const flce_ctx *x) {
   const jitops__flce_call *c = x->c;
   const flce_kernels *k = x->k;
   const flce_scratch *s = x->s;
-  if (k->gw_convert != NULL)
+  if (k->gw_convert != NULL && k->gw_convert_flat) {
+    const void *src = s->gw_acc;
+    void *dst = c->gw;
+    int64_t n = c->v * c->h;
+    void *args[] = {&src, &dst, &n};
+    JITOPS__TRY(launch_flat(x->rt, k->gw_convert, n, 4, x->stream, args));
+  } else if (k->gw_convert != NULL) {
     JITOPS__TRY(
         launch_convert(k->gw_convert, s->gw_acc, c->h, c->gw, c->ldgw, c->v, c->h, x->stream));
+  }
   if (k->gb_convert != NULL)
     JITOPS__TRY(
         launch_convert(k->gb_convert, s->bias_acc, 1, c->gb, c->gb_stride, c->v, 1, x->stream));
@@ -485,9 +513,18 @@ jitops_status jitops_flce_backward(jitops_runtime_t *runtime, const DLTensor *gr
     if (g->data == NULL || g->rows == 0 || g->cols == 0)
       continue;
     jitops_kernel_t *k;
-    JITOPS__TRY(get2(runtime, "scale", g->dtype, dy_dtype, &k));
-    void *args[] = {&g->data, &g->ld, &g->rows, &g->cols, &dy};
-    JITOPS__TRY(launch_2d(k, g->rows, g->cols, stream, args));
+    /* Contiguous and 16-byte aligned (what frameworks allocate): 16 bytes per access. */
+    bool flat = (g->cols == 1 ? g->ld == 1 : g->ld == g->cols) && flat_aligned(g->data, 16);
+    JITOPS__TRY(get2(runtime, flat ? "scale_flat" : "scale", g->dtype, dy_dtype, &k));
+    if (flat) {
+      int64_t n = g->rows * g->cols;
+      void *args[] = {&g->data, &n, &dy};
+      JITOPS__TRY(
+          launch_flat(runtime, k, n, (int)(16 / jitops__dtype_size(g->dtype)), stream, args));
+    } else {
+      void *args[] = {&g->data, &g->ld, &g->rows, &g->cols, &dy};
+      JITOPS__TRY(launch_2d(k, g->rows, g->cols, stream, args));
+    }
   }
   return JITOPS_SUCCESS;
 }
