@@ -5,11 +5,13 @@
 
 extern const jitops__catalogue_family jitops__catalogue_example;
 extern const jitops__catalogue_family jitops__catalogue_flce;
+extern const jitops__catalogue_family jitops__catalogue_segment;
 /* Op families add themselves here, one line each. */
 
 static const jitops__catalogue_family *const families[] = {
     &jitops__catalogue_example,
     &jitops__catalogue_flce,
+    &jitops__catalogue_segment,
 };
 
 enum { FAMILY_COUNT = sizeof(families) / sizeof(families[0]) };

@@ -300,5 +300,6 @@ JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *
 #endif
 
 #include "jitops/flce.h"
+#include "jitops/segment.h"
 
 #endif /* JITOPS_JITOPS_H */

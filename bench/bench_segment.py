@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Segment reductions: libjitops against PyTorch on the same tensors in the same run.
+
+For each shape (rows N, row length D, segments S; f32 data, int64 ids drawn uniformly, so
+unsorted) and each reduction (sum, mean, max, min) it times, with CUDA events (warm-up, then
+the median of several samples of back-to-back calls):
+  forward   jitops_segment_reduce (automatic algorithm; for max/min also each algorithm
+            forced), torch scatter_reduce_ (index expanded to [N, D], include_self=False,
+            into a preallocated output) and torch index_add_/index_reduce_ (1-D index);
+  backward  jitops_segment_reduce_backward, and torch autograd through scatter_reduce.
+libjitops gets a preallocated workspace of the size it asks for. Ours is checked against
+torch's result (non-empty segments) before timing. GB/s counts the bytes a forward must move:
+data, ids and the output, once.
+
+Usage: bench_segment.py [--quick] [--json FILE]
+"""
+import argparse
+import ctypes
+import json
+import sys
+
+import torch
+
+from jitops_ctypes import (DLTensor, Workspace, check, create_runtime, current_stream,
+                           load_library, tensor_ptr, time_ms)
+
+SUM, MEAN, MAX, MIN = 0, 1, 2, 3
+NAMES = ["sum", "mean", "max", "min"]
+TORCH_REDUCE = ["sum", "mean", "amax", "amin"]
+AUTO, SORT, ATOMIC = 0, 1, 2
+ALGO_NAMES = ["auto", "sort", "atomic"]
+
+SHAPES = [  # (N, D, S): the issue's shape, then one parameter changed at a time
+    (1 << 20, 64, 10000),
+    (1 << 20, 1, 10000),
+    (1 << 20, 1024, 10000),
+    (1 << 20, 64, 100),
+    (1 << 20, 64, 1000000),
+]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [
+        ("sorted", ctypes.c_int),
+        ("has_fill", ctypes.c_int),
+        ("fill", ctypes.c_double),
+        ("first_occurrence", ctypes.c_int),
+        ("dropped_count", ctypes.POINTER(DLTensor)),
+        ("algorithm", ctypes.c_int),
+    ]
+
+
+class Segment:
+    def __init__(self):
+        self.lib = load_library()
+        lib = self.lib
+        P = ctypes.POINTER(DLTensor)
+        lib.jitops_segment_reduce.argtypes = [ctypes.c_void_p, ctypes.c_int, P, P, ctypes.c_int64,
+                                              P, ctypes.POINTER(Options),
+                                              ctypes.POINTER(Workspace), ctypes.c_void_p]
+        lib.jitops_segment_reduce_backward.argtypes = [
+            ctypes.c_void_p, ctypes.c_int, P, P, P, P, ctypes.c_int64, P,
+            ctypes.POINTER(Options), ctypes.POINTER(Workspace), ctypes.c_void_p]
+        lib.jitops_segment_reduce_workspace_size.argtypes = [
+            ctypes.c_void_p, ctypes.c_int, P, P, ctypes.c_int64, P, ctypes.POINTER(Options),
+            ctypes.POINTER(ctypes.c_size_t)]
+        lib.jitops_segment_reduce_backward_workspace_size.argtypes = [
+            ctypes.c_void_p, ctypes.c_int, P, P, P, P, ctypes.c_int64, P,
+            ctypes.POINTER(Options), ctypes.POINTER(ctypes.c_size_t)]
+        self.rt = create_runtime(lib)
+        self.keep = []
+
+    def _workspace(self, nbytes):
+        buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
+        self.keep.append(buf)
+        return Workspace(buf.data_ptr(), nbytes)
+
+    def forward_fn(self, kind, data, ids, S, out, algorithm=AUTO, sorted_ids=False):
+        """A closure running the forward with a workspace of the queried size."""
+        hs = [tensor_ptr(t) for t in (data, ids, out)]
+        (_, d), (_, i), (_, o) = hs
+        opts = Options(int(sorted_ids), 0, 0.0, 0, None, algorithm)
+        size = ctypes.c_size_t()
+        check(self.lib, self.lib.jitops_segment_reduce_workspace_size(
+            self.rt, kind, d, i, S, o, ctypes.byref(opts), ctypes.byref(size)), "workspace size")
+        ws = self._workspace(size.value)
+        stream = current_stream()
+
+        def run():
+            check(self.lib, self.lib.jitops_segment_reduce(self.rt, kind, d, i, S, o,
+                                                           ctypes.byref(opts), ctypes.byref(ws),
+                                                           stream), "jitops_segment_reduce")
+        run.keep = (hs, opts, ws)
+        return run, size.value
+
+    def backward_fn(self, kind, dy, data, out, ids, S, dx):
+        hs = [tensor_ptr(t) for t in (dy, data, out, ids, dx)]
+        (_, g), (_, x), (_, y), (_, i), (_, gx) = hs
+        opts = Options(0, 0, 0.0, 0, None, AUTO)
+        size = ctypes.c_size_t()
+        check(self.lib, self.lib.jitops_segment_reduce_backward_workspace_size(
+            self.rt, kind, g, x, y, i, S, gx, ctypes.byref(opts), ctypes.byref(size)),
+            "backward workspace size")
+        ws = self._workspace(size.value)
+        stream = current_stream()
+
+        def run():
+            check(self.lib, self.lib.jitops_segment_reduce_backward(
+                self.rt, kind, g, x, y, i, S, gx, ctypes.byref(opts), ctypes.byref(ws), stream),
+                "jitops_segment_reduce_backward")
+        run.keep = (hs, opts, ws)
+        return run, size.value
+
+
+def per_call_ms(fn, inner, iters):
+    """Median ms per call over `iters` samples of `inner` back-to-back calls."""
+    def many():
+        for _ in range(inner):
+            fn()
+    return time_ms(many, warmup=2, iters=iters) / inner
+
+
+def nonempty_max_diff(ours, ref, ids, S):
+    counts = torch.bincount(ids, minlength=S)
+    mask = counts > 0
+    return (ours[mask].double() - ref[mask].double()).abs().max().item() if mask.any() else 0.0
+
+
+def bench_shape(seg, N, D, S, inner, iters, rows):
+    torch.manual_seed(0)
+    data = torch.randn(N, D, device="cuda", dtype=torch.float32)
+    ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
+    index = ids.view(-1, 1).expand(-1, D)
+    out = torch.empty(S, D, device="cuda", dtype=torch.float32)
+    ref = torch.empty(S, D, device="cuda", dtype=torch.float32)
+    alt = torch.empty(S, D, device="cuda", dtype=torch.float32)
+    dy = torch.randn(S, D, device="cuda", dtype=torch.float32)
+    dx = torch.empty(N, D, device="cuda", dtype=torch.float32)
+    data_req = data.clone().requires_grad_(True)
+    bytes_fwd = N * D * 4 + N * 8 + S * D * 4
+    for kind in range(4):
+        red = TORCH_REDUCE[kind]
+        fwd, ws = seg.forward_fn(kind, data, ids, S, out)
+        fwd()
+        ref.zero_().scatter_reduce_(0, index, data, red, include_self=False)
+        torch.cuda.synchronize()
+        diff = nonempty_max_diff(out, ref, ids, S)
+        ours = per_call_ms(fwd, inner, iters)
+        forced = {}
+        if kind >= MAX:
+            for algo in (SORT, ATOMIC):
+                f, _ = seg.forward_fn(kind, data, ids, S, alt, algorithm=algo)
+                forced[ALGO_NAMES[algo]] = per_call_ms(f, inner, iters)
+        t_scatter = per_call_ms(
+            lambda: ref.scatter_reduce_(0, index, data, red, include_self=False), inner, iters)
+        if kind == SUM:
+            t_index = per_call_ms(lambda: ref.zero_().index_add_(0, ids, data), inner, iters)
+        else:
+            t_index = per_call_ms(
+                lambda: ref.index_reduce_(0, ids, data, red, include_self=False), inner, iters)
+
+        bwd, bws = seg.backward_fn(kind, dy, data, out, ids, S, dx)
+        ours_b = per_call_ms(bwd, inner, iters)
+        res = torch.zeros(S, D, device="cuda").scatter_reduce(0, index, data_req, red,
+                                                               include_self=False)
+        t_bwd = per_call_ms(
+            lambda: torch.autograd.grad(res, data_req, dy, retain_graph=True), inner, iters)
+        del res
+        row = {
+            "N": N, "D": D, "S": S, "kind": NAMES[kind], "ours_ms": ours,
+            "torch_scatter_ms": t_scatter, "torch_index_ms": t_index,
+            "ratio": t_scatter / ours, "ours_gbps": bytes_fwd / ours / 1e6,
+            "ours_bwd_ms": ours_b, "torch_bwd_ms": t_bwd, "bwd_ratio": t_bwd / ours_b,
+            "bwd_over_fwd": ours_b / ours, "max_diff": diff, "workspace": ws,
+            "bwd_workspace": bws, "forced": forced,
+        }
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    del data_req, dx
+
+
+def print_table(rows, gpu):
+    print("GPU: %s, torch %s, f32 data, int64 ids, uniform random (unsorted)" %
+          (gpu, torch.__version__))
+    print()
+    print("| N | D | S | op | ours fwd ms | torch scatter_reduce ms | torch index_* ms | "
+          "speed-up | ours GB/s | ours bwd ms | torch bwd ms | bwd speed-up | bwd/fwd |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %d | %d | %d | %s | %.4f | %.4f | %.4f | %.2fx | %.0f | %.4f | %.4f | %.2fx | "
+              "%.2f |" % (r["N"], r["D"], r["S"], r["kind"], r["ours_ms"],
+                          r["torch_scatter_ms"], r["torch_index_ms"], r["ratio"],
+                          r["ours_gbps"], r["ours_bwd_ms"], r["torch_bwd_ms"], r["bwd_ratio"],
+                          r["bwd_over_fwd"]))
+    print()
+    print("max/min forward by algorithm (ms): ")
+    for r in rows:
+        if r["forced"]:
+            print("  N=%d D=%d S=%d %s: auto %.4f, sort %.4f, atomic %.4f" %
+                  (r["N"], r["D"], r["S"], r["kind"], r["ours_ms"], r["forced"]["sort"],
+                   r["forced"]["atomic"]))
+    worst = max(r["max_diff"] for r in rows)
+    print("largest |ours - torch| over non-empty segments: %.3g" % worst)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the first shape only")
+    ap.add_argument("--json", help="also write the rows to this file")
+    args = ap.parse_args()
+    seg = Segment()
+    rows = []
+    shapes = SHAPES[:1] if args.quick else SHAPES
+    for N, D, S in shapes:
+        big = N * D >= (1 << 28)
+        bench_shape(seg, N, D, S, inner=2 if big else 10, iters=5 if big else 9, rows=rows)
+        torch.cuda.empty_cache()
+    print_table(rows, torch.cuda.get_device_name())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

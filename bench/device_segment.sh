@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One device call for the segment family: the GPU test, compute-sanitizer memcheck and
+# racecheck over its --quick subset, and the benchmark against PyTorch. Run from a directory
+# holding `build` (with tests/ and libjitops.so) and `bench`; logs go to $OUT. A kernel cache
+# prewarmed on the build machine (test_gpu_segment --prewarm DIR) may be given as $PREWARMED.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$HERE/build:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export JITOPS_CACHE_DIR=/tmp/jitops-segment-cache
+export JITOPS_LIB=$HERE/build/libjitops.so
+rm -rf "$JITOPS_CACHE_DIR"
+mkdir -p "$JITOPS_CACHE_DIR"
+chmod 700 "$JITOPS_CACHE_DIR"
+if [ -n "${PREWARMED:-}" ] && [ -f "$PREWARMED/kernels.db" ]; then
+  cp "$PREWARMED/kernels.db" "$JITOPS_CACHE_DIR/"
+  chmod 600 "$JITOPS_CACHE_DIR/kernels.db"
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+status=0
+run() {
+  echo "== $*"
+  local t0=$SECONDS
+  "$@" || { echo "FAILED ($?): $*"; status=1; }
+  echo "   ($((SECONDS - t0)) s)"
+}
+T=$HERE/build/tests/test_gpu_segment
+{
+  run "$T"
+  run compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --quick
+  run compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 "$T" --quick
+} >"$OUT/tests.log" 2>&1
+tail -n 60 "$OUT/tests.log"
+python3 "$HERE/bench/bench_segment.py" ${BENCH_ARGS:-} --json "$OUT/bench.json" \
+  2>"$OUT/bench_rows.log" | tee "$OUT/bench.md" || status=1
+tail -n 5 "$OUT/bench_rows.log"
+exit $status

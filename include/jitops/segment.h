@@ -1,0 +1,153 @@
+/*
+ * libjitops — segment reductions: TensorFlow's unsorted_segment_{sum,mean,max,min} and
+ * segment_{sum,mean,max,min} (sorted ids), forward and backward.
+ *
+ *   out[s, ...] = reduce { data[i, ...] : segment_ids[i] == s },   s in [0, num_segments)
+ *
+ * Shapes and layouts
+ *   data         [N, D...] of f32, f64, f16 or bf16. The trailing dims are flattened to D and
+ *                must be compact (row-major); the leading dim may have any stride (a view of
+ *                every other row, a padded row pitch, even 0 or negative).
+ *   segment_ids  [N], int32 or int64, any stride. On the device (kDLCUDA, kDLCUDAManaged), or
+ *                in host memory (kDLCPU, kDLCUDAHost): host ids are checked on the host — an
+ *                id >= num_segments is an error there — and copied to the device.
+ *   out          [num_segments, D...], the dtype of data, trailing dims equal to data's. Its
+ *                leading stride must be >= D (rows must not overlap).
+ *   N <= 2^31 - 2^16 rows and num_segments <= 2^31 - 2; D, and N x D, are not limited.
+ *
+ * Semantics (TensorFlow's)
+ *   - Rows with a negative id are dropped. Rows with an id >= num_segments are dropped too
+ *     and counted into options->dropped_count when one is given, so that bad ids never
+ *     corrupt memory and are never silently lost.
+ *   - Empty segments: sum 0, mean 0, max and min the fill value (options->fill, else the
+ *     dtype's lowest() for max and max() for min, as in TensorFlow).
+ *   - max/min propagate NaN. Among equal values the result is the value itself; -0 and +0
+ *     may come out either way, always the same way for the same inputs and algorithm.
+ *   - f16 and bf16 accumulate in f32, f32 in f32, f64 in f64; mean divides the sum by the
+ *     count before rounding to the output dtype.
+ *   - Sorted variant (options->sorted): the caller promises non-decreasing ids, which skips
+ *     the grouping sort. Broken promises give unspecified results (never out-of-bounds
+ *     accesses); host ids are checked and a decrease is an error.
+ *
+ * Determinism: bit-identical results for the same inputs on the same GPU. No floating-point
+ * atomics: unsorted ids are grouped by a stable radix sort, and each segment is reduced in
+ * row order by a fixed split into chunks; the atomic algorithm for max/min uses integer
+ * atomics, whose result does not depend on their order. The backward uses integer atomics
+ * only (counts), and divides or routes deterministically.
+ *
+ * Work and memory: O(N x D) time for every variant (no per-cell scans), on the caller's
+ * stream, never synchronizing. Scratch comes from `workspace` when it is at least as large
+ * as the *_workspace_size functions say, else from cuMemAllocAsync on `stream` (freed
+ * stream-ordered, so every call can be captured in a CUDA graph — except with ids in
+ * pageable host memory, whose copy is not capturable). Sizes, roughly:
+ *   forward, unsorted ids, sort algorithm:   16 N + 4 S + 2 (N / chunk) D a  bytes
+ *   forward, sorted ids:                     4 S + 2 (N / chunk) D a  bytes
+ *   forward, atomic algorithm (max/min):     S D k  bytes (k = 4, or 8 for f64)
+ *   backward sum: 0; mean: 4 S; max/min: 4 S D (8 S D with first_occurrence)
+ * where a is the accumulation type's size and chunk is 32..2048 rows (the call picks it).
+ * Host ids add N x sizeof(id) for the device copy.
+ *
+ * Errors (every entry point): JITOPS_ERR_INVALID_ARGUMENT (NULL runtime or tensor, bad
+ * reduction, option or num_segments < 0), JITOPS_ERR_INVALID_SHAPE, JITOPS_ERR_INVALID_DTYPE,
+ * JITOPS_ERR_INVALID_LAYOUT (strided trailing dims, overlapping output rows, a byte_offset
+ * that misaligns an element), JITOPS_ERR_INVALID_DEVICE, JITOPS_ERR_OUT_OF_RANGE (a host id
+ * >= num_segments, host ids not sorted), JITOPS_ERR_UNSUPPORTED (too many rows or segments),
+ * plus the core's JITOPS_ERR_COMPILE, JITOPS_ERR_NO_DEVICE, JITOPS_ERR_DRIVER and
+ * JITOPS_ERR_OUT_OF_MEMORY. Every argument is checked before any device work.
+ */
+#ifndef JITOPS_SEGMENT_H
+#define JITOPS_SEGMENT_H
+
+#include "jitops/jitops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum jitops_segment_reduction {
+  JITOPS_SEGMENT_SUM = 0,
+  JITOPS_SEGMENT_MEAN = 1, /* the sum divided by the segment's row count; 0 when empty */
+  JITOPS_SEGMENT_MAX = 2,
+  JITOPS_SEGMENT_MIN = 3
+} jitops_segment_reduction;
+
+typedef enum jitops_segment_algorithm {
+  /* The sort algorithm for sum and mean and for sorted ids; for unsorted max/min, the
+   * atomic algorithm when the segments are few (S x D fits in shared memory) or hold many
+   * rows each on average, else the sort algorithm. */
+  JITOPS_SEGMENT_ALGORITHM_AUTO = 0,
+  /* Group rows by segment — a stable radix sort of unsorted ids, the boundaries of sorted
+   * ones — and reduce each segment in row order. Any reduction. */
+  JITOPS_SEGMENT_ALGORITHM_SORT = 1,
+  /* max/min only: one pass of integer atomics on an order-preserving encoding of the
+   * values. Also deterministic (an integer max does not depend on the order of updates). */
+  JITOPS_SEGMENT_ALGORITHM_ATOMIC = 2
+} jitops_segment_algorithm;
+
+typedef struct jitops_segment_options {
+  /* 1: segment_ids are non-decreasing (TensorFlow's segment_* ops). Default 0. */
+  int sorted;
+  /* 1: empty max/min segments take `fill` (rounded to the dtype; inf and NaN allowed)
+   * instead of lowest() (max) or max() (min). Only for max and min. Default 0. */
+  int has_fill;
+  double fill;
+  /* Backward of max/min: 0 splits dy equally among the inputs equal to the result
+   * (TensorFlow); 1 gives it all to the first such row. Default 0. */
+  int first_occurrence;
+  /* Forward only: NULL, or a device tensor of one int32 or int64 element to which the
+   * number of ids >= num_segments is added (atomically; zero it before the first call). */
+  const DLTensor *dropped_count;
+  /* Forward only. Default JITOPS_SEGMENT_ALGORITHM_AUTO. */
+  jitops_segment_algorithm algorithm;
+} jitops_segment_options;
+
+/* Fills `options` with the defaults listed above. */
+JITOPS_API void jitops_segment_options_init(jitops_segment_options *options);
+
+/* out[s] = reduction over the rows i of data with segment_ids[i] == s. `options` NULL means
+ * the defaults. Asynchronous on `stream`. See the top of this header for shapes, semantics
+ * and errors. */
+JITOPS_API jitops_status jitops_segment_reduce(jitops_runtime_t *runtime,
+                                               jitops_segment_reduction reduction,
+                                               const DLTensor *data, const DLTensor *segment_ids,
+                                               int64_t num_segments, const DLTensor *out,
+                                               const jitops_segment_options *options,
+                                               const jitops_workspace *workspace, void *stream);
+
+/* The gradient of jitops_segment_reduce with respect to data:
+ *   sum:     grad_data[i] = grad_out[ids[i]]
+ *   mean:    grad_data[i] = grad_out[ids[i]] / count(ids[i])
+ *   max/min: grad_data[i, d] = grad_out[s, d] / ties(s, d) where data[i, d] == out[s, d]
+ *            (s = ids[i]; ties = the number of such rows), else 0; with
+ *            options->first_occurrence only the lowest such row gets grad_out[s, d]. A NaN
+ *            result equals nothing and routes no gradient.
+ * Rows with a dropped id get 0. grad_out and out are [num_segments, D...], data and
+ * grad_data [N, D...], all of one dtype; data and out (the forward's input and result) are
+ * needed for max and min only and may be NULL for sum and mean. grad_data is written in
+ * full. options->sorted selects the sorted-ids variant (mean only uses it); `dropped_count`
+ * and `algorithm` are ignored. Deterministic. */
+JITOPS_API jitops_status jitops_segment_reduce_backward(
+    jitops_runtime_t *runtime, jitops_segment_reduction reduction, const DLTensor *grad_out,
+    const DLTensor *data, const DLTensor *out, const DLTensor *segment_ids, int64_t num_segments,
+    const DLTensor *grad_data, const jitops_segment_options *options,
+    const jitops_workspace *workspace, void *stream);
+
+/* The workspace bytes jitops_segment_reduce needs for these arguments (their shapes, dtypes,
+ * strides, alignment and memory kinds; data pointers are not read). A workspace at least
+ * this large makes the call allocate nothing. Validates like jitops_segment_reduce. */
+JITOPS_API jitops_status jitops_segment_reduce_workspace_size(
+    jitops_runtime_t *runtime, jitops_segment_reduction reduction, const DLTensor *data,
+    const DLTensor *segment_ids, int64_t num_segments, const DLTensor *out,
+    const jitops_segment_options *options, size_t *bytes);
+
+/* The same for jitops_segment_reduce_backward. */
+JITOPS_API jitops_status jitops_segment_reduce_backward_workspace_size(
+    jitops_runtime_t *runtime, jitops_segment_reduction reduction, const DLTensor *grad_out,
+    const DLTensor *data, const DLTensor *out, const DLTensor *segment_ids, int64_t num_segments,
+    const DLTensor *grad_data, const jitops_segment_options *options, size_t *bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* JITOPS_SEGMENT_H */

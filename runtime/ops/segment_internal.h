@@ -1,0 +1,156 @@
+/* What the segment family's host files share: the validated call, the plan (algorithm,
+ * column layout, chunking, radix passes, workspace layout), and the kernels a plan uses.
+ *
+ * The flow of an entry point: segment_args.c validates every argument into a seg_call;
+ * segment_plan.c turns the call into a plan (pure arithmetic, no device work, so the
+ * workspace-size queries and the prewarm catalogue use it too); segment_kernels.c gets every
+ * kernel the plan needs; segment_forward.c / segment_backward.c launch them. */
+#ifndef JITOPS_RUNTIME_OPS_SEGMENT_INTERNAL_H
+#define JITOPS_RUNTIME_OPS_SEGMENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jitops/segment.h"
+#include "runtime/op_support.h"
+
+/* Positions are int in the kernels, and a radix tile may run 64 Ki past the last row. */
+#define SEG_MAX_ROWS ((int64_t)INT32_MAX - 65536)
+/* Radix keys go up to S + 1 and offsets have S + 1 entries, all int. */
+#define SEG_MAX_SEGMENTS ((int64_t)INT32_MAX - 1)
+/* Matches templates/segment_sort.cuh. */
+#define SEG_SORT_TILE    4096
+#define SEG_SORT_THREADS 256
+#define SEG_SCAN_THREADS 1024
+/* Shared memory a block may use for the atomic path's and the row counts' local tables. */
+#define SEG_SHARED_TABLE_BYTES (48 * 1024)
+
+/* A tensor of rows, [rows, cols] after flattening the trailing dims. */
+typedef struct seg_rows {
+  void *ptr;      /* first element */
+  int64_t stride; /* elements between consecutive rows */
+} seg_rows;
+
+/* One validated call. Forward: `data` -> `out`. Backward: `dy` (grad_out), `x` (data),
+ * `y` (out) -> `dx` (grad_data). */
+typedef struct seg_call {
+  const char *fn;
+  bool backward;
+  jitops_segment_reduction reduction;
+  jitops__dtype dtype;
+  jitops__dtype id_dtype;
+  int64_t rows;     /* N */
+  int64_t cols;     /* D */
+  int64_t segments; /* S */
+  bool sorted;
+  bool first_occurrence;
+  double empty_value; /* what empty segments get: 0, or the max/min fill */
+  jitops_segment_algorithm algorithm;
+  seg_rows data, out;    /* forward */
+  seg_rows dy, x, y, dx; /* backward */
+  const void *ids;       /* device ids (NULL when they are in host memory) */
+  int64_t id_stride;
+  const DLTensor *host_ids; /* host ids to copy into the workspace, else NULL */
+  void *counter;            /* the dropped-id counter, or NULL */
+  bool counter64;
+  int vec_max; /* the widest packed access all row tensors allow, in elements */
+} seg_call;
+
+/* How a row's D columns map onto lanes: G lanes per row, each VEC consecutive columns per
+ * access, CPL accesses kept in registers (forward reduction). */
+typedef struct seg_layout {
+  int vec;
+  int lanes;
+  int cpl;
+} seg_layout;
+
+typedef enum seg_path {
+  SEG_PATH_EMPTY,      /* empty output: at most count the dropped ids */
+  SEG_PATH_SORT,       /* unsorted ids: radix sort, offsets, chunked reduction, fixup */
+  SEG_PATH_BOUNDARIES, /* sorted ids: offsets, chunked reduction, fixup */
+  SEG_PATH_ATOMIC      /* max/min: integer atomics into a code table, then finalize */
+} seg_path;
+
+typedef struct seg_forward_plan {
+  seg_path path;
+  seg_layout layout;
+  int64_t chunk_rows; /* CH */
+  int64_t chunks;
+  int sort_passes;
+  int sort_bits; /* bits per pass */
+  int64_t sort_tiles;
+  bool atomic_shared;
+  uint32_t atomic_blocks;
+  size_t code_size; /* 4 or 8 bytes per atomic table cell */
+  /* Byte offsets into the scratch memory. */
+  size_t ids_copy, offsets, table, keys[2], vals[2], partials, codes;
+  size_t workspace_bytes;
+} seg_forward_plan;
+
+typedef struct seg_backward_plan {
+  seg_layout layout;
+  bool count_shared;     /* mean, unsorted: shared-memory row counts */
+  uint32_t count_blocks; /* and their grid */
+  size_t ids_copy, counts, ties, first_row, tie_flag;
+  size_t workspace_bytes;
+} seg_backward_plan;
+
+/* ---- segment_args.c ---------------------------------------------------------------------- */
+
+jitops_status seg_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                jitops_segment_reduction reduction, const DLTensor *data,
+                                const DLTensor *segment_ids, int64_t num_segments,
+                                const DLTensor *out, const jitops_segment_options *options,
+                                seg_call *call);
+
+jitops_status seg_check_backward(const char *fn, jitops_runtime_t *runtime,
+                                 jitops_segment_reduction reduction, const DLTensor *grad_out,
+                                 const DLTensor *data, const DLTensor *out,
+                                 const DLTensor *segment_ids, int64_t num_segments,
+                                 const DLTensor *grad_data, const jitops_segment_options *options,
+                                 seg_call *call);
+
+/* A workspace is optional, but one with bytes must have a pointer. */
+jitops_status seg_check_workspace(const char *fn, const jitops_workspace *workspace);
+
+/* Copies host ids (call->host_ids) to `device_copy` on `stream`, compacted. */
+jitops_status seg_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
+                                  void *device_copy, void *stream);
+
+/* ---- segment_plan.c ---------------------------------------------------------------------- */
+
+seg_layout seg_choose_layout(int64_t cols, int vec_max);
+void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
+                      seg_forward_plan *plan);
+void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
+                       seg_backward_plan *plan);
+/* A grid of `blocks` for `work` groups of `lanes` lanes, 256 threads a block, capped at
+ * `per_sm` blocks per SM (grid-stride loops cover the rest). */
+uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, int per_sm);
+
+/* ---- segment_kernels.c ------------------------------------------------------------------- */
+
+typedef struct seg_forward_kernels {
+  jitops_kernel_t *upsweep_first, *downsweep_first, *upsweep, *downsweep, *scan;
+  jitops_kernel_t *offsets, *reduce, *fixup;
+  jitops_kernel_t *atomic, *finalize;
+  jitops_kernel_t *count_too_large;
+} seg_forward_kernels;
+
+typedef struct seg_backward_kernels {
+  jitops_kernel_t *offsets, *count_rows; /* mean */
+  jitops_kernel_t *gather;               /* sum, mean */
+  jitops_kernel_t *mark, *split;         /* max, min */
+} seg_backward_kernels;
+
+jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                      const seg_forward_plan *plan, seg_forward_kernels *out);
+jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                       const seg_backward_plan *plan, seg_backward_kernels *out);
+
+/* jitops__launch of a 1-D grid. */
+jitops_status seg_launch(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
+                         uint32_t shared_bytes, void *stream, void **args);
+
+#endif

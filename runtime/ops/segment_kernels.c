@@ -1,0 +1,129 @@
+/* The kernels a segment plan uses: one name expression per template instance, fetched through
+ * jitops_kernel_get (memory, then disk, then NVRTC). Getting every kernel before the first
+ * launch means a compile failure leaves no half-done work on the stream, and lets a
+ * compile-only runtime prewarm a whole call. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/ops/segment_internal.h"
+
+#define SRC_SORT     "jitops/segment_sort.cuh"
+#define SRC_REDUCE   "jitops/segment_reduce.cuh"
+#define SRC_ATOMIC   "jitops/segment_atomic.cuh"
+#define SRC_BACKWARD "jitops/segment_backward.cuh"
+#define NS           "jitops::segment::"
+
+static jitops_status get(jitops_runtime_t *runtime, const char *source, jitops_kernel_t **out,
+                         const char *fmt, ...) JITOPS__PRINTF(4, 5);
+
+static jitops_status get(jitops_runtime_t *runtime, const char *source, jitops_kernel_t **out,
+                         const char *fmt, ...) {
+  char expr[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(expr, sizeof expr, fmt, ap);
+  va_end(ap);
+  return jitops_kernel_get(runtime, source, expr, NULL, 0, out);
+}
+
+static const char *tf(bool b) {
+  return b ? "true" : "false";
+}
+
+static jitops_status get_sort(jitops_runtime_t *rt, const char *I, const seg_forward_plan *plan,
+                              seg_forward_kernels *k) {
+  JITOPS__TRY(get(rt, SRC_SORT, &k->upsweep_first, NS "segment_sort_upsweep<%s, true>", I));
+  JITOPS__TRY(get(rt, SRC_SORT, &k->downsweep_first, NS "segment_sort_downsweep<%s, true>", I));
+  JITOPS__TRY(get(rt, SRC_SORT, &k->scan, NS "segment_scan_exclusive<0>"));
+  if (plan->sort_passes > 1) {
+    JITOPS__TRY(get(rt, SRC_SORT, &k->upsweep, NS "segment_sort_upsweep<int, false>"));
+    JITOPS__TRY(get(rt, SRC_SORT, &k->downsweep, NS "segment_sort_downsweep<int, false>"));
+  }
+  return JITOPS_SUCCESS;
+}
+
+/* offsets, chunked reduction and fixup; `key_type` is the ids' type for sorted ids and int
+ * (the radix sort's keys) otherwise. */
+static jitops_status get_grouped(jitops_runtime_t *rt, const seg_call *call,
+                                 const seg_forward_plan *plan, const char *key_type, bool sorted,
+                                 seg_forward_kernels *k) {
+  const char *T = jitops__dtype_cname(call->dtype);
+  const seg_layout *l = &plan->layout;
+  const int op = (int)call->reduction;
+  JITOPS__TRY(get(rt, SRC_REDUCE, &k->offsets, NS "segment_offsets<%s, %s>", key_type, tf(sorted)));
+  if (plan->chunks > 0)
+    JITOPS__TRY(get(rt, SRC_REDUCE, &k->reduce,
+                    NS "segment_reduce_chunks<%s, %s, %d, %d, %d, %d, %s>", T, key_type, op, l->vec,
+                    l->lanes, l->cpl, tf(sorted)));
+  return get(rt, SRC_REDUCE, &k->fixup, NS "segment_reduce_fixup<%s, %d, %d, %d, %d>", T, op,
+             l->vec, l->lanes, l->cpl);
+}
+
+jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                      const seg_forward_plan *plan, seg_forward_kernels *out) {
+  memset(out, 0, sizeof *out);
+  const char *T = jitops__dtype_cname(call->dtype);
+  const char *I = jitops__dtype_cname(call->id_dtype);
+  const seg_layout *l = &plan->layout;
+  const int op = (int)call->reduction;
+  switch (plan->path) {
+  case SEG_PATH_EMPTY:
+    if (call->counter != NULL && call->rows > 0)
+      return get(runtime, SRC_REDUCE, &out->count_too_large, NS "segment_count_too_large<%s>", I);
+    return JITOPS_SUCCESS;
+  case SEG_PATH_SORT:
+    if (call->rows > 0)
+      JITOPS__TRY(get_sort(runtime, I, plan, out));
+    return get_grouped(runtime, call, plan, "int", false, out);
+  case SEG_PATH_BOUNDARIES:
+    return get_grouped(runtime, call, plan, I, true, out);
+  case SEG_PATH_ATOMIC:
+    JITOPS__TRY(get(runtime, SRC_ATOMIC, &out->atomic,
+                    NS "segment_atomic_extreme<%s, %s, %d, %d, %d, %s>", T, I, op, l->vec, l->lanes,
+                    tf(plan->atomic_shared)));
+    return get(runtime, SRC_ATOMIC, &out->finalize, NS "segment_atomic_finalize<%s, %d, %d, %d>", T,
+               op, l->vec, l->lanes);
+  }
+  return jitops__fail(JITOPS_ERR_INTERNAL, "%s: unknown segment path %d", call->fn,
+                      (int)plan->path);
+}
+
+jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                       const seg_backward_plan *plan, seg_backward_kernels *out) {
+  memset(out, 0, sizeof *out);
+  if (call->rows == 0 || call->cols == 0)
+    return JITOPS_SUCCESS;
+  const char *T = jitops__dtype_cname(call->dtype);
+  const char *I = jitops__dtype_cname(call->id_dtype);
+  const seg_layout *l = &plan->layout;
+  const int op = (int)call->reduction;
+  switch (call->reduction) {
+  case JITOPS_SEGMENT_SUM:
+    return get(runtime, SRC_BACKWARD, &out->gather,
+               NS "segment_backward_gather<%s, %s, %d, %d, %d, false>", T, I, op, l->vec, l->lanes);
+  case JITOPS_SEGMENT_MEAN:
+    if (call->sorted)
+      JITOPS__TRY(get(runtime, SRC_REDUCE, &out->offsets, NS "segment_offsets<%s, true>", I));
+    else
+      JITOPS__TRY(get(runtime, SRC_BACKWARD, &out->count_rows, NS "segment_count_rows<%s, %s>", I,
+                      tf(plan->count_shared)));
+    return get(runtime, SRC_BACKWARD, &out->gather,
+               NS "segment_backward_gather<%s, %s, %d, %d, %d, %s>", T, I, op, l->vec, l->lanes,
+               tf(call->sorted));
+  case JITOPS_SEGMENT_MAX:
+  case JITOPS_SEGMENT_MIN:
+    JITOPS__TRY(get(runtime, SRC_BACKWARD, &out->mark,
+                    NS "segment_backward_extreme_mark<%s, %s, %d, %d, %s>", T, I, l->vec, l->lanes,
+                    tf(call->first_occurrence)));
+    return get(runtime, SRC_BACKWARD, &out->split,
+               NS "segment_backward_extreme_split<%s, %s, %d, %d, %s>", T, I, l->vec, l->lanes,
+               tf(call->first_occurrence));
+  }
+  return jitops__fail(JITOPS_ERR_INTERNAL, "%s: unknown reduction %d", call->fn, op);
+}
+
+jitops_status seg_launch(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
+                         uint32_t shared_bytes, void *stream, void **args) {
+  return jitops__launch(kernel, blocks, 1, 1, threads, 1, 1, shared_bytes, stream, args);
+}

@@ -1,0 +1,219 @@
+/* Planning for the segment family: which algorithm runs, how columns map onto lanes, how the
+ * positions are chunked, how many radix passes the ids need, and where each scratch buffer
+ * lives. Pure arithmetic on the validated call and the device's properties, so the
+ * workspace-size queries and the prewarm catalogue reach the same decisions as the calls. */
+#include "runtime/ops/segment_internal.h"
+
+#include <string.h>
+
+/* Threads of one SM at full occupancy; a chunked pass aims at about one such wave. */
+#define SEG_THREADS_PER_SM 2048
+#define SEG_MIN_CHUNK      32
+#define SEG_MAX_CHUNK      2048
+/* The atomic path's shared table pays for itself when each block brings at least this many
+ * row elements per table cell (it initializes and merges every cell once). */
+#define SEG_SHARED_ELEMENTS_PER_CELL 16
+/* Unsorted max/min prefer atomics when segments hold at least this many rows on average;
+ * with fewer, the table (and its init and finalize) approaches the data's size and the sort
+ * path's single write of each output row wins. */
+#define SEG_ATOMIC_MIN_ROWS_PER_SEGMENT 16
+#define SEG_ATOMIC_ROWS_IN_FLIGHT       4 /* matches templates/segment_atomic.cuh */
+
+static size_t take(size_t *cursor, size_t bytes) {
+  const size_t at = *cursor;
+  *cursor = (at + bytes + 255) & ~(size_t)255;
+  return at;
+}
+
+static int64_t sm_count(const jitops__device_props *props) {
+  return props != NULL && props->sm_count > 0 ? props->sm_count : 132;
+}
+
+static int pow2_at_least(int64_t v) {
+  int p = 1;
+  while (p < v)
+    p <<= 1;
+  return p;
+}
+
+static size_t acc_size(jitops__dtype dtype) {
+  return dtype == JITOPS__DTYPE_F64 ? 8 : 4;
+}
+
+seg_layout seg_choose_layout(int64_t cols, int vec_max) {
+  seg_layout l = {1, 1, 1};
+  int vec = vec_max > 0 ? vec_max : 1;
+  while (vec > 1 && cols % vec != 0)
+    vec >>= 1;
+  l.vec = vec;
+  const int64_t accesses = cols / vec;
+  if (accesses <= 0)
+    return l;
+  /* Registers: at most 32 accumulated elements per lane, and 8 accesses (doubles come at
+   * most 2 to an access, so they stop at 16). */
+  int cpl_max = 32 / vec;
+  if (cpl_max > 8)
+    cpl_max = 8;
+  if (cols <= 8) {
+    /* Small rows: one lane owns a whole row, so a chunk's rows are independent lanes. */
+    l.lanes = 1;
+    l.cpl = pow2_at_least(accesses);
+  } else {
+    l.lanes = accesses >= 32 ? 32 : pow2_at_least(accesses);
+    l.cpl = pow2_at_least((accesses + l.lanes - 1) / l.lanes);
+  }
+  if (l.cpl > cpl_max)
+    l.cpl = cpl_max;
+  return l;
+}
+
+uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, int per_sm) {
+  int64_t blocks = (work * lanes + 255) / 256;
+  const int64_t cap = sm_count(props) * per_sm;
+  if (blocks > cap)
+    blocks = cap;
+  return blocks < 1 ? 1u : (uint32_t)blocks;
+}
+
+static int64_t choose_chunk_rows(const jitops__device_props *props, int64_t rows, int lanes) {
+  const int64_t groups = sm_count(props) * SEG_THREADS_PER_SM / lanes;
+  const int64_t want = (rows + groups - 1) / groups;
+  int64_t ch = SEG_MIN_CHUNK;
+  while (ch < want && ch < SEG_MAX_CHUNK)
+    ch <<= 1;
+  return ch;
+}
+
+static int bit_width(int64_t v) {
+  int bits = 1;
+  while (bits < 62 && (v >> bits) != 0)
+    ++bits;
+  return bits;
+}
+
+static bool extreme(const seg_call *call) {
+  return call->reduction == JITOPS_SEGMENT_MAX || call->reduction == JITOPS_SEGMENT_MIN;
+}
+
+/* Shared tables: when S x D codes fit and each block has enough rows to amortize them. */
+static void plan_atomic(const jitops__device_props *props, const seg_call *call,
+                        seg_forward_plan *plan, size_t *cursor) {
+  plan->code_size = call->dtype == JITOPS__DTYPE_F64 ? 8 : 4;
+  const int64_t cells = call->segments * call->cols;
+  const size_t table_bytes = (size_t)cells * plan->code_size;
+  plan->codes = take(cursor, table_bytes);
+  plan->atomic_shared = false;
+  if (table_bytes <= SEG_SHARED_TABLE_BYTES) {
+    const size_t per_block = table_bytes + 1024;
+    int64_t per_sm =
+        props != NULL && props->smem_per_sm > 0 ? (int64_t)(props->smem_per_sm / per_block) : 1;
+    if (per_sm > 4)
+      per_sm = 4;
+    if (per_sm < 1)
+      per_sm = 1;
+    const int64_t useful = call->rows * call->cols / (SEG_SHARED_ELEMENTS_PER_CELL * cells);
+    if (useful >= sm_count(props)) {
+      const int64_t most = sm_count(props) * per_sm;
+      plan->atomic_shared = true;
+      plan->atomic_blocks = (uint32_t)(useful < most ? useful : most);
+    }
+  }
+  if (!plan->atomic_shared)
+    plan->atomic_blocks =
+        seg_grid(props, (call->rows + SEG_ATOMIC_ROWS_IN_FLIGHT - 1) / SEG_ATOMIC_ROWS_IN_FLIGHT,
+                 plan->layout.lanes, 32);
+}
+
+static void plan_sort(const jitops__device_props *props, const seg_call *call,
+                      seg_forward_plan *plan, size_t *cursor) {
+  plan->offsets = take(cursor, (size_t)(call->segments + 1) * sizeof(int32_t));
+  plan->chunk_rows = choose_chunk_rows(props, call->rows, plan->layout.lanes);
+  plan->chunks = (call->rows + plan->chunk_rows - 1) / plan->chunk_rows;
+  plan->partials =
+      take(cursor, (size_t)plan->chunks * 2 * (size_t)call->cols * acc_size(call->dtype));
+  if (plan->path != SEG_PATH_SORT || call->rows == 0)
+    return;
+  /* Keys run to S + 1 (ids >= S); balance the bits over as few <= 8-bit passes as needed. */
+  const int total_bits = bit_width(call->segments + 1);
+  plan->sort_passes = (total_bits + 7) / 8;
+  plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
+  plan->sort_tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
+  plan->table = take(cursor, ((size_t)1 << plan->sort_bits) * (size_t)plan->sort_tiles * 4);
+  const size_t list = (size_t)call->rows * sizeof(int32_t);
+  const int buffers = plan->sort_passes > 1 ? 2 : 1;
+  for (int b = 0; b < buffers; ++b) {
+    plan->keys[b] = take(cursor, list);
+    plan->vals[b] = take(cursor, list);
+  }
+}
+
+static seg_path choose_path(const seg_call *call) {
+  if (call->segments == 0 || call->cols == 0)
+    return SEG_PATH_EMPTY;
+  if (call->algorithm == JITOPS_SEGMENT_ALGORITHM_ATOMIC)
+    return SEG_PATH_ATOMIC;
+  if (call->sorted)
+    return SEG_PATH_BOUNDARIES;
+  if (call->algorithm == JITOPS_SEGMENT_ALGORITHM_AUTO && extreme(call)) {
+    const size_t code = call->dtype == JITOPS__DTYPE_F64 ? 8 : 4;
+    const bool fits_shared = (size_t)(call->segments * call->cols) * code <= SEG_SHARED_TABLE_BYTES;
+    if (fits_shared || call->segments * SEG_ATOMIC_MIN_ROWS_PER_SEGMENT <= call->rows)
+      return SEG_PATH_ATOMIC;
+  }
+  return SEG_PATH_SORT;
+}
+
+void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
+                      seg_forward_plan *plan) {
+  memset(plan, 0, sizeof *plan);
+  plan->layout = seg_choose_layout(call->cols, call->vec_max);
+  size_t cursor = 0;
+  if (call->host_ids != NULL)
+    plan->ids_copy = take(&cursor, (size_t)call->rows * jitops__dtype_size(call->id_dtype));
+  plan->path = choose_path(call);
+  if (plan->path == SEG_PATH_ATOMIC)
+    plan_atomic(props, call, plan, &cursor);
+  else if (plan->path == SEG_PATH_SORT || plan->path == SEG_PATH_BOUNDARIES)
+    plan_sort(props, call, plan, &cursor);
+  plan->workspace_bytes = cursor;
+}
+
+void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
+                       seg_backward_plan *plan) {
+  memset(plan, 0, sizeof *plan);
+  plan->layout = seg_choose_layout(call->cols, call->vec_max);
+  size_t cursor = 0;
+  if (call->host_ids != NULL)
+    plan->ids_copy = take(&cursor, (size_t)call->rows * jitops__dtype_size(call->id_dtype));
+  if (call->rows == 0 || call->cols == 0) {
+    plan->workspace_bytes = cursor;
+    return;
+  }
+  const size_t cells = (size_t)(call->segments * call->cols);
+  switch (call->reduction) {
+  case JITOPS_SEGMENT_MEAN:
+    if (call->sorted) {
+      plan->counts = take(&cursor, (size_t)(call->segments + 1) * sizeof(int32_t));
+    } else {
+      plan->counts = take(&cursor, (size_t)call->segments * sizeof(int32_t));
+      const size_t table = (size_t)call->segments * sizeof(int32_t);
+      const int64_t useful =
+          call->segments > 0 ? call->rows / (SEG_SHARED_ELEMENTS_PER_CELL * call->segments) : 0;
+      plan->count_shared = table <= SEG_SHARED_TABLE_BYTES && useful >= sm_count(props);
+      const int64_t most = sm_count(props) * 4;
+      plan->count_blocks = plan->count_shared ? (uint32_t)(useful < most ? useful : most)
+                                              : seg_grid(props, call->rows, 1, 16);
+    }
+    break;
+  case JITOPS_SEGMENT_MAX:
+  case JITOPS_SEGMENT_MIN:
+    plan->ties = take(&cursor, cells * sizeof(int32_t));
+    if (call->first_occurrence)
+      plan->first_row = take(&cursor, cells * sizeof(int32_t));
+    plan->tie_flag = take(&cursor, sizeof(int32_t));
+    break;
+  default:
+    break;
+  }
+  plan->workspace_bytes = cursor;
+}

@@ -1,0 +1,184 @@
+// jitops/segment_backward.cuh — gradients of the segment reductions with respect to data.
+//
+//   sum:  dx[i] = dy[ids[i]]
+//   mean: dx[i] = dy[ids[i]] / count[ids[i]]
+//   max/min: dx[i, d] = dy[s, d] / ties[s, d] where data[i, d] == out[s, d] (TensorFlow's tie
+//        split), or dy[s, d] only at the first such row (first_occurrence); 0 elsewhere. A NaN
+//        result equals nothing, so it routes no gradient.
+// Rows whose id is negative or >= S get 0. Everything runs over rows in their natural order
+// (coalesced), O(N x D) in total. The only atomics are integer ones (counts, ties, first
+// rows), so every result is deterministic.
+#pragma once
+#include "jitops/segment_common.cuh"
+
+namespace jitops {
+namespace segment {
+
+// counts[s] += number of rows with id s. One warp takes 32 rows at a time; lanes with equal
+// ids add once. With SHARED, each block counts into shared memory (S ints) first.
+template <class I, bool SHARED>
+__global__ void __launch_bounds__(256) segment_count_rows(const I *__restrict__ ids, i64 id_stride,
+                                                          int N, int S, int *__restrict__ counts) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  int *target = counts;
+  if constexpr (SHARED) {
+    int *local = reinterpret_cast<int *>(smem_raw);
+    for (int s = threadIdx.x; s < S; s += blockDim.x)
+      local[s] = 0;
+    __syncthreads();
+    target = local;
+  }
+  const int lane = threadIdx.x & 31;
+  const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
+  for (i64 base = ((i64)blockIdx.x * blockDim.x + threadIdx.x - lane); base < N;
+       base += warps * 32) {
+    const i64 row = base + lane;
+    int s = -1;
+    if (row < N) {
+      const I id = ids[row * id_stride];
+      s = id >= 0 && id < (I)S ? (int)id : -1;
+    }
+    const unsigned peers = __match_any_sync(0xffffffffu, s);
+    if (s >= 0 && lane == __ffs(peers) - 1)
+      atomicAdd(target + s, __popc(peers));
+  }
+  if constexpr (SHARED) {
+    __syncthreads();
+    const int *local = reinterpret_cast<const int *>(smem_raw);
+    for (int s = threadIdx.x; s < S; s += blockDim.x)
+      if (local[s] != 0)
+        atomicAdd(counts + s, local[s]);
+  }
+}
+
+// sum and mean: G lanes per row, VEC columns per access. For mean, `counts` holds either
+// per-segment counts or (OFFSETS) the offsets of sorted ids, count = offsets[s+1] - offsets[s].
+template <class T, class I, int OP, int VEC, int G, bool OFFSETS>
+__global__ void __launch_bounds__(256)
+    segment_backward_gather(const T *__restrict__ dy, i64 dy_stride, const I *__restrict__ ids,
+                            i64 id_stride, const int *__restrict__ counts, int N, int S, int D,
+                            T *__restrict__ dx, i64 dx_stride) {
+  typedef acc_t<T> A;
+  const int nch = D / VEC;
+  const int lane = threadIdx.x % G;
+  const i64 groups = (i64)gridDim.x * (blockDim.x / G);
+  for (i64 row = (i64)blockIdx.x * (blockDim.x / G) + threadIdx.x / G; row < N; row += groups) {
+    const I id = ids[row * id_stride];
+    const bool valid = id >= 0 && id < (I)S;
+    A count = A(1);
+    if (OP == MEAN && valid)
+      count = OFFSETS ? (A)(counts[id + 1] - counts[id]) : (A)counts[id];
+    for (int ch = lane; ch < nch; ch += G) {
+      A v[VEC];
+      if (valid) {
+        load_pack<T, VEC>(dy + (i64)id * dy_stride + ch * VEC, v);
+        if (OP == MEAN)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            v[e] = v[e] / count;
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          v[e] = A(0);
+      }
+      store_pack<T, VEC>(dx + row * dx_stride + ch * VEC, v);
+    }
+  }
+}
+
+// max/min, pass 1: dx = dy where data equals the result, else 0, and count the matches of
+// each cell (ties) — plus, with FIRST, the lowest matching row. Raises *tie_flag when any
+// cell matches twice, so that pass 2 has work.
+template <class T, class I, int VEC, int G, bool FIRST>
+__global__ void __launch_bounds__(256)
+    segment_backward_extreme_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
+                                  i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
+                                  const I *__restrict__ ids, i64 id_stride, int N, int S, int D,
+                                  T *__restrict__ dx, i64 dx_stride, int *__restrict__ ties,
+                                  int *__restrict__ first_row, int *__restrict__ tie_flag) {
+  typedef acc_t<T> A;
+  const int nch = D / VEC;
+  const int lane = threadIdx.x % G;
+  const i64 groups = (i64)gridDim.x * (blockDim.x / G);
+  bool tie = false;
+  for (i64 row = (i64)blockIdx.x * (blockDim.x / G) + threadIdx.x / G; row < N; row += groups) {
+    const I id = ids[row * id_stride];
+    const bool valid = id >= 0 && id < (I)S;
+    for (int ch = lane; ch < nch; ch += G) {
+      A g[VEC];
+      if (valid) {
+        A xv[VEC], yv[VEC];
+        load_pack<T, VEC>(x + row * x_stride + ch * VEC, xv);
+        load_pack<T, VEC>(y + (i64)id * y_stride + ch * VEC, yv);
+        load_pack<T, VEC>(dy + (i64)id * dy_stride + ch * VEC, g);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          if (xv[e] == yv[e]) {
+            const i64 cell = (i64)id * D + ch * VEC + e;
+            if (atomicAdd(ties + cell, 1) > 0)
+              tie = true;
+            if (FIRST)
+              atomicMin(first_row + cell, (int)row);
+          } else {
+            g[e] = A(0);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          g[e] = A(0);
+      }
+      store_pack<T, VEC>(dx + row * dx_stride + ch * VEC, g);
+    }
+  }
+  if (tie)
+    atomicExch(tie_flag, 1);
+}
+
+// max/min, pass 2: only cells with ties change — dy / ties (split), or dy at the first
+// matching row and 0 at the others (FIRST). Returns at once when pass 1 saw no tie.
+template <class T, class I, int VEC, int G, bool FIRST>
+__global__ void __launch_bounds__(256)
+    segment_backward_extreme_split(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
+                                   i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
+                                   const I *__restrict__ ids, i64 id_stride, int N, int S, int D,
+                                   T *__restrict__ dx, i64 dx_stride, const int *__restrict__ ties,
+                                   const int *__restrict__ first_row,
+                                   const int *__restrict__ tie_flag) {
+  typedef acc_t<T> A;
+  if (*tie_flag == 0)
+    return;
+  const int nch = D / VEC;
+  const int lane = threadIdx.x % G;
+  const i64 groups = (i64)gridDim.x * (blockDim.x / G);
+  for (i64 row = (i64)blockIdx.x * (blockDim.x / G) + threadIdx.x / G; row < N; row += groups) {
+    const I id = ids[row * id_stride];
+    if (id < 0 || id >= (I)S)
+      continue;
+    for (int ch = lane; ch < nch; ch += G) {
+      const i64 cell = (i64)id * D + ch * VEC;
+      const pack<int, VEC> t = *reinterpret_cast<const pack<int, VEC> *>(ties + cell);
+      bool any = false;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        any |= t.v[e] > 1;
+      if (!any)
+        continue;
+      A xv[VEC], yv[VEC], g[VEC];
+      load_pack<T, VEC>(x + row * x_stride + ch * VEC, xv);
+      load_pack<T, VEC>(y + (i64)id * y_stride + ch * VEC, yv);
+      load_pack<T, VEC>(dy + (i64)id * dy_stride + ch * VEC, g);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        if (xv[e] != yv[e])
+          g[e] = A(0);
+        else if (t.v[e] > 1)
+          g[e] = FIRST ? (first_row[cell + e] == (int)row ? g[e] : A(0)) : g[e] / (A)t.v[e];
+      }
+      store_pack<T, VEC>(dx + row * dx_stride + ch * VEC, g);
+    }
+  }
+}
+
+} // namespace segment
+} // namespace jitops

@@ -1,0 +1,90 @@
+// jitops/segment_common.cuh — what the segment reduction kernels share: the algebra of the
+// four reductions (identity, combine, finish), the mapping of raw ids to sort keys, packed
+// loads and stores, and the dropped-id counter.
+//
+// Determinism: every kernel of the family either reduces in an order fixed by the row order
+// (sum, mean and the sort path of max/min) or uses integer atomics, whose result does not
+// depend on their order (counts, and max/min through an order-preserving integer encoding).
+#pragma once
+#include "jitops/common.cuh"
+
+namespace jitops {
+namespace segment {
+
+enum { SUM = 0, MEAN = 1, MAX = 2, MIN = 3 };
+
+template <int OP, class A> __device__ __forceinline__ A identity() {
+  if (OP == MAX)
+    return -limits<A>::infinity();
+  if (OP == MIN)
+    return limits<A>::infinity();
+  return A(0);
+}
+
+// max/min propagate NaN: once the running value is NaN it stays; a NaN input replaces it.
+template <int OP, class A> __device__ __forceinline__ A combine(A acc, A v) {
+  if (OP == MAX)
+    return (v > acc || (is_nan(v) && !is_nan(acc))) ? v : acc;
+  if (OP == MIN)
+    return (v < acc || (is_nan(v) && !is_nan(acc))) ? v : acc;
+  return acc + v;
+}
+
+// The segment's result from its accumulated value and its row count (mean divides).
+template <int OP, class A> __device__ __forceinline__ A finish(A acc, int count) {
+  if (OP == MEAN)
+    return acc / (A)count;
+  return acc;
+}
+
+// Keys of a non-decreasing id sequence: negative ids become -1 and ids >= S become S, which
+// keeps the sequence non-decreasing, so that segment s occupies [lower_bound(s), lower_bound(s+1)).
+template <class I> __device__ __forceinline__ int clamp_id(I id, int S) {
+  return id < 0 ? -1 : (id >= (I)S ? S : (int)id);
+}
+
+// Keys of the first radix pass over unsorted ids: valid ids keep their value, negative ids
+// become S and ids >= S become S + 1, so both sort after every segment and stay countable.
+template <class I> __device__ __forceinline__ int radix_key(I id, int S) {
+  return id < 0 ? S : (id >= (I)S ? S + 1 : (int)id);
+}
+
+// VEC consecutive elements, loaded or stored as one access (the host checks the alignment).
+template <class T, int VEC> struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
+
+template <class T, int VEC>
+__device__ __forceinline__ void load_pack(const T *p, acc_t<T> (&out)[VEC]) {
+  const pack<T, VEC> r = *reinterpret_cast<const pack<T, VEC> *>(p);
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    out[e] = load(&r.v[e]);
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ void store_pack(T *p, const acc_t<T> (&in)[VEC]) {
+  pack<T, VEC> r;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    r.v[e] = from_acc<T>(in[e]);
+  *reinterpret_cast<pack<T, VEC> *>(p) = r;
+}
+
+// Adds n to the caller's dropped-id counter: int64 (c64) or int32 (c32), or neither.
+__device__ __forceinline__ void add_to_counter(unsigned long long *c64, unsigned *c32, int n) {
+  if (n == 0)
+    return;
+  if (c64 != nullptr)
+    atomicAdd(c64, (unsigned long long)n);
+  else if (c32 != nullptr)
+    atomicAdd(c32, (unsigned)n);
+}
+
+__device__ __forceinline__ int warp_sum(int v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+} // namespace segment
+} // namespace jitops

@@ -1,0 +1,278 @@
+// jitops/segment_reduce.cuh — the forward reduction over rows grouped by segment.
+//
+// Positions 0..N-1 are rows in segment order: for sorted ids, the rows themselves (key =
+// clamp_id(id)); for unsorted ids, the radix sort's output (keys[j], row perm[j]). Segment s
+// occupies positions [offsets[s], offsets[s+1]).
+//
+// Work is split into fixed chunks of CH positions, not into segments, so one huge segment
+// and a million tiny ones cost the same per row. A group of G lanes owns a chunk; each lane
+// owns VEC x CPL columns per column tile and walks the chunk's rows in order:
+//   - a segment that starts and ends inside the chunk is finished and written directly;
+//   - a segment that crosses the chunk's start or end leaves a partial in slot 0 (the
+//     chunk's first run) or slot 1 (its last run) of partials[chunk];
+// then segment_reduce_fixup combines each crossing segment's partials in chunk order and
+// writes empty segments. Every order is fixed by the positions, never by scheduling.
+#pragma once
+#include "jitops/segment_common.cuh"
+
+namespace jitops {
+namespace segment {
+
+template <class I, bool SORTED>
+__device__ __forceinline__ int key_at(const I *ids, i64 id_stride, const int *keys, i64 j, int S) {
+  if constexpr (SORTED)
+    return clamp_id(ids[j * id_stride], S);
+  else
+    return keys[j];
+}
+
+template <class I, bool SORTED>
+__device__ int lower_bound_key(const I *ids, i64 id_stride, const int *keys, int N, int S,
+                               int target) {
+  int lo = 0, hi = N;
+  while (lo < hi) {
+    const int mid = lo + ((hi - lo) >> 1);
+    if (key_at<I, SORTED>(ids, id_stride, keys, mid, S) < target)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// offsets[s] = first position whose key is >= s, for s in [0, S]. Also counts the ids >= S
+// (they sort last) into the caller's counter. A binary search per segment keeps the work
+// even however the rows are spread (a million empty segments cost what full ones do). On an
+// unsorted array (a broken `sorted` promise) the offsets stay monotonic and within [0, N].
+template <class I, bool SORTED>
+__global__ void __launch_bounds__(256)
+    segment_offsets(const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys, int N,
+                    int S, int *__restrict__ offsets, unsigned long long *counter64,
+                    unsigned *counter32) {
+  const i64 s = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (s > S)
+    return;
+  const int off = lower_bound_key<I, SORTED>(ids, id_stride, keys, N, S, (int)s);
+  offsets[s] = off;
+  if (s == S) {
+    // Sorted ids clamp ids >= S to S; the radix sort maps them to S + 1 (negatives to S).
+    const int valid_end =
+        SORTED ? off : lower_bound_key<I, SORTED>(ids, id_stride, keys, N, S, S + 1);
+    add_to_counter(counter64, counter32, N - valid_end);
+  }
+}
+
+// Counts ids >= S when there is nothing else to do (an empty output).
+template <class I>
+__global__ void __launch_bounds__(256)
+    segment_count_too_large(const I *__restrict__ ids, i64 id_stride, int N, int S,
+                            unsigned long long *counter64, unsigned *counter32) {
+  int local = 0;
+  for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < N; j += (i64)gridDim.x * blockDim.x)
+    local += ids[j * id_stride] >= (I)S;
+  local = warp_sum(local);
+  if ((threadIdx.x & 31) == 0)
+    add_to_counter(counter64, counter32, local);
+}
+
+template <class T, class I, int OP, int VEC, int G, int CPL, bool SORTED>
+__global__ void __launch_bounds__(256)
+    segment_reduce_chunks(const T *__restrict__ data, i64 data_stride, int D,
+                          const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys,
+                          const int *__restrict__ perm, int N, int S, int CH, int nchunks,
+                          T *__restrict__ out, i64 out_stride, acc_t<T> *__restrict__ partials) {
+  typedef acc_t<T> A;
+  // Rows in flight per lane: enough independent loads to cover memory latency, within about
+  // 32 loaded values per lane.
+  constexpr int U = CPL * VEC >= 32 ? 1 : (32 / (CPL * VEC) > 16 ? 16 : 32 / (CPL * VEC));
+  constexpr int COLS = G * CPL * VEC;
+  const i64 chunk = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
+  const int lane = threadIdx.x % G;
+  if (chunk >= nchunks)
+    return;
+  const int lo = (int)(chunk * CH);
+  const int hi = (int)min((i64)N, chunk * CH + CH);
+
+  for (int c0 = 0; c0 < D; c0 += COLS) {
+    A acc[CPL][VEC];
+    auto reset = [&]() {
+#pragma unroll
+      for (int k = 0; k < CPL; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          acc[k][e] = identity<OP, A>();
+    };
+    // Writes the run [a, b) of segment s: its result if the segment lies inside the chunk,
+    // else a partial for the fixup.
+    auto emit = [&](int s, int a, int b) {
+      if (s < 0 || s >= S)
+        return;
+      const bool starts =
+          a > lo || lo == 0 || key_at<I, SORTED>(ids, id_stride, keys, lo - 1, S) != s;
+      const bool ends = b < hi || hi == N || key_at<I, SORTED>(ids, id_stride, keys, hi, S) != s;
+#pragma unroll
+      for (int k = 0; k < CPL; ++k) {
+        const int col = c0 + (k * G + lane) * VEC;
+        if (col >= D)
+          continue;
+        if (starts && ends) {
+          A r[VEC];
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            r[e] = finish<OP, A>(acc[k][e], b - a);
+          store_pack<T, VEC>(out + (i64)s * out_stride + col, r);
+        } else {
+          A *p = partials + (chunk * 2 + (a == lo ? 0 : 1)) * D + col;
+          pack<A, VEC> r;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            r.v[e] = acc[k][e];
+          *reinterpret_cast<pack<A, VEC> *>(p) = r;
+        }
+      }
+    };
+
+    reset();
+    int run_key = key_at<I, SORTED>(ids, id_stride, keys, lo, S), run_start = lo;
+    for (int j0 = lo; j0 < hi; j0 += U) {
+      int key[U];
+      A v[U][CPL][VEC];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u;
+        key[u] = j < hi ? key_at<I, SORTED>(ids, id_stride, keys, j, S) : -1;
+        if (j < hi && key[u] >= 0 && key[u] < S) {
+          const i64 row = SORTED ? (i64)j : (i64)perm[j];
+          const T *p = data + row * data_stride;
+#pragma unroll
+          for (int k = 0; k < CPL; ++k) {
+            const int col = c0 + (k * G + lane) * VEC;
+            if (col < D)
+              load_pack<T, VEC>(p + col, v[u][k]);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u;
+        if (j >= hi)
+          break;
+        if (key[u] != run_key) {
+          emit(run_key, run_start, j);
+          reset();
+          run_key = key[u];
+          run_start = j;
+        }
+        if (run_key >= 0 && run_key < S) {
+#pragma unroll
+          for (int k = 0; k < CPL; ++k)
+            if (c0 + (k * G + lane) * VEC < D)
+#pragma unroll
+              for (int e = 0; e < VEC; ++e)
+                acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
+        }
+      }
+    }
+    emit(run_key, run_start, hi);
+  }
+}
+
+// One warp per 32 consecutive segments: the lanes find which of them are empty or cross a
+// chunk boundary, then the whole warp handles those one at a time, as 32/G row lanes x G
+// column lanes. Row lane r combines partials r, r + 32/G, ... in order; a fixed butterfly
+// then combines the row lanes. `empty_value` is 0 for sum and mean, the fill for max/min.
+template <class T, int OP, int VEC, int G, int CPL>
+__global__ void __launch_bounds__(256)
+    segment_reduce_fixup(const int *__restrict__ offsets, int S, int D, int CH,
+                         const acc_t<T> *__restrict__ partials, T *__restrict__ out, i64 out_stride,
+                         acc_t<T> empty_value) {
+  typedef acc_t<T> A;
+  constexpr int RL = 32 / G;
+  constexpr int COLS = G * CPL * VEC;
+  constexpr int U = CPL * VEC >= 16 ? 1 : 16 / (CPL * VEC) > 4 ? 4 : 16 / (CPL * VEC);
+  const int lane = threadIdx.x & 31, rl = lane / G, cl = lane % G;
+  const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const i64 mine = warp * 32 + lane;
+  int start = 0, end = 0;
+  bool todo = false;
+  if (mine < S) {
+    start = offsets[mine];
+    end = offsets[mine + 1];
+    todo = end == start || start / CH != (end - 1) / CH;
+  }
+  unsigned pending = __ballot_sync(0xffffffffu, todo);
+  while (pending != 0) {
+    const int src = __ffs(pending) - 1;
+    pending &= pending - 1;
+    const i64 s = warp * 32 + src;
+    const int st = __shfl_sync(0xffffffffu, start, src);
+    const int en = __shfl_sync(0xffffffffu, end, src);
+    T *o = out + s * out_stride;
+    for (int c0 = 0; c0 < D; c0 += COLS) {
+      A acc[CPL][VEC];
+#pragma unroll
+      for (int k = 0; k < CPL; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          acc[k][e] = en > st ? identity<OP, A>() : empty_value;
+      if (en > st) {
+        const int first = st / CH;
+        const int count = (en - 1) / CH - first + 1;
+        // The first chunk holds this segment in slot 0 only if the segment starts it.
+        const int first_slot = st == first * CH ? 0 : 1;
+        for (int p0 = rl; p0 < count; p0 += RL * U) {
+          A v[U][CPL][VEC];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int p = p0 + u * RL;
+            if (p < count) {
+              const A *row = partials + ((i64)(first + p) * 2 + (p == 0 ? first_slot : 0)) * D;
+#pragma unroll
+              for (int k = 0; k < CPL; ++k) {
+                const int col = c0 + (k * G + cl) * VEC;
+                if (col < D) {
+                  const pack<A, VEC> r = *reinterpret_cast<const pack<A, VEC> *>(row + col);
+#pragma unroll
+                  for (int e = 0; e < VEC; ++e)
+                    v[u][k][e] = r.v[e];
+                }
+              }
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (p0 + u * RL < count)
+#pragma unroll
+              for (int k = 0; k < CPL; ++k)
+                if (c0 + (k * G + cl) * VEC < D)
+#pragma unroll
+                  for (int e = 0; e < VEC; ++e)
+                    acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
+        }
+#pragma unroll
+        for (int m = G; m < 32; m <<= 1)
+#pragma unroll
+          for (int k = 0; k < CPL; ++k)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              acc[k][e] = combine<OP, A>(acc[k][e], __shfl_xor_sync(0xffffffffu, acc[k][e], m));
+#pragma unroll
+        for (int k = 0; k < CPL; ++k)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            acc[k][e] = finish<OP, A>(acc[k][e], en - st);
+      }
+      if (rl == 0) {
+#pragma unroll
+        for (int k = 0; k < CPL; ++k) {
+          const int col = c0 + (k * G + cl) * VEC;
+          if (col < D)
+            store_pack<T, VEC>(o + col, acc[k]);
+        }
+      }
+    }
+  }
+}
+
+} // namespace segment
+} // namespace jitops

@@ -1,0 +1,772 @@
+/* On a GPU: segment sum/mean/max/min, forward and backward, against a CPU reference in
+ * double precision, for every dtype, int32 and int64 ids, sorted and unsorted ids, both
+ * forward algorithms, and the adversarial cases: every row in one segment, all segments
+ * empty but one, many empty segments, negative and too-large ids (counted), heavy ties (split
+ * and first occurrence), NaNs, 0 rows, 0 segments, 0 columns, rows of 1 to 1024 columns,
+ * padded rows, strided ids, host ids and a million rows. Outputs are poisoned before every
+ * run, and every run is repeated and compared bit for bit.
+ *
+ * Data are multiples of 1/8 in most cases, so that every sum is exact in any order and any
+ * lost or doubled row shows; the "random" cases use full-precision values and a tolerance.
+ *
+ *   test_gpu_segment            all cases (exits 77 without a GPU)
+ *   test_gpu_segment --quick    a subset that still reaches every kernel variant, each call
+ *                               once (for compute-sanitizer)
+ *   test_gpu_segment --prewarm DIR
+ *                               no GPU: runs every case's calls on a compile-only sm_90
+ *                               runtime caching in DIR, so a later GPU run finds its kernels */
+#include <cuda_runtime_api.h>
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+
+#include "testutil.h"
+
+#define CUDA_OK(call)                                                                              \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
+      ++test_failures;                                                                             \
+    }                                                                                              \
+  } while (0)
+
+typedef struct vtype {
+  const char *name;
+  DLDataTypeCode code;
+  int bits;
+  size_t size;
+  double acc_u;   /* unit roundoff of the accumulation type */
+  double out_rel; /* relative rounding of the output type (0 when it is the accumulation) */
+} vtype;
+
+enum { F32, F64, F16, BF16 };
+static const vtype vtypes[] = {{"f32", kDLFloat, 32, 4, 0x1p-24, 0},
+                               {"f64", kDLFloat, 64, 8, 0x1p-53, 0},
+                               {"f16", kDLFloat, 16, 2, 0x1p-24, 0x1p-11},
+                               {"bf16", kDLBfloat, 16, 2, 0x1p-24, 0x1p-8}};
+
+static void put(int t, void *base, size_t i, double v) {
+  switch (t) {
+  case F32:
+    ((float *)base)[i] = (float)v;
+    break;
+  case F64:
+    ((double *)base)[i] = v;
+    break;
+  case F16:
+    ((uint16_t *)base)[i] = test_f32_to_f16((float)v);
+    break;
+  default:
+    ((uint16_t *)base)[i] = test_f32_to_bf16((float)v);
+  }
+}
+
+static double get(int t, const void *base, size_t i) {
+  switch (t) {
+  case F32:
+    return ((const float *)base)[i];
+  case F64:
+    return ((const double *)base)[i];
+  case F16:
+    return test_f16_to_f32(((const uint16_t *)base)[i]);
+  default:
+    return test_bf16_to_f32(((const uint16_t *)base)[i]);
+  }
+}
+
+/* The value rounded to the dtype, as stored. */
+static double rounded(int t, double v) {
+  unsigned char buf[8];
+  put(t, buf, 0, v);
+  return get(t, buf, 0);
+}
+
+typedef enum { IDS_RANDOM, IDS_ONE, IDS_BAD, IDS_SKEWED, IDS_NEGATIVE } id_dist;
+typedef enum { VALS_EIGHTHS, VALS_RANDOM, VALS_TIES, VALS_NAN } val_dist;
+
+typedef struct seg_case {
+  const char *name;
+  int vt;
+  bool id64;
+  int64_t N, D, S;
+  id_dist ids;
+  val_dist vals;
+  bool sorted;
+  jitops_segment_algorithm algorithm;
+  int64_t data_pad, out_pad, id_stride; /* row padding in elements; id stride (0 means 1) */
+  bool host_ids;
+  bool fill;
+  int counter_bits; /* 0, 32 or 64 */
+  bool first_occurrence;
+  bool workspace; /* pass a caller workspace of the queried size */
+  bool quick;     /* in the --quick subset, which covers every kernel variant */
+} seg_case;
+
+#define ATOMIC         .algorithm = JITOPS_SEGMENT_ALGORITHM_ATOMIC
+#define SORT           .algorithm = JITOPS_SEGMENT_ALGORITHM_SORT
+#define SHAPE(n, d, s) .N = (n), .D = (d), .S = (s)
+static const seg_case cases[] = {
+    {"random f32 i64 D64", F32, .id64 = true, SHAPE(1000, 64, 37), .ids = IDS_RANDOM,
+     .quick = true},
+    {"random f32 i64 D64 sorted", F32, .id64 = true, SHAPE(1000, 64, 37), .sorted = true},
+    {"random f64 i32 D3 full precision", F64, SHAPE(5000, 3, 100), .vals = VALS_RANDOM,
+     .quick = true},
+    {"random f32 D7 full precision sorted", F32, SHAPE(4000, 7, 60), .vals = VALS_RANDOM,
+     .sorted = true},
+    {"random f16 i64 D8", F16, .id64 = true, SHAPE(3000, 8, 50)},
+    {"random bf16 i32 D8 sorted", BF16, SHAPE(3000, 8, 50), .sorted = true, .quick = true},
+    {"bad ids f32 i64 D5 fill counter64", F32, .id64 = true, SHAPE(4000, 5, 40), .ids = IDS_BAD,
+     .fill = true, .counter_bits = 64, .quick = true},
+    {"bad ids f32 i32 D1 sorted counter32", F32, SHAPE(4000, 1, 40), .ids = IDS_BAD, .sorted = true,
+     .counter_bits = 32, .quick = true},
+    {"bad ids bf16 i64 D16 atomic counter64", BF16, .id64 = true, SHAPE(3000, 16, 33),
+     .ids = IDS_BAD, ATOMIC, .fill = true, .counter_bits = 64, .quick = true},
+    {"one segment f32 D16", F32, .id64 = true, SHAPE(20000, 16, 7), .ids = IDS_ONE, .quick = true},
+    {"one segment f16 D2 sorted", F16, SHAPE(20000, 2, 7), .ids = IDS_ONE, .sorted = true},
+    {"all empty but one f32 D4", F32, SHAPE(3000, 4, 100000), .ids = IDS_ONE, .quick = true},
+    {"all empty but one f64 D4 sorted", F64, .id64 = true, SHAPE(3000, 4, 100000), .ids = IDS_ONE,
+     .sorted = true},
+    {"many empty f64 D2", F64, .id64 = true, SHAPE(500, 2, 50000)},
+    {"ties f32 D8 split", F32, SHAPE(2000, 8, 20), .vals = VALS_TIES, .quick = true},
+    {"ties f32 D8 first occurrence", F32, .id64 = true, SHAPE(2000, 8, 20), .vals = VALS_TIES,
+     .first_occurrence = true, .quick = true},
+    {"ties bf16 D64 sort algorithm", BF16, .id64 = true, SHAPE(2000, 64, 20), .vals = VALS_TIES,
+     SORT},
+    {"ties f64 D3 sorted first occurrence", F64, SHAPE(2000, 3, 20), .vals = VALS_TIES,
+     .sorted = true, .first_occurrence = true, .quick = true},
+    {"nan f32 D4", F32, .id64 = true, SHAPE(1000, 4, 30), .vals = VALS_NAN, .quick = true},
+    {"nan f16 D4 sort algorithm", F16, .id64 = true, SHAPE(1000, 4, 30), .vals = VALS_NAN, SORT},
+    {"nan f64 D2 sorted", F64, SHAPE(1000, 2, 30), .vals = VALS_NAN, .sorted = true},
+    {"wide f32 D1024", F32, .id64 = true, SHAPE(3000, 1024, 50), .quick = true},
+    {"wide bf16 D1024 sorted", BF16, SHAPE(2000, 1024, 500), .sorted = true},
+    {"wide f64 D1000 sort algorithm", F64, .id64 = true, SHAPE(1500, 1000, 40), SORT},
+    {"padded f16 D100 strided ids", F16, .id64 = true, SHAPE(5000, 100, 300), .data_pad = 3,
+     .out_pad = 5, .id_stride = 3, .quick = true},
+    {"padded f32 D12 sorted strided ids", F32, SHAPE(5000, 12, 300), .ids = IDS_BAD, .sorted = true,
+     .data_pad = 1, .out_pad = 2, .id_stride = 2},
+    {"zero rows", F32, .id64 = true, SHAPE(0, 8, 10), .fill = true, .counter_bits = 64,
+     .quick = true},
+    {"zero rows sorted", BF16, SHAPE(0, 8, 10), .sorted = true},
+    {"one row", F64, SHAPE(1, 1, 1)},
+    {"zero segments counter", F32, .id64 = true, SHAPE(100, 4, 0), .ids = IDS_BAD,
+     .counter_bits = 64, .quick = true},
+    {"zero columns counter", F32, SHAPE(50, 0, 5), .ids = IDS_BAD, .counter_bits = 32,
+     .quick = true},
+    {"host ids f32 D32", F32, .id64 = true, SHAPE(2000, 32, 60), .ids = IDS_NEGATIVE,
+     .host_ids = true, .quick = true},
+    {"host ids f16 i32 D3 sorted strided", F16, SHAPE(2000, 3, 60), .ids = IDS_NEGATIVE,
+     .sorted = true, .id_stride = 2, .host_ids = true},
+    {"atomic global f32 D64", F32, .id64 = true, SHAPE(20000, 64, 5000), ATOMIC},
+    {"atomic shared f16 D4", F16, SHAPE(50000, 4, 20), ATOMIC, .quick = true},
+    {"sort forced few segments f32 D64", F32, .id64 = true, SHAPE(20000, 64, 10), SORT},
+    {"workspace f32 D64", F32, .id64 = true, SHAPE(3000, 64, 37), .ids = IDS_BAD,
+     .counter_bits = 64, .workspace = true},
+    {"skewed f32 D32", F32, .id64 = true, SHAPE(200000, 32, 1000), .ids = IDS_SKEWED},
+    {"bench shape f32 i64 D64", F32, .id64 = true, SHAPE(1 << 20, 64, 10000), .counter_bits = 64},
+    {"million segments f32 D1", F32, .id64 = true, SHAPE(1 << 20, 1, 1000000)},
+    {"one segment f32 D1 million rows sorted", F32, SHAPE((1 << 20) + 3, 1, 3), .ids = IDS_ONE,
+     .sorted = true},
+    {"one segment f32 D64 unsorted", F32, .id64 = true, SHAPE(300000, 64, 1), .ids = IDS_ONE},
+    {"f64 D64 atomic u64", F64, SHAPE(300000, 64, 3000), .vals = VALS_RANDOM},
+};
+#undef ATOMIC
+#undef SORT
+#undef SHAPE
+
+/* ---- modes ----------------------------------------------------------------------------- */
+
+static bool prewarm = false; /* compile-only runtime, fake device addresses */
+static int runs = 2;         /* every call twice, to compare bits; once with --quick */
+static uintptr_t fake_next = 0x7f0000000000u;
+
+static void *dev_alloc(size_t bytes) {
+  if (bytes == 0)
+    bytes = 256;
+  if (prewarm) {
+    void *p = (void *)fake_next;
+    fake_next += (bytes + 255) & ~(size_t)255;
+    return p;
+  }
+  void *p = NULL;
+  CUDA_OK(cudaMalloc(&p, bytes));
+  return p;
+}
+
+static void dev_free(void *p) {
+  if (!prewarm)
+    CUDA_OK(cudaFree(p));
+}
+
+static void to_dev(void *dst, const void *src, size_t bytes) {
+  if (!prewarm && bytes > 0)
+    CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+static void to_host(void *dst, const void *src, size_t bytes) {
+  if (!prewarm && bytes > 0)
+    CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+static void poison(void *p, size_t bytes) {
+  /* 0x7b in every byte: a large finite value in every float type, never a result here. */
+  if (!prewarm && bytes > 0)
+    CUDA_OK(cudaMemset(p, 0x7b, bytes));
+}
+
+/* A call's status: success on a GPU; on the compile-only runtime, kernels compile and the
+ * launch reports no device (or, when nothing needs launching, success). */
+static bool call_ok(jitops_status s, const char *what, const char *name) {
+  if (prewarm) {
+    if (s != JITOPS_SUCCESS && s != JITOPS_ERR_NO_DEVICE) {
+      fprintf(stderr, "%s: %s: %s: %s\n", name, what, jitops_status_string(s), jitops_last_error());
+      ++test_failures;
+    }
+    return false;
+  }
+  if (s != JITOPS_SUCCESS) {
+    fprintf(stderr, "%s: %s: %s: %s\n", name, what, jitops_status_string(s), jitops_last_error());
+    ++test_failures;
+    return false;
+  }
+  return true;
+}
+
+/* ---- host data --------------------------------------------------------------------------- */
+
+static int64_t make_id(const seg_case *c, uint64_t *seed) {
+  const int64_t S = c->S;
+  const uint64_t r = test_rand_u64(seed);
+  switch (c->ids) {
+  case IDS_ONE:
+    return S / 2;
+  case IDS_BAD: {
+    const int kind = (int)(r % 10);
+    if (kind < 2)
+      return -1 - (int64_t)(test_rand_u64(seed) % 1000);
+    if (kind == 2)
+      return S + (int64_t)(test_rand_u64(seed) % 1000);
+    if (kind == 3)
+      return (c->id64 ? INT64_MAX : INT32_MAX) - (int64_t)(test_rand_u64(seed) % 5);
+    return S > 0 ? (int64_t)(test_rand_u64(seed) % (uint64_t)S) : 0;
+  }
+  case IDS_SKEWED: {
+    const double u = test_rand_uniform(seed, 0, 1);
+    return (int64_t)(S * u * u * u * u);
+  }
+  case IDS_NEGATIVE:
+    if (r % 5 == 0)
+      return -1 - (int64_t)(r % 7);
+    return S > 0 ? (int64_t)(test_rand_u64(seed) % (uint64_t)S) : -1;
+  default:
+    return S > 0 ? (int64_t)(r % (uint64_t)S) : (int64_t)(r % 10);
+  }
+}
+
+static double make_value(const seg_case *c, uint64_t *seed) {
+  const double sign = test_rand_u64(seed) & 1 ? -1.0 : 1.0;
+  switch (c->vals) {
+  case VALS_RANDOM:
+    return rounded(c->vt, sign * test_rand_uniform(seed, 0.25, 1.0));
+  case VALS_TIES: {
+    static const double set[] = {-1.0, 0.5, 1.0};
+    return set[test_rand_u64(seed) % 3];
+  }
+  case VALS_NAN:
+    if (test_rand_u64(seed) % 32 == 0)
+      return NAN;
+    /* fall through */
+  default:
+    return sign * (double)(2 + test_rand_u64(seed) % 7) / 8.0;
+  }
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* TensorFlow's fill of empty max (lowest) and min (max) segments. */
+static double default_fill(int vt, int r) {
+  const double m = vt == F16 ? 65504.0 : vt == BF16 ? 0x1.fep127 : vt == F32 ? FLT_MAX : DBL_MAX;
+  return r == JITOPS_SEGMENT_MAX ? -m : m;
+}
+
+/* ---- references -------------------------------------------------------------------------- */
+
+typedef struct problem {
+  const seg_case *c;
+  int64_t *ids;  /* logical ids, N */
+  double *x;     /* N x D values as stored */
+  double *dy;    /* S x D */
+  int64_t *rows; /* rows per segment */
+  int64_t too_large;
+} problem;
+
+static bool valid_id(const problem *p, int64_t id) {
+  return id >= 0 && id < p->c->S;
+}
+
+/* out[s, d] and its tolerance. */
+static void reference_forward(const problem *p, int r, double fill, double *ref, double *tol) {
+  const seg_case *c = p->c;
+  const int64_t S = c->S, D = c->D;
+  double *abs_sum = calloc((size_t)(S * D) + 1, sizeof *abs_sum);
+  for (int64_t k = 0; k < S * D; ++k)
+    ref[k] = r == JITOPS_SEGMENT_MAX ? -INFINITY : r == JITOPS_SEGMENT_MIN ? INFINITY : 0.0;
+  for (int64_t i = 0; i < c->N; ++i) {
+    if (!valid_id(p, p->ids[i]))
+      continue;
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t k = p->ids[i] * D + d;
+      const double v = p->x[i * D + d];
+      if (r <= JITOPS_SEGMENT_MEAN) {
+        ref[k] += v;
+        abs_sum[k] += fabs(v);
+      } else if (isnan(v) || isnan(ref[k])) {
+        ref[k] = NAN;
+      } else if (r == JITOPS_SEGMENT_MAX ? v > ref[k] : v < ref[k]) {
+        ref[k] = v;
+      }
+    }
+  }
+  const vtype *t = &vtypes[c->vt];
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = p->rows[s];
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t k = s * D + d;
+      if (n == 0)
+        ref[k] = r <= JITOPS_SEGMENT_MEAN ? 0.0 : fill;
+      else if (r == JITOPS_SEGMENT_MEAN)
+        ref[k] /= (double)n;
+      /* Sums of eighths are exact in any order; other sums get a rounding bound. */
+      double acc =
+          c->vals == VALS_RANDOM ? t->acc_u * abs_sum[k] * (4 + 2 * log2((double)n + 1)) : 0.0;
+      if (r == JITOPS_SEGMENT_MEAN)
+        acc = acc / (n > 0 ? (double)n : 1.0) + 2 * t->acc_u * fabs(ref[k]);
+      tol[k] = r <= JITOPS_SEGMENT_MEAN ? acc + fabs(ref[k]) * t->out_rel : 0.0;
+    }
+  }
+  free(abs_sum);
+}
+
+/* dx[i, d] from the device's forward result y (max/min). */
+static void reference_backward(const problem *p, int r, const double *y, double *ref, double *tol) {
+  const seg_case *c = p->c;
+  const int64_t S = c->S, D = c->D, N = c->N;
+  const vtype *t = &vtypes[c->vt];
+  int64_t *ties = calloc((size_t)(S * D) + 1, sizeof *ties);
+  int64_t *first = malloc(((size_t)(S * D) + 1) * sizeof *first);
+  for (int64_t k = 0; k < S * D; ++k)
+    first[k] = -1;
+  if (r >= JITOPS_SEGMENT_MAX)
+    for (int64_t i = 0; i < N; ++i)
+      if (valid_id(p, p->ids[i]))
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t k = p->ids[i] * D + d;
+          if (p->x[i * D + d] == y[k]) {
+            ++ties[k];
+            if (first[k] < 0)
+              first[k] = i;
+          }
+        }
+  for (int64_t i = 0; i < N; ++i) {
+    for (int64_t d = 0; d < D; ++d) {
+      double v = 0.0;
+      const int64_t id = p->ids[i];
+      if (valid_id(p, id)) {
+        const int64_t k = id * D + d;
+        const double g = p->dy[k];
+        if (r == JITOPS_SEGMENT_SUM)
+          v = g;
+        else if (r == JITOPS_SEGMENT_MEAN)
+          v = g / (double)p->rows[id];
+        else if (p->x[i * D + d] == y[k])
+          v = c->first_occurrence ? (first[k] == i ? g : 0.0) : g / (double)ties[k];
+      }
+      ref[i * D + d] = v;
+      tol[i * D + d] = fabs(v) * (2 * t->acc_u + t->out_rel);
+    }
+  }
+  free(ties);
+  free(first);
+}
+
+static int64_t compare(const char *name, const char *what, int vt, const double *ref,
+                       const double *tol, const void *got, int64_t rows, int64_t cols,
+                       int64_t pitch) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t d = 0; d < cols; ++d) {
+      const double want = ref[i * cols + d];
+      const double g = get(vt, got, (size_t)(i * pitch + d));
+      const bool ok = isnan(want) ? isnan(g) : fabs(g - want) <= tol[i * cols + d];
+      if (!ok && bad++ < 5)
+        fprintf(stderr, "%s: %s[%lld, %lld] = %.9g, expected %.9g (tolerance %.3g)\n", name, what,
+                (long long)i, (long long)d, g, want, tol[i * cols + d]);
+    }
+  if (bad > 0) {
+    fprintf(stderr, "%s: %s: %lld wrong cells\n", name, what, (long long)bad);
+    ++test_failures;
+  }
+  return bad;
+}
+
+static void same_bits(const char *name, const char *what, const void *a, const void *b,
+                      int64_t rows, int64_t cols, int64_t pitch, size_t elem) {
+  for (int64_t i = 0; i < rows; ++i)
+    if (memcmp((const char *)a + (size_t)(i * pitch) * elem,
+               (const char *)b + (size_t)(i * pitch) * elem, (size_t)cols * elem) != 0) {
+      fprintf(stderr, "%s: %s differs between two runs (row %lld)\n", name, what, (long long)i);
+      ++test_failures;
+      return;
+    }
+}
+
+/* ---- one case ---------------------------------------------------------------------------- */
+
+typedef struct buffers {
+  void *data, *ids, *out, *dy, *dx, *counter;
+  size_t data_bytes, out_bytes, dx_bytes;
+  void *host_ids; /* for host-id cases */
+} buffers;
+
+static DLTensor tensor2(void *ptr, const vtype *t, int64_t *shape, int64_t *strides, int64_t rows,
+                        int64_t cols, int64_t pitch) {
+  DLTensor x;
+  memset(&x, 0, sizeof x);
+  x.data = ptr;
+  x.device.device_type = kDLCUDA;
+  x.ndim = 2;
+  x.dtype.code = (uint8_t)t->code;
+  x.dtype.bits = (uint8_t)t->bits;
+  x.dtype.lanes = 1;
+  shape[0] = rows;
+  shape[1] = cols;
+  strides[0] = pitch;
+  strides[1] = 1;
+  x.shape = shape;
+  x.strides = strides;
+  return x;
+}
+
+typedef struct views {
+  int64_t shape[5][2], strides[5][2];
+  DLTensor data, out, dy, dx, ids, counter;
+  int64_t id_shape, id_stride, counter_shape;
+} views;
+
+static void make_views(const seg_case *c, const buffers *b, views *v) {
+  const vtype *t = &vtypes[c->vt];
+  v->data = tensor2(b->data, t, v->shape[0], v->strides[0], c->N, c->D, c->D + c->data_pad);
+  v->out = tensor2(b->out, t, v->shape[1], v->strides[1], c->S, c->D, c->D + c->out_pad);
+  v->dy = tensor2(b->dy, t, v->shape[2], v->strides[2], c->S, c->D, c->D);
+  v->dx = tensor2(b->dx, t, v->shape[3], v->strides[3], c->N, c->D, c->D + c->data_pad);
+  memset(&v->ids, 0, sizeof v->ids);
+  v->ids.data = c->host_ids ? b->host_ids : b->ids;
+  v->ids.device.device_type = c->host_ids ? kDLCPU : kDLCUDA;
+  v->ids.ndim = 1;
+  v->ids.dtype.code = kDLInt;
+  v->ids.dtype.bits = c->id64 ? 64 : 32;
+  v->ids.dtype.lanes = 1;
+  v->id_shape = c->N;
+  v->id_stride = c->id_stride > 0 ? c->id_stride : 1;
+  v->ids.shape = &v->id_shape;
+  v->ids.strides = &v->id_stride;
+  memset(&v->counter, 0, sizeof v->counter);
+  v->counter.data = b->counter;
+  v->counter.device.device_type = kDLCUDA;
+  v->counter.ndim = 1;
+  v->counter.dtype.code = kDLInt;
+  v->counter.dtype.bits = (uint8_t)(c->counter_bits ? c->counter_bits : 64);
+  v->counter.dtype.lanes = 1;
+  v->counter_shape = 1;
+  v->counter.shape = &v->counter_shape;
+}
+
+static void set_counter(const seg_case *c, void *counter, int64_t value) {
+  if (c->counter_bits == 64)
+    to_dev(counter, &value, 8);
+  else if (c->counter_bits == 32) {
+    int32_t v32 = (int32_t)value;
+    to_dev(counter, &v32, 4);
+  }
+}
+
+static int64_t read_counter(const seg_case *c, const void *counter) {
+  int64_t v64 = 0;
+  int32_t v32 = 0;
+  if (c->counter_bits == 64)
+    to_host(&v64, counter, 8);
+  else {
+    to_host(&v32, counter, 4);
+    v64 = v32;
+  }
+  return v64;
+}
+
+typedef struct run_ctx {
+  jitops_runtime_t *rt;
+  cudaStream_t stream;
+  const seg_case *c;
+  problem *p;
+  buffers *b;
+  views *v;
+  jitops_segment_options options;
+  void *workspace;
+  size_t workspace_bytes;
+} run_ctx;
+
+static jitops_status forward(run_ctx *x, int r) {
+  jitops_workspace ws = {x->workspace, x->workspace_bytes};
+  return jitops_segment_reduce(x->rt, (jitops_segment_reduction)r, &x->v->data, &x->v->ids, x->c->S,
+                               &x->v->out, &x->options, x->workspace != NULL ? &ws : NULL,
+                               (void *)x->stream);
+}
+
+static jitops_status backward(run_ctx *x, int r) {
+  jitops_workspace ws = {x->workspace, x->workspace_bytes};
+  return jitops_segment_reduce_backward(x->rt, (jitops_segment_reduction)r, &x->v->dy, &x->v->data,
+                                        &x->v->out, &x->v->ids, x->c->S, &x->v->dx, &x->options,
+                                        x->workspace != NULL ? &ws : NULL, (void *)x->stream);
+}
+
+static void sync_stream(run_ctx *x) {
+  if (!prewarm)
+    CUDA_OK(cudaStreamSynchronize(x->stream));
+}
+
+/* A caller workspace of exactly the queried size (the largest of this case's calls). */
+static void prepare_workspace(run_ctx *x) {
+  size_t most = 0;
+  for (int r = 0; r < 4; ++r) {
+    size_t f = 0, g = 0;
+    CHECK_OK(jitops_segment_reduce_workspace_size(x->rt, (jitops_segment_reduction)r, &x->v->data,
+                                                  &x->v->ids, x->c->S, &x->v->out, &x->options,
+                                                  &f));
+    CHECK_OK(jitops_segment_reduce_backward_workspace_size(
+        x->rt, (jitops_segment_reduction)r, &x->v->dy, &x->v->data, &x->v->out, &x->v->ids, x->c->S,
+        &x->v->dx, &x->options, &g));
+    most = f > most ? f : most;
+    most = g > most ? g : most;
+  }
+  x->workspace_bytes = most;
+  x->workspace = dev_alloc(most);
+}
+
+static void run_reduction(run_ctx *x, int r) {
+  static const char *const names[] = {"sum", "mean", "max", "min"};
+  const seg_case *c = x->c;
+  const vtype *t = &vtypes[c->vt];
+  const int64_t S = c->S, D = c->D, N = c->N;
+  char what[160];
+  snprintf(what, sizeof what, "%s %s", c->name, names[r]);
+  const bool custom_fill = r >= JITOPS_SEGMENT_MAX && c->fill;
+  const double fill = custom_fill ? (r == JITOPS_SEGMENT_MAX ? -7.5 : 7.5) : default_fill(c->vt, r);
+  x->options.has_fill = custom_fill;
+  x->options.fill = r == JITOPS_SEGMENT_MAX ? -7.5 : 7.5;
+  x->options.algorithm = r >= JITOPS_SEGMENT_MAX ? c->algorithm : 0;
+  if (prewarm) {
+    call_ok(forward(x, r), "forward", what);
+    call_ok(backward(x, r), "backward", what);
+    return;
+  }
+
+  /* forward, twice */
+  unsigned char *got[2] = {malloc(x->b->out_bytes + 1), malloc(x->b->out_bytes + 1)};
+  const int64_t opitch = D + c->out_pad;
+  for (int run = 0; run < runs; ++run) {
+    poison(x->b->out, x->b->out_bytes);
+    set_counter(c, x->b->counter, 5);
+    if (!call_ok(forward(x, r), "forward", what)) {
+      free(got[0]);
+      free(got[1]);
+      return;
+    }
+    sync_stream(x);
+    to_host(got[run], x->b->out, x->b->out_bytes);
+    if (c->counter_bits != 0) {
+      const int64_t counted = read_counter(c, x->b->counter);
+      if (counted != 5 + x->p->too_large) {
+        fprintf(stderr, "%s: dropped_count %lld, expected 5 + %lld\n", what, (long long)counted,
+                (long long)x->p->too_large);
+        ++test_failures;
+      }
+    }
+  }
+  double *ref = malloc(((size_t)(S * D) + 1) * sizeof *ref);
+  double *tol = malloc(((size_t)(S * D) + 1) * sizeof *tol);
+  reference_forward(x->p, r, fill, ref, tol);
+  compare(what, "out", c->vt, ref, tol, got[0], S, D, opitch);
+  if (runs == 2)
+    same_bits(what, "out", got[0], got[1], S, D, opitch, t->size);
+  double *y = malloc(((size_t)(S * D) + 1) * sizeof *y);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t d = 0; d < D; ++d)
+      y[s * D + d] = get(c->vt, got[0], (size_t)(s * opitch + d));
+  free(ref);
+  free(tol);
+
+  /* backward, twice, from the device's own forward result */
+  unsigned char *dx[2] = {malloc(x->b->dx_bytes + 1), malloc(x->b->dx_bytes + 1)};
+  const int64_t dpitch = D + c->data_pad;
+  for (int run = 0; run < runs; ++run) {
+    poison(x->b->dx, x->b->dx_bytes);
+    if (!call_ok(backward(x, r), "backward", what))
+      break;
+    sync_stream(x);
+    to_host(dx[run], x->b->dx, x->b->dx_bytes);
+  }
+  ref = malloc(((size_t)(N * D) + 1) * sizeof *ref);
+  tol = malloc(((size_t)(N * D) + 1) * sizeof *tol);
+  reference_backward(x->p, r, y, ref, tol);
+  compare(what, "grad_data", c->vt, ref, tol, dx[0], N, D, dpitch);
+  if (runs == 2)
+    same_bits(what, "grad_data", dx[0], dx[1], N, D, dpitch, t->size);
+  free(ref);
+  free(tol);
+  free(y);
+  free(dx[0]);
+  free(dx[1]);
+  free(got[0]);
+  free(got[1]);
+}
+
+static void fill_host(const seg_case *c, problem *p, buffers *b, unsigned char **host_data,
+                      unsigned char **host_dy, unsigned char **ids_buf, size_t *ids_bytes) {
+  const vtype *t = &vtypes[c->vt];
+  const int64_t N = c->N, D = c->D, S = c->S;
+  uint64_t seed = 0x5e6de11u ^ (uint64_t)(N * 31 + D * 7 + S);
+  p->c = c;
+  p->ids = malloc(((size_t)N + 1) * sizeof *p->ids);
+  p->x = malloc(((size_t)(N * D) + 1) * sizeof *p->x);
+  p->dy = malloc(((size_t)(S * D) + 1) * sizeof *p->dy);
+  p->rows = calloc((size_t)S + 1, sizeof *p->rows);
+  p->too_large = 0;
+  for (int64_t i = 0; i < N; ++i)
+    p->ids[i] = make_id(c, &seed);
+  if (c->sorted)
+    qsort(p->ids, (size_t)N, sizeof *p->ids, cmp_i64);
+  for (int64_t i = 0; i < N; ++i) {
+    if (valid_id(p, p->ids[i]))
+      ++p->rows[p->ids[i]];
+    else if (p->ids[i] >= S)
+      ++p->too_large;
+  }
+  const int64_t dpitch = D + c->data_pad;
+  b->data_bytes = (size_t)(N * dpitch) * t->size;
+  *host_data = malloc(b->data_bytes + 1);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t d = 0; d < dpitch; ++d) {
+      /* Padding holds huge values: a kernel that read it would show. */
+      const double v = d < D ? make_value(c, &seed) : 1e4;
+      if (d < D)
+        p->x[i * D + d] = v;
+      put(c->vt, *host_data, (size_t)(i * dpitch + d), v);
+    }
+  *host_dy = malloc((size_t)(S * D) * t->size + 1);
+  for (int64_t k = 0; k < S * D; ++k) {
+    p->dy[k] = (double)(1 + test_rand_u64(&seed) % 15) / 4.0;
+    put(c->vt, *host_dy, (size_t)k, p->dy[k]);
+  }
+  const int64_t stride = c->id_stride > 0 ? c->id_stride : 1;
+  const size_t elem = c->id64 ? 8 : 4;
+  *ids_bytes = (size_t)(N * stride) * elem;
+  *ids_buf = malloc(*ids_bytes + 1);
+  memset(*ids_buf, 0x55, *ids_bytes + 1); /* the gaps of strided ids: never read */
+  for (int64_t i = 0; i < N; ++i) {
+    if (c->id64)
+      ((int64_t *)*ids_buf)[i * stride] = p->ids[i];
+    else
+      ((int32_t *)*ids_buf)[i * stride] = (int32_t)p->ids[i];
+  }
+}
+
+static void run_case(jitops_runtime_t *rt, cudaStream_t stream, const seg_case *c) {
+  const vtype *t = &vtypes[c->vt];
+  problem p;
+  buffers b;
+  memset(&b, 0, sizeof b);
+  unsigned char *host_data, *host_dy, *ids_buf;
+  size_t ids_bytes;
+  fill_host(c, &p, &b, &host_data, &host_dy, &ids_buf, &ids_bytes);
+  b.data = dev_alloc(b.data_bytes);
+  b.out_bytes = (size_t)(c->S * (c->D + c->out_pad)) * t->size;
+  b.out = dev_alloc(b.out_bytes);
+  b.dy = dev_alloc((size_t)(c->S * c->D) * t->size);
+  b.dx_bytes = b.data_bytes;
+  b.dx = dev_alloc(b.dx_bytes);
+  b.counter = dev_alloc(8);
+  b.ids = c->host_ids ? NULL : dev_alloc(ids_bytes);
+  b.host_ids = c->host_ids ? ids_buf : NULL;
+  to_dev(b.data, host_data, b.data_bytes);
+  to_dev(b.dy, host_dy, (size_t)(c->S * c->D) * t->size);
+  if (!c->host_ids)
+    to_dev(b.ids, ids_buf, ids_bytes);
+
+  views v;
+  make_views(c, &b, &v);
+  run_ctx x;
+  memset(&x, 0, sizeof x);
+  x.rt = rt;
+  x.stream = stream;
+  x.c = c;
+  x.p = &p;
+  x.b = &b;
+  x.v = &v;
+  jitops_segment_options_init(&x.options);
+  x.options.sorted = c->sorted;
+  x.options.first_occurrence = c->first_occurrence;
+  x.options.dropped_count = c->counter_bits ? &v.counter : NULL;
+  if (c->workspace)
+    prepare_workspace(&x);
+  for (int r = 0; r < 4; ++r)
+    run_reduction(&x, r);
+
+  if (x.workspace != NULL)
+    dev_free(x.workspace);
+  dev_free(b.data);
+  dev_free(b.out);
+  dev_free(b.dy);
+  dev_free(b.dx);
+  dev_free(b.counter);
+  if (b.ids != NULL)
+    dev_free(b.ids);
+  free(host_data);
+  free(host_dy);
+  free(ids_buf);
+  free(p.ids);
+  free(p.x);
+  free(p.dy);
+  free(p.rows);
+}
+
+int main(int argc, char **argv) {
+  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  prewarm = argc > 2 && strcmp(argv[1], "--prewarm") == 0;
+  if (quick)
+    runs = 1;
+  jitops_runtime_t *rt = NULL;
+  cudaStream_t stream = NULL;
+  if (prewarm) {
+    jitops_runtime_config cfg = test_offline_config("sm_90", argv[2]);
+    CHECK_OK(jitops_runtime_create(&cfg, &rt));
+    if (rt == NULL)
+      return test_finish("test_gpu_segment --prewarm");
+  } else {
+    rt = test_gpu_runtime_or_skip("test_gpu_segment");
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    if (quick && !cases[i].quick)
+      continue;
+    const int before = test_failures;
+    run_case(rt, stream, &cases[i]);
+    if (!prewarm)
+      printf("%-45s %s\n", cases[i].name, test_failures == before ? "ok" : "FAILED");
+  }
+  if (stream != NULL)
+    CUDA_OK(cudaStreamDestroy(stream));
+  jitops_runtime_destroy(rt);
+  return test_finish(prewarm ? "test_gpu_segment --prewarm" : "test_gpu_segment");
+}

@@ -1,0 +1,484 @@
+/* Every bad argument of the segment family gives its own status and a message naming the
+ * argument, checked on a compile-only runtime (no GPU). Valid calls there get as far as the
+ * launch: every kernel they need compiles, then the launch reports JITOPS_ERR_NO_DEVICE —
+ * which also compiles the family's templates for sm_90 in CI. */
+#include <stdbool.h>
+
+#include "testutil.h"
+
+/* A DLTensor with its own shape and strides storage. */
+typedef struct tensor {
+  DLTensor t;
+  int64_t shape[4];
+  int64_t strides[4];
+} tensor;
+
+static char device_block[1 << 12]; /* fake device addresses: never dereferenced */
+static void *const DEV = device_block;
+
+static tensor make(void *data, DLDataTypeCode code, int bits, int ndim, int64_t d0, int64_t d1,
+                   int64_t d2) {
+  tensor x;
+  memset(&x, 0, sizeof x);
+  x.t.data = data;
+  x.t.device.device_type = kDLCUDA;
+  x.t.device.device_id = 0;
+  x.t.ndim = ndim;
+  x.t.dtype.code = (uint8_t)code;
+  x.t.dtype.bits = (uint8_t)bits;
+  x.t.dtype.lanes = 1;
+  x.shape[0] = d0;
+  x.shape[1] = d1;
+  x.shape[2] = d2;
+  x.t.shape = x.shape;
+  x.t.strides = NULL;
+  return x;
+}
+
+/* Rebinds the pointers after a struct copy. */
+static DLTensor *T(tensor *x) {
+  x->t.shape = x->shape;
+  if (x->t.strides != NULL)
+    x->t.strides = x->strides;
+  return &x->t;
+}
+
+static void with_strides(tensor *x, int64_t s0, int64_t s1, int64_t s2) {
+  x->strides[0] = s0;
+  x->strides[1] = s1;
+  x->strides[2] = s2;
+  x->t.strides = x->strides;
+}
+
+enum { N = 8, D = 4, S = 5 };
+
+typedef struct fixture {
+  tensor data, ids, out;
+} fixture;
+
+static fixture good(void) {
+  fixture f;
+  f.data = make(DEV, kDLFloat, 32, 2, N, D, 0);
+  f.ids = make(DEV, kDLInt, 64, 1, N, 0, 0);
+  f.out = make(DEV, kDLFloat, 32, 2, S, D, 0);
+  return f;
+}
+
+static jitops_status reduce(jitops_runtime_t *rt, jitops_segment_reduction r, fixture *f,
+                            int64_t segments, const jitops_segment_options *o) {
+  return jitops_segment_reduce(rt, r, T(&f->data), T(&f->ids), segments, T(&f->out), o, NULL, NULL);
+}
+
+static void forward_pointers_and_scalars(jitops_runtime_t *rt) {
+  fixture f = good();
+  CHECK_FAILS(reduce(NULL, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "jitops_segment_reduce: runtime is NULL");
+  CHECK_FAILS(reduce(rt, (jitops_segment_reduction)7, &f, S, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "reduction 7");
+  CHECK_FAILS(reduce(rt, (jitops_segment_reduction)-1, &f, S, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "reduction -1");
+  CHECK_FAILS(jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, NULL, T(&f.ids), S, T(&f.out), NULL,
+                                    NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "data is NULL");
+  CHECK_FAILS(jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, T(&f.data), NULL, S, T(&f.out), NULL,
+                                    NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "segment_ids is NULL");
+  CHECK_FAILS(jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, T(&f.data), T(&f.ids), S, NULL, NULL,
+                                    NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "out is NULL");
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, -1, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "num_segments is -1");
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, (int64_t)1 << 31, NULL), JITOPS_ERR_UNSUPPORTED,
+              "num_segments 2147483648");
+  jitops_workspace ws = {NULL, 64};
+  CHECK_FAILS(jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, T(&f.data), T(&f.ids), S, T(&f.out),
+                                    NULL, &ws, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "workspace->ptr is NULL");
+  size_t bytes = 0;
+  CHECK_FAILS(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_SUM, T(&f.data), T(&f.ids), S,
+                                                   T(&f.out), NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "bytes is NULL");
+  CHECK_FAILS(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_SUM, T(&f.data), T(&f.ids),
+                                                   -3, T(&f.out), NULL, &bytes),
+              JITOPS_ERR_INVALID_ARGUMENT, "jitops_segment_reduce_workspace_size: num_segments");
+}
+
+static void forward_shapes_and_dtypes(jitops_runtime_t *rt) {
+  fixture f = good();
+  f.data.t.ndim = 0;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "data is a scalar");
+  f = good();
+  f.data = make(DEV, kDLInt, 32, 2, N, D, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DTYPE,
+              "data has dtype i32; expected f32, f64, f16 or bf16");
+  f = good();
+  f.data = make(DEV, kDLFloat, 8, 2, N, D, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DTYPE,
+              "data has dtype (code 2, 8 bits");
+  f = good();
+  f.out = make(DEV, kDLFloat, 16, 2, S, D, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DTYPE,
+              "out has dtype f16; expected f32");
+  f = good();
+  f.ids = make(DEV, kDLFloat, 32, 1, N, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DTYPE,
+              "segment_ids has dtype f32; expected i32 or i64");
+  f = good();
+  f.ids = make(DEV, kDLInt, 64, 2, N, 1, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "segment_ids has rank 2");
+  f = good();
+  f.ids = make(DEV, kDLInt, 32, 1, N - 3, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "segment_ids has 5 entries; expected one per row (8)");
+  f = good();
+  f.out = make(DEV, kDLFloat, 32, 2, S - 1, D, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "out has 4 rows; expected num_segments = 5");
+  f = good();
+  f.out = make(DEV, kDLFloat, 32, 2, S, D + 1, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "out's dim 1 is 5; expected 4 as in data");
+  f = good();
+  f.out = make(DEV, kDLFloat, 32, 3, S, D, 1);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "out has rank 3; expected 2");
+  f = good();
+  f.data = make(DEV, kDLFloat, 32, 2, (int64_t)1 << 31, D, 0);
+  f.ids = make(DEV, kDLInt, 64, 1, (int64_t)1 << 31, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_UNSUPPORTED,
+              "2147483648 rows is above the supported");
+  f = good();
+  f.data = make(DEV, kDLFloat, 32, 2, N, (int64_t)1 << 32, 0);
+  f.out = make(DEV, kDLFloat, 32, 2, S, (int64_t)1 << 32, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_UNSUPPORTED,
+              "rows of 4294967296 elements");
+}
+
+static void forward_layouts_and_devices(jitops_runtime_t *rt) {
+  fixture f = good();
+  with_strides(&f.data, D, 2, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "data's dim 1 has stride 2; the dims after the first must be compact");
+  f = good();
+  with_strides(&f.out, 2, 1, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "out's rows overlap: its leading stride 2 is below its row length 4");
+  f = good();
+  f.data.t.byte_offset = 2;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "data's first element is not aligned");
+  f = good();
+  f.ids.t.byte_offset = 4;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "segment_ids is not aligned");
+  f = good();
+  f.data.t.device.device_type = kDLCPU;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DEVICE,
+              "data is not in CUDA device memory");
+  f = good();
+  f.out.t.device.device_type = kDLCUDAHost;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DEVICE,
+              "out is not in CUDA device memory");
+  f = good();
+  f.ids.t.device.device_type = kDLROCM;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DEVICE,
+              "segment_ids is not in CUDA device memory");
+  f = good();
+  f.data.t.data = NULL;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "data->data is NULL");
+  f = good();
+  f.data.shape[1] = -1;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "data->shape[1] is -1");
+}
+
+static void forward_options(jitops_runtime_t *rt) {
+  fixture f = good();
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  o.has_fill = 1;
+  o.fill = 3.0;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_ARGUMENT,
+              "fill applies to max and min only");
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_MEAN, &f, S, &o), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->has_fill is set");
+  jitops_segment_options_init(&o);
+  o.sorted = 2;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->sorted is 2; expected 0 or 1");
+  jitops_segment_options_init(&o);
+  o.first_occurrence = -1;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_MAX, &f, S, &o), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->first_occurrence is -1");
+  jitops_segment_options_init(&o);
+  o.algorithm = (jitops_segment_algorithm)9;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_MAX, &f, S, &o), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->algorithm 9");
+  o.algorithm = JITOPS_SEGMENT_ALGORITHM_ATOMIC;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_ARGUMENT,
+              "JITOPS_SEGMENT_ALGORITHM_ATOMIC, which is for max and min only");
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_MEAN, &f, S, &o), JITOPS_ERR_INVALID_ARGUMENT,
+              "for max and min only");
+
+  jitops_segment_options_init(&o);
+  tensor counter = make(DEV, kDLFloat, 32, 1, 1, 0, 0);
+  o.dropped_count = T(&counter);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_DTYPE,
+              "options->dropped_count has dtype f32; expected i32 or i64");
+  counter = make(DEV, kDLInt, 64, 1, 2, 0, 0);
+  o.dropped_count = T(&counter);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_SHAPE,
+              "options->dropped_count has 2 elements; expected 1");
+  counter = make(DEV, kDLInt, 64, 0, 0, 0, 0);
+  counter.t.device.device_type = kDLCPU;
+  o.dropped_count = T(&counter);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_DEVICE,
+              "options->dropped_count is not in CUDA device memory");
+  counter = make(DEV, kDLInt, 32, 0, 0, 0, 0);
+  counter.t.byte_offset = 2;
+  o.dropped_count = T(&counter);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_LAYOUT,
+              "options->dropped_count is not aligned");
+}
+
+static void forward_host_ids(jitops_runtime_t *rt) {
+  fixture f = good();
+  int64_t ids[N] = {0, 4, 9, 1, 2, 3, 0, 1};
+  f.ids = make(ids, kDLInt, 64, 1, N, 0, 0);
+  f.ids.t.device.device_type = kDLCPU;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_OUT_OF_RANGE,
+              "segment_ids[2] = 9 is not below num_segments 5");
+  int32_t sorted_ids[N] = {-1, -1, 0, 2, 2, 1, 3, 4};
+  f.ids = make(sorted_ids, kDLInt, 32, 1, N, 0, 0);
+  f.ids.t.device.device_type = kDLCUDAHost;
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  o.sorted = 1;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_OUT_OF_RANGE,
+              "segment_ids is not sorted: segment_ids[5] = 1 follows 2");
+  /* Unsorted, the same ids are fine (negatives are dropped); the call gets to its launch. */
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_NO_DEVICE, NULL);
+  /* Strided host ids are read with their stride: every other entry of `ids` is valid. */
+  int64_t strided[2 * N] = {0, 99, 1, 99, 2, 99, 3, 99, 4, 99, 0, 99, 1, 99, 2, 99};
+  f.ids = make(strided, kDLInt, 64, 1, N, 0, 0);
+  f.ids.t.device.device_type = kDLCPU;
+  with_strides(&f.ids, 2, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_NO_DEVICE, NULL);
+  with_strides(&f.ids, 1, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_OUT_OF_RANGE,
+              "segment_ids[1] = 99");
+}
+
+typedef struct bfixture {
+  tensor dy, x, y, ids, dx;
+} bfixture;
+
+static bfixture bgood(void) {
+  bfixture b;
+  b.dy = make(DEV, kDLFloat, 32, 2, S, D, 0);
+  b.x = make(DEV, kDLFloat, 32, 2, N, D, 0);
+  b.y = make(DEV, kDLFloat, 32, 2, S, D, 0);
+  b.ids = make(DEV, kDLInt, 32, 1, N, 0, 0);
+  b.dx = make(DEV, kDLFloat, 32, 2, N, D, 0);
+  return b;
+}
+
+static jitops_status backward(jitops_runtime_t *rt, jitops_segment_reduction r, bfixture *b,
+                              bool with_x, bool with_y) {
+  return jitops_segment_reduce_backward(rt, r, T(&b->dy), with_x ? T(&b->x) : NULL,
+                                        with_y ? T(&b->y) : NULL, T(&b->ids), S, T(&b->dx), NULL,
+                                        NULL, NULL);
+}
+
+static void backward_arguments(jitops_runtime_t *rt) {
+  bfixture b = bgood();
+  CHECK_FAILS(backward(NULL, JITOPS_SEGMENT_MAX, &b, true, true), JITOPS_ERR_INVALID_ARGUMENT,
+              "jitops_segment_reduce_backward: runtime is NULL");
+  CHECK_FAILS(backward(rt, (jitops_segment_reduction)4, &b, true, true),
+              JITOPS_ERR_INVALID_ARGUMENT, "reduction 4");
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MAX, &b, false, true), JITOPS_ERR_INVALID_ARGUMENT,
+              "data is NULL; the max and min backward needs the forward's input");
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MIN, &b, true, false), JITOPS_ERR_INVALID_ARGUMENT,
+              "out is NULL");
+  CHECK_FAILS(jitops_segment_reduce_backward(rt, JITOPS_SEGMENT_SUM, NULL, NULL, NULL, T(&b.ids), S,
+                                             T(&b.dx), NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "grad_out is NULL");
+  CHECK_FAILS(jitops_segment_reduce_backward(rt, JITOPS_SEGMENT_SUM, T(&b.dy), NULL, NULL,
+                                             T(&b.ids), S, NULL, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "grad_data is NULL");
+  b = bgood();
+  b.x = make(DEV, kDLFloat, 32, 2, N - 1, D, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MAX, &b, true, true), JITOPS_ERR_INVALID_SHAPE,
+              "data has 7 rows; expected grad_data's rows = 8");
+  b = bgood();
+  b.y = make(DEV, kDLFloat, 32, 2, S, D + 2, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MAX, &b, true, true), JITOPS_ERR_INVALID_SHAPE,
+              "out's dim 1 is 6; expected 4 as in grad_out");
+  b = bgood();
+  b.x = make(DEV, kDLFloat, 64, 2, N, D, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MAX, &b, true, true), JITOPS_ERR_INVALID_DTYPE,
+              "data has dtype f64; expected f32");
+  b = bgood();
+  b.dy = make(DEV, kDLFloat, 32, 2, S + 1, D, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_SUM, &b, false, false), JITOPS_ERR_INVALID_SHAPE,
+              "grad_out has 6 rows; expected num_segments = 5");
+  b = bgood();
+  b.dy = make(DEV, kDLFloat, 32, 2, S, D - 1, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MEAN, &b, false, false), JITOPS_ERR_INVALID_SHAPE,
+              "grad_out's dim 1 is 3; expected 4 as in grad_data");
+  b = bgood();
+  b.dy = make(DEV, kDLFloat, 16, 2, S, D, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_SUM, &b, false, false), JITOPS_ERR_INVALID_DTYPE,
+              "grad_out has dtype f16; expected f32, as grad_data");
+  b = bgood();
+  b.ids = make(DEV, kDLInt, 32, 1, N + 1, 0, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_SUM, &b, false, false), JITOPS_ERR_INVALID_SHAPE,
+              "segment_ids has 9 entries");
+  b = bgood();
+  with_strides(&b.dx, 0, 1, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_SUM, &b, false, false), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_data's rows overlap");
+  b = bgood();
+  with_strides(&b.x, D, 3, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MIN, &b, true, true), JITOPS_ERR_INVALID_LAYOUT,
+              "data's dim 1 has stride 3");
+  CHECK_FAILS(jitops_segment_reduce_backward(rt, JITOPS_SEGMENT_SUM, T(&b.dy), NULL, NULL,
+                                             T(&b.ids), -2, T(&b.dx), NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "num_segments is -2");
+  b = bgood();
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  o.has_fill = 1;
+  CHECK_FAILS(jitops_segment_reduce_backward(rt, JITOPS_SEGMENT_SUM, T(&b.dy), NULL, NULL,
+                                             T(&b.ids), S, T(&b.dx), &o, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "fill applies to max and min only");
+  /* Sum and mean need neither data nor out; with a bad algorithm value too, since the
+   * backward ignores the forward-only options. */
+  o.has_fill = 0;
+  o.algorithm = (jitops_segment_algorithm)42;
+  CHECK_FAILS(jitops_segment_reduce_backward(rt, JITOPS_SEGMENT_SUM, T(&b.dy), NULL, NULL,
+                                             T(&b.ids), S, T(&b.dx), &o, NULL, NULL),
+              JITOPS_ERR_NO_DEVICE, NULL);
+  size_t bytes = 1;
+  CHECK_FAILS(jitops_segment_reduce_backward_workspace_size(
+                  rt, JITOPS_SEGMENT_SUM, T(&b.dy), NULL, NULL, T(&b.ids), S, T(&b.dx), NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "bytes is NULL");
+  CHECK_OK(jitops_segment_reduce_backward_workspace_size(
+      rt, JITOPS_SEGMENT_SUM, T(&b.dy), NULL, NULL, T(&b.ids), S, T(&b.dx), NULL, &bytes));
+  CHECK(bytes == 0);
+  CHECK_OK(jitops_segment_reduce_backward_workspace_size(
+      rt, JITOPS_SEGMENT_MAX, T(&b.dy), T(&b.x), T(&b.y), T(&b.ids), S, T(&b.dx), NULL, &bytes));
+  CHECK(bytes >= (size_t)S * D * 4 + 4);
+}
+
+/* Valid calls compile every kernel they need, then stop at the launch. */
+static void valid_calls_reach_the_launch(jitops_runtime_t *rt) {
+  static const struct {
+    DLDataTypeCode code;
+    int bits;
+    int64_t cols;
+    int64_t segments;
+  } shapes[] = {{kDLFloat, 32, 64, 10000},
+                {kDLBfloat, 16, 1, 100},
+                {kDLFloat, 64, 3, 70000},
+                {kDLFloat, 16, 1024, 7},
+                {kDLFloat, 32, 10, 300}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    for (int r = 0; r < 4; ++r) {
+      for (int sorted = 0; sorted < 2; ++sorted) {
+        fixture f;
+        f.data = make(DEV, shapes[i].code, shapes[i].bits, 2, 1 << 16, shapes[i].cols, 0);
+        f.ids = make(DEV, kDLInt, i % 2 ? 32 : 64, 1, 1 << 16, 0, 0);
+        f.out = make(DEV, shapes[i].code, shapes[i].bits, 2, shapes[i].segments, shapes[i].cols, 0);
+        jitops_segment_options o;
+        jitops_segment_options_init(&o);
+        o.sorted = sorted;
+        CHECK_FAILS(reduce(rt, (jitops_segment_reduction)r, &f, shapes[i].segments, &o),
+                    JITOPS_ERR_NO_DEVICE, NULL);
+        size_t bytes = 0;
+        CHECK_OK(jitops_segment_reduce_workspace_size(rt, (jitops_segment_reduction)r, T(&f.data),
+                                                      T(&f.ids), shapes[i].segments, T(&f.out), &o,
+                                                      &bytes));
+        CHECK(bytes > 0);
+        CHECK_FAILS(jitops_segment_reduce_backward(rt, (jitops_segment_reduction)r, T(&f.out),
+                                                   T(&f.data), T(&f.out), T(&f.ids),
+                                                   shapes[i].segments, T(&f.data), &o, NULL, NULL),
+                    JITOPS_ERR_NO_DEVICE, NULL);
+      }
+    }
+  }
+  /* An empty output needs no kernel unless dropped ids are to be counted. */
+  fixture f = good();
+  f.out = make(DEV, kDLFloat, 32, 2, 0, D, 0);
+  CHECK_OK(reduce(rt, JITOPS_SEGMENT_MAX, &f, 0, NULL));
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  tensor counter = make(DEV, kDLInt, 32, 1, 1, 0, 0);
+  o.dropped_count = T(&counter);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_MAX, &f, 0, &o), JITOPS_ERR_NO_DEVICE, NULL);
+}
+
+static void workspace_sizes(jitops_runtime_t *rt) {
+  fixture f = good();
+  f.data = make(DEV, kDLFloat, 32, 2, 1 << 20, 64, 0);
+  f.ids = make(DEV, kDLInt, 64, 1, 1 << 20, 0, 0);
+  f.out = make(DEV, kDLFloat, 32, 2, 10000, 64, 0);
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  size_t unsorted = 0, sorted = 0, atomic = 0;
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_SUM, T(&f.data), T(&f.ids),
+                                                10000, T(&f.out), &o, &unsorted));
+  o.sorted = 1;
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_SUM, T(&f.data), T(&f.ids),
+                                                10000, T(&f.out), &o, &sorted));
+  o.sorted = 0;
+  o.algorithm = JITOPS_SEGMENT_ALGORITHM_ATOMIC;
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids),
+                                                10000, T(&f.out), &o, &atomic));
+  /* The radix sort keeps keys and rows twice (ping-pong): at least 16 bytes a row. */
+  CHECK(unsorted >= sorted + ((size_t)16 << 20));
+  CHECK(sorted >= 10001 * 4);
+  CHECK(atomic >= (size_t)10000 * 64 * 4 && atomic < (size_t)10000 * 64 * 4 + 4096);
+}
+
+static void catalogue(jitops_runtime_t *rt) {
+  size_t total = jitops_catalogue_size(), found = 0, compiled = 0;
+  for (size_t i = 0; i < total; ++i) {
+    const char *op = NULL, *text = NULL;
+    CHECK_OK(jitops_catalogue_describe(i, &op, &text));
+    if (op == NULL || strcmp(op, "segment") != 0)
+      continue;
+    ++found;
+    /* Compile a few: the unsorted max entries exercise both forward algorithms. */
+    if (strstr(text, "unsorted max, f32 data, i64 ids, D=64") != NULL ||
+        strstr(text, "sorted mean, bf16 data, i32 ids, D=1") != NULL) {
+      CHECK_OK(jitops_catalogue_compile(rt, i));
+      ++compiled;
+    }
+  }
+  CHECK(found == 96);
+  CHECK(compiled == 3); /* "sorted mean" also matches "unsorted mean" */
+}
+
+int main(void) {
+  jitops_runtime_config cfg = test_offline_config("sm_90", NULL);
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  if (rt == NULL)
+    return test_finish("test_segment_validation");
+  jitops_segment_options_init(NULL); /* a no-op */
+  forward_pointers_and_scalars(rt);
+  forward_shapes_and_dtypes(rt);
+  forward_layouts_and_devices(rt);
+  forward_options(rt);
+  forward_host_ids(rt);
+  backward_arguments(rt);
+  valid_calls_reach_the_launch(rt);
+  workspace_sizes(rt);
+  catalogue(rt);
+  jitops_runtime_destroy(rt);
+  return test_finish("test_segment_validation");
+}
