@@ -12,6 +12,9 @@ libjitops gets a preallocated workspace of the size it asks for. Ours is checked
 torch's result (non-empty segments) before timing. GB/s counts the bytes a forward must move:
 data, ids and the output, once.
 
+The last rows repeat the first shape with sorted ids (options.sorted) against the same torch
+calls on the sorted ids.
+
 Usage: bench_segment.py [--quick] [--json FILE]
 """
 import argparse
@@ -93,10 +96,10 @@ class Segment:
         run.keep = (hs, opts, ws)
         return run, size.value
 
-    def backward_fn(self, kind, dy, data, out, ids, S, dx):
+    def backward_fn(self, kind, dy, data, out, ids, S, dx, sorted_ids=False):
         hs = [tensor_ptr(t) for t in (dy, data, out, ids, dx)]
         (_, g), (_, x), (_, y), (_, i), (_, gx) = hs
-        opts = Options(0, 0, 0.0, 0, None, AUTO)
+        opts = Options(int(sorted_ids), 0, 0.0, 0, None, AUTO)
         size = ctypes.c_size_t()
         check(self.lib, self.lib.jitops_segment_reduce_backward_workspace_size(
             self.rt, kind, g, x, y, i, S, gx, ctypes.byref(opts), ctypes.byref(size)),
@@ -126,10 +129,12 @@ def nonempty_max_diff(ours, ref, ids, S):
     return (ours[mask].double() - ref[mask].double()).abs().max().item() if mask.any() else 0.0
 
 
-def bench_shape(seg, N, D, S, inner, iters, rows):
+def bench_shape(seg, N, D, S, inner, iters, rows, sorted_ids=False):
     torch.manual_seed(0)
     data = torch.randn(N, D, device="cuda", dtype=torch.float32)
     ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
+    if sorted_ids:
+        ids = ids.sort().values
     index = ids.view(-1, 1).expand(-1, D)
     out = torch.empty(S, D, device="cuda", dtype=torch.float32)
     ref = torch.empty(S, D, device="cuda", dtype=torch.float32)
@@ -140,14 +145,14 @@ def bench_shape(seg, N, D, S, inner, iters, rows):
     bytes_fwd = N * D * 4 + N * 8 + S * D * 4
     for kind in range(4):
         red = TORCH_REDUCE[kind]
-        fwd, ws = seg.forward_fn(kind, data, ids, S, out)
+        fwd, ws = seg.forward_fn(kind, data, ids, S, out, sorted_ids=sorted_ids)
         fwd()
         ref.zero_().scatter_reduce_(0, index, data, red, include_self=False)
         torch.cuda.synchronize()
         diff = nonempty_max_diff(out, ref, ids, S)
         ours = per_call_ms(fwd, inner, iters)
         forced = {}
-        if kind >= MAX:
+        if kind >= MAX and not sorted_ids:
             for algo in (SORT, ATOMIC):
                 f, _ = seg.forward_fn(kind, data, ids, S, alt, algorithm=algo)
                 forced[ALGO_NAMES[algo]] = per_call_ms(f, inner, iters)
@@ -159,7 +164,7 @@ def bench_shape(seg, N, D, S, inner, iters, rows):
             t_index = per_call_ms(
                 lambda: ref.index_reduce_(0, ids, data, red, include_self=False), inner, iters)
 
-        bwd, bws = seg.backward_fn(kind, dy, data, out, ids, S, dx)
+        bwd, bws = seg.backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids)
         ours_b = per_call_ms(bwd, inner, iters)
         res = torch.zeros(S, D, device="cuda").scatter_reduce(0, index, data_req, red,
                                                                include_self=False)
@@ -167,7 +172,8 @@ def bench_shape(seg, N, D, S, inner, iters, rows):
             lambda: torch.autograd.grad(res, data_req, dy, retain_graph=True), inner, iters)
         del res
         row = {
-            "N": N, "D": D, "S": S, "kind": NAMES[kind], "ours_ms": ours,
+            "N": N, "D": D, "S": S, "kind": NAMES[kind] + (" sorted" if sorted_ids else ""),
+            "ours_ms": ours,
             "torch_scatter_ms": t_scatter, "torch_index_ms": t_index,
             "ratio": t_scatter / ours, "ours_gbps": bytes_fwd / ours / 1e6,
             "ours_bwd_ms": ours_b, "torch_bwd_ms": t_bwd, "bwd_ratio": t_bwd / ours_b,
@@ -180,8 +186,8 @@ def bench_shape(seg, N, D, S, inner, iters, rows):
 
 
 def print_table(rows, gpu):
-    print("GPU: %s, torch %s, f32 data, int64 ids, uniform random (unsorted)" %
-          (gpu, torch.__version__))
+    print("GPU: %s, torch %s, f32 data, int64 ids, uniform random (unsorted unless the op says "
+          "sorted)" % (gpu, torch.__version__))
     print()
     print("| N | D | S | op | ours fwd ms | torch scatter_reduce ms | torch index_* ms | "
           "speed-up | ours GB/s | ours bwd ms | torch bwd ms | bwd speed-up | bwd/fwd |")
@@ -215,6 +221,10 @@ def main():
         big = N * D >= (1 << 28)
         bench_shape(seg, N, D, S, inner=2 if big else 10, iters=5 if big else 9, rows=rows)
         torch.cuda.empty_cache()
+    # Sorted ids (TensorFlow's segment_*): ours takes the boundaries path; torch has no
+    # sorted variant of scatter_reduce, so it runs the same call on the sorted ids.
+    N, D, S = SHAPES[0]
+    bench_shape(seg, N, D, S, inner=10, iters=9, rows=rows, sorted_ids=True)
     print_table(rows, torch.cuda.get_device_name())
     if args.json:
         with open(args.json, "w") as f:

@@ -3,6 +3,7 @@
 # racecheck over its --quick subset, and the benchmark against PyTorch. Run from a directory
 # holding `build` (with tests/ and libjitops.so) and `bench`; logs go to $OUT. A kernel cache
 # prewarmed on the build machine (test_gpu_segment --prewarm DIR) may be given as $PREWARMED.
+# $STEPS picks the steps (default "test memcheck racecheck bench"); each has a time limit.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -25,14 +26,19 @@ run() {
   "$@" || { echo "FAILED ($?): $*"; status=1; }
   echo "   ($((SECONDS - t0)) s)"
 }
+STEPS=${STEPS:-test memcheck racecheck bench}
 T=$HERE/build/tests/test_gpu_segment
+has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 {
-  run "$T"
-  run compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --quick
-  run compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 "$T" --quick
+  has test && run timeout "${T_TEST:-150}" "$T"
+  has memcheck && run timeout "${T_MEMCHECK:-150}" compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --quick
+  has racecheck && run timeout "${T_RACECHECK:-150}" compute-sanitizer --tool racecheck --racecheck-report hazard \
+    --error-exitcode 9 "$T" --quick
 } >"$OUT/tests.log" 2>&1
-tail -n 60 "$OUT/tests.log"
-python3 "$HERE/bench/bench_segment.py" ${BENCH_ARGS:-} --json "$OUT/bench.json" \
-  2>"$OUT/bench_rows.log" | tee "$OUT/bench.md" || status=1
-tail -n 5 "$OUT/bench_rows.log"
+grep -E "^==|FAILED|passed|failure|ERROR SUMMARY|RACECHECK SUMMARY|\(.* s\)" "$OUT/tests.log" | tail -n 40
+if has bench; then
+  timeout "${T_BENCH:-200}" python3 "$HERE/bench/bench_segment.py" ${BENCH_ARGS:-} --json "$OUT/bench.json" \
+    2>"$OUT/bench_rows.log" | tee "$OUT/bench.md" || status=1
+  tail -n 3 "$OUT/bench_rows.log"
+fi
 exit $status

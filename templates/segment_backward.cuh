@@ -14,6 +14,9 @@
 namespace jitops {
 namespace segment {
 
+// Column accesses a lane issues before it uses them (memory-level parallelism on wide rows).
+constexpr int BATCH = 4;
+
 // counts[s] += number of rows with id s. One warp takes 32 rows at a time; lanes with equal
 // ids add once. With SHARED, each block counts into shared memory (S ints) first.
 template <class I, bool SHARED>
@@ -68,20 +71,31 @@ __global__ void __launch_bounds__(256)
     A count = A(1);
     if (OP == MEAN && valid)
       count = OFFSETS ? (A)(counts[id + 1] - counts[id]) : (A)counts[id];
-    for (int ch = lane; ch < nch; ch += G) {
-      A v[VEC];
-      if (valid) {
-        load_pack<T, VEC>(dy + (i64)id * dy_stride + ch * VEC, v);
+    // BATCH accesses per lane at a time: their loads are all issued before the first store.
+    for (int ch0 = lane; ch0 < nch; ch0 += G * BATCH) {
+      A v[BATCH][VEC];
+#pragma unroll
+      for (int b = 0; b < BATCH; ++b) {
+        const int ch = ch0 + b * G;
+        if (valid && ch < nch) {
+          load_pack<T, VEC>(dy + (i64)id * dy_stride + ch * VEC, v[b]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            v[b][e] = A(0);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < BATCH; ++b) {
+        const int ch = ch0 + b * G;
+        if (ch >= nch)
+          break;
         if (OP == MEAN)
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
-            v[e] = v[e] / count;
-      } else {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          v[e] = A(0);
+            v[b][e] = v[b][e] / count;
+        store_pack<T, VEC>(dx + row * dx_stride + ch * VEC, v[b]);
       }
-      store_pack<T, VEC>(dx + row * dx_stride + ch * VEC, v);
     }
   }
 }
@@ -104,31 +118,36 @@ __global__ void __launch_bounds__(256)
   for (i64 row = (i64)blockIdx.x * (blockDim.x / G) + threadIdx.x / G; row < N; row += groups) {
     const I id = ids[row * id_stride];
     const bool valid = id >= 0 && id < (I)S;
-    for (int ch = lane; ch < nch; ch += G) {
-      A g[VEC];
-      if (valid) {
-        A xv[VEC], yv[VEC];
-        load_pack<T, VEC>(x + row * x_stride + ch * VEC, xv);
-        load_pack<T, VEC>(y + (i64)id * y_stride + ch * VEC, yv);
-        load_pack<T, VEC>(dy + (i64)id * dy_stride + ch * VEC, g);
+    for (int ch0 = lane; ch0 < nch; ch0 += G * BATCH) {
+      A xv[BATCH][VEC], yv[BATCH][VEC], g[BATCH][VEC];
+#pragma unroll
+      for (int b = 0; b < BATCH; ++b) {
+        const int ch = ch0 + b * G;
+        if (valid && ch < nch) {
+          load_pack<T, VEC>(x + row * x_stride + ch * VEC, xv[b]);
+          load_pack<T, VEC>(y + (i64)id * y_stride + ch * VEC, yv[b]);
+          load_pack<T, VEC>(dy + (i64)id * dy_stride + ch * VEC, g[b]);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < BATCH; ++b) {
+        const int ch = ch0 + b * G;
+        if (ch >= nch)
+          break;
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          if (xv[e] == yv[e]) {
+          if (valid && xv[b][e] == yv[b][e]) {
             const i64 cell = (i64)id * D + ch * VEC + e;
             if (atomicAdd(ties + cell, 1) > 0)
               tie = true;
             if (FIRST)
               atomicMin(first_row + cell, (int)row);
           } else {
-            g[e] = A(0);
+            g[b][e] = A(0);
           }
         }
-      } else {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          g[e] = A(0);
+        store_pack<T, VEC>(dx + row * dx_stride + ch * VEC, g[b]);
       }
-      store_pack<T, VEC>(dx + row * dx_stride + ch * VEC, g);
     }
   }
   if (tie)

@@ -177,36 +177,94 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// One warp per 32 consecutive segments: the lanes find which of them are empty or cross a
-// chunk boundary, then the whole warp handles those one at a time, as 32/G row lanes x G
-// column lanes. Row lane r combines partials r, r + 32/G, ... in order; a fixed butterfly
-// then combines the row lanes. `empty_value` is 0 for sum and mean, the fill for max/min.
+// The partials of segment [st, en): row lane `rl` of `RL` combines partials rl, rl + RL, ...
+// of it into acc (columns c0 + (k*G + cl)*VEC), in order.
+template <class T, int OP, int VEC, int G, int CPL, int U>
+__device__ __forceinline__ void combine_partials(const acc_t<T> *__restrict__ partials, int D,
+                                                 int CH, int st, int en, int c0, int rl, int RL,
+                                                 int cl, acc_t<T> (&acc)[CPL][VEC]) {
+  typedef acc_t<T> A;
+  const int first = st / CH;
+  const int count = (en - 1) / CH - first + 1;
+  // The first chunk holds this segment in slot 0 only if the segment starts it.
+  const int first_slot = st == first * CH ? 0 : 1;
+  for (int p0 = rl; p0 < count; p0 += RL * U) {
+    A v[U][CPL][VEC];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int p = p0 + u * RL;
+      if (p < count) {
+        const A *row = partials + ((i64)(first + p) * 2 + (p == 0 ? first_slot : 0)) * D;
+#pragma unroll
+        for (int k = 0; k < CPL; ++k) {
+          const int col = c0 + (k * G + cl) * VEC;
+          if (col < D) {
+            const pack<A, VEC> r = *reinterpret_cast<const pack<A, VEC> *>(row + col);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              v[u][k][e] = r.v[e];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (p0 + u * RL < count)
+#pragma unroll
+        for (int k = 0; k < CPL; ++k)
+          if (c0 + (k * G + cl) * VEC < D)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
+  }
+}
+
+template <class T, int VEC, int G, int CPL>
+__device__ __forceinline__ void store_columns(T *o, int D, int c0, int cl,
+                                              const acc_t<T> (&acc)[CPL][VEC]) {
+#pragma unroll
+  for (int k = 0; k < CPL; ++k) {
+    const int col = c0 + (k * G + cl) * VEC;
+    if (col < D)
+      store_pack<T, VEC>(o + col, acc[k]);
+  }
+}
+
+// Segments that are empty or cross a chunk boundary. A warp looks after SEGS consecutive
+// segments (fewer for wide rows, so that wide rows still spread over many warps); its 32/G
+// groups of G lanes take the short ones, one group per segment, in parallel. Segments with
+// more than LONG partials (a few huge segments) are then taken by the whole warp: row lane r
+// combines partials r, r + 32/G, ... and a fixed butterfly combines the row lanes. Every order
+// is fixed. `empty_value` is 0 for sum and mean, the fill for max/min.
 template <class T, int OP, int VEC, int G, int CPL>
 __global__ void __launch_bounds__(256)
     segment_reduce_fixup(const int *__restrict__ offsets, int S, int D, int CH,
                          const acc_t<T> *__restrict__ partials, T *__restrict__ out, i64 out_stride,
                          acc_t<T> empty_value) {
   typedef acc_t<T> A;
-  constexpr int RL = 32 / G;
+  constexpr int GROUPS = 32 / G;
+  constexpr int SEGS = GROUPS * 4 < 32 ? GROUPS * 4 : 32; // matches the host's grid
   constexpr int COLS = G * CPL * VEC;
   constexpr int U = CPL * VEC >= 16 ? 1 : 16 / (CPL * VEC) > 4 ? 4 : 16 / (CPL * VEC);
-  const int lane = threadIdx.x & 31, rl = lane / G, cl = lane % G;
+  constexpr int LONG = GROUPS > 1 ? 4 * U : 1 << 30;
+  const int lane = threadIdx.x & 31, group = lane / G, cl = lane % G;
   const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const i64 mine = warp * 32 + lane;
-  int start = 0, end = 0;
-  bool todo = false;
-  if (mine < S) {
-    start = offsets[mine];
-    end = offsets[mine + 1];
-    todo = end == start || start / CH != (end - 1) / CH;
+  const i64 first_segment = warp * SEGS;
+  bool todo = false, is_long = false;
+  if (lane < SEGS && first_segment + lane < S) {
+    const int st = offsets[first_segment + lane], en = offsets[first_segment + lane + 1];
+    todo = en == st || st / CH != (en - 1) / CH;
+    is_long = todo && en > st && (en - 1) / CH - st / CH + 1 > LONG;
   }
-  unsigned pending = __ballot_sync(0xffffffffu, todo);
-  while (pending != 0) {
-    const int src = __ffs(pending) - 1;
-    pending &= pending - 1;
-    const i64 s = warp * 32 + src;
-    const int st = __shfl_sync(0xffffffffu, start, src);
-    const int en = __shfl_sync(0xffffffffu, end, src);
+  const unsigned shorts = __ballot_sync(0xffffffffu, todo && !is_long);
+  unsigned longs = __ballot_sync(0xffffffffu, is_long);
+
+  int n = 0;
+  for (unsigned m = shorts; m != 0; m &= m - 1, ++n) {
+    if (n % GROUPS != group)
+      continue;
+    const i64 s = first_segment + (__ffs(m) - 1);
+    const int st = offsets[s], en = offsets[s + 1];
     T *o = out + s * out_stride;
     for (int c0 = 0; c0 < D; c0 += COLS) {
       A acc[CPL][VEC];
@@ -216,60 +274,46 @@ __global__ void __launch_bounds__(256)
         for (int e = 0; e < VEC; ++e)
           acc[k][e] = en > st ? identity<OP, A>() : empty_value;
       if (en > st) {
-        const int first = st / CH;
-        const int count = (en - 1) / CH - first + 1;
-        // The first chunk holds this segment in slot 0 only if the segment starts it.
-        const int first_slot = st == first * CH ? 0 : 1;
-        for (int p0 = rl; p0 < count; p0 += RL * U) {
-          A v[U][CPL][VEC];
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const int p = p0 + u * RL;
-            if (p < count) {
-              const A *row = partials + ((i64)(first + p) * 2 + (p == 0 ? first_slot : 0)) * D;
-#pragma unroll
-              for (int k = 0; k < CPL; ++k) {
-                const int col = c0 + (k * G + cl) * VEC;
-                if (col < D) {
-                  const pack<A, VEC> r = *reinterpret_cast<const pack<A, VEC> *>(row + col);
-#pragma unroll
-                  for (int e = 0; e < VEC; ++e)
-                    v[u][k][e] = r.v[e];
-                }
-              }
-            }
-          }
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-            if (p0 + u * RL < count)
-#pragma unroll
-              for (int k = 0; k < CPL; ++k)
-                if (c0 + (k * G + cl) * VEC < D)
-#pragma unroll
-                  for (int e = 0; e < VEC; ++e)
-                    acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
-        }
-#pragma unroll
-        for (int m = G; m < 32; m <<= 1)
-#pragma unroll
-          for (int k = 0; k < CPL; ++k)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-              acc[k][e] = combine<OP, A>(acc[k][e], __shfl_xor_sync(0xffffffffu, acc[k][e], m));
+        combine_partials<T, OP, VEC, G, CPL, U>(partials, D, CH, st, en, c0, 0, 1, cl, acc);
 #pragma unroll
         for (int k = 0; k < CPL; ++k)
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
             acc[k][e] = finish<OP, A>(acc[k][e], en - st);
       }
-      if (rl == 0) {
+      store_columns<T, VEC, G, CPL>(o, D, c0, cl, acc);
+    }
+  }
+  __syncwarp();
+
+  while (longs != 0) {
+    const int src = __ffs(longs) - 1;
+    longs &= longs - 1;
+    const i64 s = first_segment + src;
+    const int st = offsets[s], en = offsets[s + 1];
+    T *o = out + s * out_stride;
+    for (int c0 = 0; c0 < D; c0 += COLS) {
+      A acc[CPL][VEC];
 #pragma unroll
-        for (int k = 0; k < CPL; ++k) {
-          const int col = c0 + (k * G + cl) * VEC;
-          if (col < D)
-            store_pack<T, VEC>(o + col, acc[k]);
-        }
-      }
+      for (int k = 0; k < CPL; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          acc[k][e] = identity<OP, A>();
+      combine_partials<T, OP, VEC, G, CPL, U>(partials, D, CH, st, en, c0, group, GROUPS, cl, acc);
+#pragma unroll
+      for (int m = G; m < 32; m <<= 1)
+#pragma unroll
+        for (int k = 0; k < CPL; ++k)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            acc[k][e] = combine<OP, A>(acc[k][e], __shfl_xor_sync(0xffffffffu, acc[k][e], m));
+#pragma unroll
+      for (int k = 0; k < CPL; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          acc[k][e] = finish<OP, A>(acc[k][e], en - st);
+      if (group == 0)
+        store_columns<T, VEC, G, CPL>(o, D, c0, cl, acc);
     }
   }
 }

@@ -7,8 +7,9 @@
 //   upsweep   — each tile of SORT_TILE rows counts its digits into table[digit][tile];
 //   scan      — one block turns the table into exclusive start positions (digit-major, so
 //               a digit's rows from earlier tiles come first);
-//   downsweep — each tile ranks its rows stably within their digit (warp match + per-warp
-//               counts, in row order) and scatters keys and row indices to their positions.
+//   downsweep — each tile ranks its rows stably within their digit (each warp ranks its own
+//               contiguous rows with warp matches, then one scan over the warps) and
+//               scatters keys and row indices to their positions.
 // The first pass reads the caller's ids (any stride, int or long long) and maps them with
 // radix_key; later passes read the previous pass's keys and values.
 #pragma once
@@ -23,7 +24,7 @@ constexpr int SORT_TILE = SORT_THREADS * SORT_ITEMS;
 constexpr int SORT_WARPS = SORT_THREADS / 32;
 constexpr int SORT_RADIX_MAX = 256;
 constexpr int SCAN_THREADS = 1024;
-constexpr int SCAN_ITEMS = 4;
+constexpr int SCAN_ITEMS = 16;
 
 template <class I, bool FIRST>
 __device__ __forceinline__ int sort_key(const I *ids, i64 id_stride, const int *keys, i64 j,
@@ -122,20 +123,22 @@ __global__ void __launch_bounds__(SORT_THREADS)
                            const int *__restrict__ keys_in, const int *__restrict__ vals_in, int N,
                            int S, int shift, int bits, const int *__restrict__ table,
                            int *__restrict__ keys_out, int *__restrict__ vals_out) {
-  __shared__ int next[SORT_RADIX_MAX];                   // next free position of each digit
-  __shared__ int warp_start[SORT_WARPS][SORT_RADIX_MAX]; // per round: counts, then starts
+  // Per warp: its running count of each digit while it ranks, then the first position of
+  // its rows of each digit.
+  __shared__ int warp_digits[SORT_WARPS][SORT_RADIX_MAX];
   const int radix = 1 << bits, mask = radix - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const unsigned lanes_below = (1u << lane) - 1u;
-  for (int d = tid; d < radix; d += SORT_THREADS)
-    next[d] = table[(i64)d * gridDim.x + blockIdx.x];
 
-  // All loads first: one memory latency per tile instead of one per round.
-  const i64 base = (i64)blockIdx.x * SORT_TILE + tid;
-  int key[SORT_ITEMS], val[SORT_ITEMS];
+  // Warp w owns the tile's rows [w*512, (w+1)*512); its item k at lane l is row k*32 + l of
+  // them. So a warp ranks its rows alone, in row order, and warps come in row order too:
+  // the position of a row among its digit's rows is its row order (stability), with two
+  // block barriers per tile.
+  const i64 base = (i64)blockIdx.x * SORT_TILE + (i64)warp * (SORT_ITEMS * 32) + lane;
+  int key[SORT_ITEMS], val[SORT_ITEMS], rank[SORT_ITEMS];
 #pragma unroll
   for (int k = 0; k < SORT_ITEMS; ++k) {
-    const i64 j = base + (i64)k * SORT_THREADS;
+    const i64 j = base + (i64)k * 32;
     key[k] = -1;
     val[k] = 0;
     if (j < N) {
@@ -143,38 +146,38 @@ __global__ void __launch_bounds__(SORT_THREADS)
       val[k] = FIRST ? (int)j : vals_in[j];
     }
   }
-
-  // Round k places rows [tile + k*256, tile + (k+1)*256): warps in order, lanes in order,
-  // so each row's position among its digit's rows is its row order (stability). Unrolled, so
-  // that key[k] and val[k] stay in registers.
+  for (int d = lane; d < radix; d += 32)
+    warp_digits[warp][d] = 0;
+  __syncwarp();
 #pragma unroll
   for (int k = 0; k < SORT_ITEMS; ++k) {
-    for (int q = tid; q < SORT_WARPS * radix; q += SORT_THREADS)
-      warp_start[q / radix][q % radix] = 0;
-    __syncthreads();
     const int d = key[k] >= 0 ? (key[k] >> shift) & mask : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, d);
-    const int rank = __popc(peers & lanes_below);
-    if (d >= 0 && rank == 0)
-      warp_start[warp][d] = __popc(peers);
-    __syncthreads();
-    for (int dd = tid; dd < radix; dd += SORT_THREADS) {
-      int run = next[dd];
+    const int before = d >= 0 ? warp_digits[warp][d] : 0;
+    rank[k] = before + __popc(peers & lanes_below);
+    __syncwarp();
+    if (d >= 0 && (peers & lanes_below) == 0)
+      warp_digits[warp][d] = before + __popc(peers);
+    __syncwarp();
+  }
+  __syncthreads();
+  for (int d = tid; d < radix; d += SORT_THREADS) {
+    int run = table[(i64)d * gridDim.x + blockIdx.x];
 #pragma unroll
-      for (int w = 0; w < SORT_WARPS; ++w) {
-        const int c = warp_start[w][dd];
-        warp_start[w][dd] = run;
-        run += c;
-      }
-      next[dd] = run;
+    for (int w = 0; w < SORT_WARPS; ++w) {
+      const int c = warp_digits[w][d];
+      warp_digits[w][d] = run;
+      run += c;
     }
-    __syncthreads();
-    if (d >= 0) {
-      const int pos = warp_start[warp][d] + rank;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < SORT_ITEMS; ++k) {
+    if (key[k] >= 0) {
+      const int pos = warp_digits[warp][(key[k] >> shift) & mask] + rank[k];
       keys_out[pos] = key[k];
       vals_out[pos] = val[k];
     }
-    __syncthreads(); // warp_start is cleared by the next round
   }
 }
 

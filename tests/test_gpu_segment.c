@@ -38,13 +38,14 @@ typedef struct vtype {
   size_t size;
   double acc_u;   /* unit roundoff of the accumulation type */
   double out_rel; /* relative rounding of the output type (0 when it is the accumulation) */
+  double out_abs; /* absolute rounding below the output type's normal range (subnormals) */
 } vtype;
 
 enum { F32, F64, F16, BF16 };
-static const vtype vtypes[] = {{"f32", kDLFloat, 32, 4, 0x1p-24, 0},
-                               {"f64", kDLFloat, 64, 8, 0x1p-53, 0},
-                               {"f16", kDLFloat, 16, 2, 0x1p-24, 0x1p-11},
-                               {"bf16", kDLBfloat, 16, 2, 0x1p-24, 0x1p-8}};
+static const vtype vtypes[] = {{"f32", kDLFloat, 32, 4, 0x1p-24, 0, 0x1p-150},
+                               {"f64", kDLFloat, 64, 8, 0x1p-53, 0, 0},
+                               {"f16", kDLFloat, 16, 2, 0x1p-24, 0x1p-11, 0x1p-25},
+                               {"bf16", kDLBfloat, 16, 2, 0x1p-24, 0x1p-8, 0x1p-134}};
 
 static void put(int t, void *base, size_t i, double v) {
   switch (t) {
@@ -344,7 +345,7 @@ static void reference_forward(const problem *p, int r, double fill, double *ref,
           c->vals == VALS_RANDOM ? t->acc_u * abs_sum[k] * (4 + 2 * log2((double)n + 1)) : 0.0;
       if (r == JITOPS_SEGMENT_MEAN)
         acc = acc / (n > 0 ? (double)n : 1.0) + 2 * t->acc_u * fabs(ref[k]);
-      tol[k] = r <= JITOPS_SEGMENT_MEAN ? acc + fabs(ref[k]) * t->out_rel : 0.0;
+      tol[k] = r <= JITOPS_SEGMENT_MEAN ? acc + fabs(ref[k]) * t->out_rel + t->out_abs : 0.0;
     }
   }
   free(abs_sum);
@@ -385,7 +386,7 @@ static void reference_backward(const problem *p, int r, const double *y, double 
           v = c->first_occurrence ? (first[k] == i ? g : 0.0) : g / (double)ties[k];
       }
       ref[i * D + d] = v;
-      tol[i * D + d] = fabs(v) * (2 * t->acc_u + t->out_rel);
+      tol[i * D + d] = fabs(v) * (2 * t->acc_u + t->out_rel) + t->out_abs;
     }
   }
   free(ties);

@@ -73,8 +73,9 @@ typedef enum jitops_segment_reduction {
 
 typedef enum jitops_segment_algorithm {
   /* The sort algorithm for sum and mean and for sorted ids; for unsorted max/min, the
-   * atomic algorithm when the segments are few (S x D fits in shared memory) or hold many
-   * rows each on average, else the sort algorithm. */
+   * atomic algorithm when its S x D table fits in shared memory (and N x D is at least 16
+   * times S x D per block), or when rows have at most 4 columns and segments at least 16 rows
+   * on average; else the sort algorithm (global atomics lose on wide rows). */
   JITOPS_SEGMENT_ALGORITHM_AUTO = 0,
   /* Group rows by segment — a stable radix sort of unsorted ids, the boundaries of sorted
    * ones — and reduce each segment in row order. Any reduction. */

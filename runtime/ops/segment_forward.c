@@ -115,7 +115,8 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
                       (void *)&out,
                       (void *)&call->out.stride,
                       (void *)empty};
-  const int64_t warps = (call->segments + 31) / 32;
+  const int64_t per_warp = seg_fixup_segments_per_warp(p->layout.lanes);
+  const int64_t warps = (call->segments + per_warp - 1) / per_warp;
   return seg_launch(c->k->fixup, (uint32_t)((warps * 32 + 255) / 256), 256, 0, c->stream, fix_args);
 }
 

@@ -128,6 +128,8 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
 /* A grid of `blocks` for `work` groups of `lanes` lanes, 256 threads a block, capped at
  * `per_sm` blocks per SM (grid-stride loops cover the rest). */
 uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, int per_sm);
+/* How many consecutive segments one warp of segment_reduce_fixup looks after. */
+int seg_fixup_segments_per_warp(int lanes);
 
 /* ---- segment_kernels.c ------------------------------------------------------------------- */
 
