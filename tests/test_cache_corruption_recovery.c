@@ -16,20 +16,7 @@ enum { KERNELS = 6 };
 /* Requests every kernel once in a fresh runtime; each must succeed. */
 static jitops_stats request_all(const char *dir) {
   jitops_runtime_config cfg = test_offline_config("sm_90", dir);
-  jitops_runtime_t *rt = NULL;
-  jitops_stats s;
-  memset(&s, 0, sizeof s);
-  CHECK_OK(jitops_runtime_create(&cfg, &rt));
-  if (rt == NULL)
-    return s;
-  for (int i = 0; i < KERNELS; ++i) {
-    jitops_kernel_t *k = NULL;
-    CHECK_OK(jitops_kernel_get(rt, "jitops/example.cuh", exprs[i], NULL, 0, &k));
-    CHECK(k != NULL && strlen(jitops_kernel_lowered_name(k)) > 0);
-  }
-  CHECK_OK(jitops_runtime_get_stats(rt, &s));
-  jitops_runtime_destroy(rt);
-  return s;
+  return test_request_examples(&cfg, exprs, KERNELS, 1, NULL);
 }
 
 static void populate(const char *tag, char *dir, size_t size) {

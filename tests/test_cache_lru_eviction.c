@@ -41,12 +41,7 @@ static int holds(const sizes *s, const char *expr) {
 static void request(const char *dir, int64_t max_bytes, const char *expr) {
   jitops_runtime_config cfg = test_offline_config("sm_90", dir);
   cfg.cache_max_bytes = max_bytes;
-  jitops_runtime_t *rt = NULL;
-  CHECK_OK(jitops_runtime_create(&cfg, &rt));
-  jitops_kernel_t *k = NULL;
-  if (rt)
-    CHECK_OK(jitops_kernel_get(rt, "jitops/example.cuh", expr, NULL, 0, &k));
-  jitops_runtime_destroy(rt);
+  test_request_examples(&cfg, &expr, 1, 1, NULL);
 }
 
 int main(void) {

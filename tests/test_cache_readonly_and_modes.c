@@ -14,19 +14,7 @@ static jitops_stats request(const char *dir, jitops_cache_mode mode, const char 
                             jitops_runtime_info *info) {
   jitops_runtime_config cfg = test_offline_config("sm_90", dir);
   cfg.cache_mode = mode;
-  jitops_runtime_t *rt = NULL;
-  jitops_stats s;
-  memset(&s, 0, sizeof s);
-  CHECK_OK(jitops_runtime_create(&cfg, &rt));
-  if (rt == NULL)
-    return s;
-  jitops_kernel_t *k = NULL;
-  CHECK_OK(jitops_kernel_get(rt, "jitops/example.cuh", expr, NULL, 0, &k));
-  CHECK_OK(jitops_runtime_get_stats(rt, &s));
-  if (info)
-    CHECK_OK(jitops_runtime_get_info(rt, info));
-  jitops_runtime_destroy(rt);
-  return s;
+  return test_request_examples(&cfg, &expr, 1, 1, info);
 }
 
 static int visit(const jitops_cache_entry *e, void *user) {

@@ -11,20 +11,7 @@ enum { KERNELS = 3 };
 static jitops_stats request_all(const char *dir, const char *shipped, int rounds) {
   jitops_runtime_config cfg = test_offline_config("sm_90", dir);
   cfg.shipped_cache = shipped;
-  jitops_runtime_t *rt = NULL;
-  jitops_stats s;
-  memset(&s, 0, sizeof s);
-  CHECK_OK(jitops_runtime_create(&cfg, &rt));
-  if (rt == NULL)
-    return s;
-  for (int r = 0; r < rounds; ++r)
-    for (int i = 0; i < KERNELS; ++i) {
-      jitops_kernel_t *k = NULL;
-      CHECK_OK(jitops_kernel_get(rt, "jitops/example.cuh", exprs[i], NULL, 0, &k));
-    }
-  CHECK_OK(jitops_runtime_get_stats(rt, &s));
-  jitops_runtime_destroy(rt);
-  return s;
+  return test_request_examples(&cfg, exprs, KERNELS, rounds, NULL);
 }
 
 static int sum_use(const jitops_cache_entry *e, void *user) {

@@ -94,6 +94,27 @@ jitops_runtime_config test_offline_config(const char *arch, const char *dir) {
   return cfg;
 }
 
+jitops_stats test_request_examples(const jitops_runtime_config *config, const char *const *exprs,
+                                   size_t count, int rounds, jitops_runtime_info *info) {
+  jitops_stats stats;
+  memset(&stats, 0, sizeof stats);
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(config, &rt));
+  if (rt == NULL)
+    return stats;
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      jitops_kernel_t *k = NULL;
+      CHECK_OK(jitops_kernel_get(rt, "jitops/example.cuh", exprs[i], NULL, 0, &k));
+      CHECK(k != NULL && strlen(jitops_kernel_lowered_name(k)) > 0);
+    }
+  CHECK_OK(jitops_runtime_get_stats(rt, &stats));
+  if (info != NULL)
+    CHECK_OK(jitops_runtime_get_info(rt, info));
+  jitops_runtime_destroy(rt);
+  return stats;
+}
+
 uint64_t test_rand_u64(uint64_t *state) {
   uint64_t x = *state ? *state : 0x9E3779B97F4A7C15ull;
   x ^= x >> 12;

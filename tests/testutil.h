@@ -54,6 +54,12 @@ void test_remove_tree(const char *path);
  * (NULL: no disk tier). */
 jitops_runtime_config test_offline_config(const char *arch, const char *dir);
 
+/* Creates a runtime from `config`, requests each example-template instance in `exprs`
+ * `rounds` times (each request must succeed), and returns the runtime's counters (and its
+ * info, when `info` is not NULL) just before destroying it. */
+jitops_stats test_request_examples(const jitops_runtime_config *config, const char *const *exprs,
+                                   size_t count, int rounds, jitops_runtime_info *info);
+
 /* xorshift64*: deterministic per seed. */
 uint64_t test_rand_u64(uint64_t *state);
 double test_rand_uniform(uint64_t *state, double lo, double hi);
