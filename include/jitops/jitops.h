@@ -301,5 +301,6 @@ JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *
 
 #include "jitops/flce.h"
 #include "jitops/segment.h"
+#include "jitops/ctc.h"
 
 #endif /* JITOPS_JITOPS_H */
