@@ -18,7 +18,21 @@
 namespace jitops {
 namespace repeat {
 
-template <int BYTES> struct alignas(BYTES) Bits { unsigned char b[BYTES]; };
+// BYTES bytes moved as one access: word-typed, since a byte array is copied byte by byte.
+template <int BYTES> struct Bits;
+template <> struct alignas(2) Bits<2> { unsigned short w; };
+template <> struct alignas(4) Bits<4> { unsigned w; };
+template <> struct alignas(8) Bits<8> { unsigned long long w; };
+template <> struct alignas(16) Bits<16> { unsigned long long w0, w1; };
+
+// Quotient and remainder, in 32 bits unless WIDE (64-bit division is a long subroutine that
+// also costs registers; the host picks WIDE only for extents beyond 2^31).
+template <bool WIDE> __device__ __forceinline__ i64 div_of(i64 a, i64 b) {
+  return WIDE ? a / b : (i64)((unsigned)a / (unsigned)b);
+}
+template <bool WIDE> __device__ __forceinline__ i64 rem_of(i64 a, i64 b) {
+  return WIDE ? a % b : (i64)((unsigned)a % (unsigned)b);
+}
 
 template <int NB> struct FwdGeom {
   const char *x;
@@ -35,11 +49,12 @@ template <int NB> struct FwdGeom {
 
 constexpr int THREADS = 256, UNROLL = 4; // UNROLL: column vectors per thread (fwd)
 
-template <class U, int NB, int VEC>
+template <class U, int NB, int VEC, bool WIDE>
 __global__ void __launch_bounds__(THREADS) fwd(const FwdGeom<NB> g) {
   typedef Bits<(int)sizeof(U) * VEC> V;
   const int tc = (int)g.tc, tr = THREADS / tc;
-  const i64 cb = (i64)blockIdx.x % g.col_blocks, rb = (i64)blockIdx.x / g.col_blocks;
+  const i64 cb = rem_of<WIDE>(blockIdx.x, g.col_blocks),
+            rb = div_of<WIDE>(blockIdx.x, g.col_blocks);
   const int ty = threadIdx.x / tc, tx = threadIdx.x % tc;
   const i64 row = rb * tr + ty;
   if (row >= g.rows)
@@ -47,14 +62,13 @@ __global__ void __launch_bounds__(THREADS) fwd(const FwdGeom<NB> g) {
   i64 xo = 0, yo = 0, r = row;
 #pragma unroll
   for (int d = NB - 1; d >= 0; --d) {
-    const i64 o = r % g.oshape[d];
-    r /= g.oshape[d];
-    xo += (o % g.ishape[d]) * g.xs[d];
+    const i64 o = rem_of<WIDE>(r, g.oshape[d]);
+    r = div_of<WIDE>(r, g.oshape[d]);
+    xo += rem_of<WIDE>(o, g.ishape[d]) * g.xs[d];
     yo += o * g.ys[d];
   }
   const U *__restrict__ x = (const U *)g.x + xo;
   U *__restrict__ y = (U *)g.y + yo;
-  const bool narrow = g.width <= 0xffffffffll; // 32-bit remainders suffice
   V v[UNROLL];
   i64 cols[UNROLL];
 #pragma unroll
@@ -62,7 +76,7 @@ __global__ void __launch_bounds__(THREADS) fwd(const FwdGeom<NB> g) {
     const i64 c = ((cb * UNROLL + u) * tc + tx) * VEC;
     cols[u] = c;
     if (c < g.width) {
-      const i64 ic = narrow ? (i64)((unsigned)c % (unsigned)g.in_w) : c % g.in_w;
+      const i64 ic = rem_of<WIDE>(c, g.in_w);
       if constexpr (VEC == 1)
         v[u] = *(const V *)(x + ic * g.xs_w);
       else
@@ -95,15 +109,15 @@ template <int D> struct BwdGeom {
 };
 
 // Offsets of element e (row-major over ishape) in dx and in dy's first copy.
-template <int D>
+template <int D, bool WIDE>
 __device__ __forceinline__ void bwd_offsets(const BwdGeom<D> &g, i64 e, i64 &dxo, i64 &dyo) {
   dxo = 0;
   dyo = 0;
 #pragma unroll
   for (int d = D - 1; d >= 0; --d) {
-    const i64 i = d > 0 ? e % g.ishape[d] : e;
+    const i64 i = d > 0 ? rem_of<WIDE>(e, g.ishape[d]) : e;
     if (d > 0)
-      e /= g.ishape[d];
+      e = div_of<WIDE>(e, g.ishape[d]);
     dxo += i * g.dxs[d];
     dyo += i * g.dys[d];
   }
@@ -142,7 +156,7 @@ template <class T, int VEC> __device__ __forceinline__ Loaded<T, VEC> read(const
   return l;
 }
 
-template <class T, int D, int VEC, int MODE>
+template <class T, int D, int VEC, int MODE, bool WIDE>
 __global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
   typedef acc_t<T> A;
   typedef Bits<(int)sizeof(T) * VEC> V;
@@ -150,7 +164,7 @@ __global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
   if (v >= g.n)
     return;
   i64 dxo, o;
-  bwd_offsets(g, v * VEC, dxo, o);
+  bwd_offsets<D, WIDE>(g, v * VEC, dxo, o);
   const i64 c0 = (i64)blockIdx.y * g.split_len;
   const i64 c1 = g.combos < c0 + g.split_len ? g.combos : c0 + g.split_len;
   i64 r[D];
@@ -158,8 +172,8 @@ __global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
     i64 c = c0;
 #pragma unroll
     for (int d = D - 1; d >= 0; --d) {
-      r[d] = c % g.rep[d];
-      c /= g.rep[d];
+      r[d] = rem_of<WIDE>(c, g.rep[d]);
+      c = div_of<WIDE>(c, g.rep[d]);
       o += r[d] * g.rstep[d];
     }
   }
@@ -169,16 +183,16 @@ __global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
   for (int j = 0; j < VEC; ++j)
     sum[j] = A(0);
   i64 k = c0;
-  // Four copies' loads in flight at once; they are still added in copy order.
-  for (; k + 4 <= c1; k += 4) {
-    Loaded<T, VEC> l[4];
+  // Eight copies' loads in flight at once; they are still added in copy order.
+  for (; k + 8 <= c1; k += 8) {
+    Loaded<T, VEC> l[8];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < 8; ++u) {
       l[u] = read<T, VEC>(dy + o);
       next_copy(g, r, o);
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < 8; ++u)
 #pragma unroll
       for (int j = 0; j < VEC; ++j)
         sum[j] += load(&l[u].v[j]);
@@ -213,14 +227,14 @@ __global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
 }
 
 // Adds the partial sums of every split, in split order.
-template <class T, int D, int VEC>
+template <class T, int D, int VEC, bool WIDE>
 __global__ void __launch_bounds__(THREADS) bwd_finish(const BwdGeom<D> g, const i64 splits) {
   typedef acc_t<T> A;
   const i64 v = (i64)blockIdx.x * THREADS + threadIdx.x;
   if (v >= g.n)
     return;
   i64 dxo, dyo;
-  bwd_offsets(g, v * VEC, dxo, dyo);
+  bwd_offsets<D, WIDE>(g, v * VEC, dxo, dyo);
   A sum[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j)

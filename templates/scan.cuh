@@ -4,15 +4,19 @@
 // (the *chains*: independent scans), then picks one of two kernels:
 //
 //   rows  the axis is unit-stride in every tensor. A warp owns a chunk of 32·ITEMS positions:
-//         it loads them coalesced (lane-striped) into shared memory, each lane takes ITEMS
-//         consecutive ones (blocked), scans them in registers, and a shuffle scan joins the
-//         lanes. Without LOOKBACK each warp walks one whole row chunk by chunk with a carry;
+//         it loads them coalesced (lane-striped) into shared memory, and each lane takes ITEMS
+//         consecutive ones (blocked): a first pass folds them, a shuffle scan joins the lanes,
+//         a second pass scans them from the lane's prefix and stages the outputs for coalesced
+//         stores. Without LOOKBACK each warp walks one whole row chunk by chunk with a carry,
+//         the next chunk's loads in flight (in registers) while it scans the current one;
 //         with LOOKBACK a block of WARPS warps scans one tile of a few long rows, and tiles
 //         are joined by decoupled look-back (jitops/scan_lookback.cuh).
 //   cols  any other layout: lanes run across chains (coalesced when the chains are the unit
-//         stride dimension), and each thread scans R consecutive positions of its chain; 8
-//         thread rows cover one tile of 8·R positions. Without LOOKBACK a block walks its
-//         chains' whole axis tile by tile; with LOOKBACK tiles of a long axis run in parallel.
+//         stride dimension). A block stages a tile of 8·R positions × 32 chains in shared
+//         memory with cp.async (nothing held in registers while the loads fly), then each
+//         thread folds, and later scans, R consecutive positions of its chain. Without
+//         LOOKBACK a block walks its chains' whole axis tile by tile; with LOOKBACK the tiles
+//         of a long axis run in parallel.
 //
 // Positions are counted in kernel order q (the scan's direction); m = reverse ? len-1-q : q is
 // the position in memory. Every result is a fixed combination order of fixed values, so reruns
@@ -112,26 +116,64 @@ __device__ __forceinline__ typename Op::State warp_inclusive(typename Op::State 
 
 // ---- rows: the axis is unit-stride --------------------------------------------------------
 
-// Shared staging of one warp's chunk: input K lives at in_offset<K>, output J at
-// out_offset<J> (outputs reuse the inputs' space once the states are built). Lane-striped
-// index i is stored at i + i/32, which makes both the striped writes and the blocked reads
-// (ITEMS a power of two) free of bank conflicts for 4-byte elements.
+// Shared staging of one warp's chunk: input K at in_offset<K>, then output J at out_offset<J>.
+// Lane-striped index i is stored at i + i/32, which makes both the striped accesses and the
+// blocked ones (ITEMS a power of two) free of bank conflicts for 4-byte elements.
 template <class Op, int ITEMS> struct RowsStage {
   static constexpr int CHUNK = 32 * ITEMS;
   static constexpr int SLOTS = CHUNK + ITEMS;
   static constexpr int IN_BYTES = bytes_of<Op, 0, Op::NIN>();
   static constexpr int OUT_BYTES = bytes_of<Op, Op::NIN, Op::NTENS>();
-  static constexpr int BYTES = SLOTS * (IN_BYTES > OUT_BYTES ? IN_BYTES : OUT_BYTES);
+  static constexpr int BYTES = SLOTS * (IN_BYTES + OUT_BYTES);
   template <int K> __host__ __device__ static constexpr int in_offset() {
     return SLOTS * bytes_of<Op, 0, K>();
   }
   template <int J> __host__ __device__ static constexpr int out_offset() {
-    return SLOTS * bytes_of<Op, Op::NIN, Op::NIN + J>();
+    return SLOTS * (IN_BYTES + bytes_of<Op, Op::NIN, Op::NIN + J>());
   }
   __device__ static int slot(int i) {
     return i + (i >> 5);
   }
 };
+
+// One chunk's inputs in registers, lane-striped: input K's ITEMS values, then the next input's.
+template <class Op, int K, int ITEMS, bool END = (K >= Op::NIN)> struct RowsRegs {
+  tensor_t<Op, K> v[ITEMS];
+  RowsRegs<Op, K + 1, ITEMS> next;
+};
+template <class Op, int K, int ITEMS> struct RowsRegs<Op, K, ITEMS, true> {};
+
+// Issues the loads of the chunk at `base` (the registers fill while the warp goes on).
+template <class Op, int K, int NB, int ITEMS>
+__device__ __forceinline__ void rows_fetch(RowsRegs<Op, K, ITEMS> &r, const Geom<Op::NTENS, NB> &g,
+                                           const i64 (&off)[Op::NTENS], i64 base, int lane) {
+  if constexpr (K < Op::NIN) {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const i64 q = base + lane + 32 * j;
+      if (q < g.len)
+        r.v[j] = *global_at<Op, K>(g, off, memory_pos(g, q));
+    }
+    rows_fetch<Op, K + 1, NB, ITEMS>(r.next, g, off, base, lane);
+  }
+}
+
+// Writes fetched registers into the warp's input staging.
+template <class Op, int K, int ITEMS>
+__device__ __forceinline__ void rows_put(const RowsRegs<Op, K, ITEMS> &r, char *stage, i64 base,
+                                         i64 len, int lane) {
+  if constexpr (K < Op::NIN) {
+    typedef RowsStage<Op, ITEMS> Stage;
+    tensor_t<Op, K> *buf = (tensor_t<Op, K> *)(stage + Stage::template in_offset<K>());
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int i = lane + 32 * j;
+      if (base + i < len)
+        buf[Stage::slot(i)] = r.v[j];
+    }
+    rows_put<Op, K + 1, ITEMS>(r.next, stage, base, len, lane);
+  }
+}
 
 template <class Op, int NB, int ITEMS> struct RowsFetch {
   typedef RowsStage<Op, ITEMS> Stage;
@@ -165,25 +207,6 @@ template <class Op, int ITEMS> struct RowsOut {
   }
 };
 
-template <class Op, int K, int NB, int ITEMS>
-__device__ __forceinline__ void rows_stage_inputs(const Geom<Op::NTENS, NB> &g,
-                                                  const i64 (&off)[Op::NTENS], char *stage,
-                                                  i64 base, int lane) {
-  if constexpr (K < Op::NIN) {
-    typedef RowsStage<Op, ITEMS> Stage;
-    typedef tensor_t<Op, K> U;
-    U *buf = (U *)(stage + Stage::template in_offset<K>());
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      const int i = lane + 32 * j;
-      const i64 q = base + i;
-      if (q < g.len)
-        buf[Stage::slot(i)] = *global_at<Op, K>(g, off, memory_pos(g, q));
-    }
-    rows_stage_inputs<Op, K + 1, NB, ITEMS>(g, off, stage, base, lane);
-  }
-}
-
 template <class Op, int J, int NB, int ITEMS>
 __device__ __forceinline__ void rows_store_outputs(const Geom<Op::NTENS, NB> &g,
                                                    const i64 (&off)[Op::NTENS], const char *stage,
@@ -203,45 +226,43 @@ __device__ __forceinline__ void rows_store_outputs(const Geom<Op::NTENS, NB> &g,
   }
 }
 
-// Loads one warp chunk starting at `base` and leaves each lane's ITEMS inclusive states
-// (relative to the lane's first item) in st.
+// First pass over a staged chunk: the fold of the lane's ITEMS positions (identity for a
+// lane wholly past the end; such lanes only ever precede positions that are not emitted).
 template <class Op, int NB, int ITEMS>
-__device__ __forceinline__ void
-rows_load(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], char *stage, i64 base,
-          int lane, typename Op::State (&st)[ITEMS], typename Op::Keep (&keep)[ITEMS]) {
-  __syncwarp(); // the previous chunk's output staging has been read
-  rows_stage_inputs<Op, 0, NB, ITEMS>(g, off, stage, base, lane);
-  __syncwarp();
+__device__ __forceinline__ typename Op::State rows_reduce(const Geom<Op::NTENS, NB> &g,
+                                                          const i64 (&off)[Op::NTENS],
+                                                          const char *stage, i64 base, int lane) {
+  Prefix<typename Op::State> agg{Op::identity(), false};
   const int b0 = lane * ITEMS;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const i64 q = base + b0 + i;
     if (q < g.len) {
+      typename Op::Keep keep;
       const RowsFetch<Op, NB, ITEMS> f{g, off, stage, q, b0 + i};
-      st[i] = Op::make(f, q, memory_pos(g, q), keep[i]);
-    } else {
-      st[i] = Op::identity();
+      agg = extend<Op>(agg, Op::make(f, q, memory_pos(g, q), keep));
     }
   }
-#pragma unroll
-  for (int i = 1; i < ITEMS; ++i)
-    st[i] = Op::combine(st[i - 1], st[i]);
+  return agg.s;
 }
 
-// Emits one warp chunk given each lane's exclusive prefix, then stores it coalesced.
+// Second pass: scans the lane's positions from its exclusive prefix, stages the outputs, and
+// stores the chunk coalesced.
 template <class Op, int NB, int ITEMS>
-__device__ __forceinline__ void
-rows_emit(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], char *stage, i64 base,
-          int lane, const Prefix<typename Op::State> &prefix, const typename Op::State (&st)[ITEMS],
-          const typename Op::Keep (&keep)[ITEMS]) {
-  __syncwarp(); // every lane has finished reading the input staging
+__device__ __forceinline__ void rows_emit(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS],
+                                          char *stage, i64 base, int lane,
+                                          Prefix<typename Op::State> run) {
   const int b0 = lane * ITEMS;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const i64 q = base + b0 + i;
     if (q < g.len) {
+      typename Op::Keep keep;
+      const i64 m = memory_pos(g, q);
+      const RowsFetch<Op, NB, ITEMS> f{g, off, stage, q, b0 + i};
+      run = extend<Op>(run, Op::make(f, q, m, keep));
       RowsOut<Op, ITEMS> o{stage, b0 + i};
-      Op::emit(o, apply<Op>(prefix, st[i]), keep[i], q, memory_pos(g, q));
+      Op::emit(o, run.s, keep, q, m);
     }
   }
   __syncwarp();
@@ -252,15 +273,13 @@ template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES>
 __global__ void __launch_bounds__(WARPS * 32)
     rows(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
   typedef typename Op::State State;
-  typedef typename Op::Keep Keep;
   typedef RowsStage<Op, ITEMS> Stage;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16, "ITEMS is 4, 8 or 16");
   __shared__ __align__(16) char stage_all[WARPS * Stage::BYTES];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char *stage = stage_all + warp * Stage::BYTES;
-  State st[ITEMS];
-  Keep keep[ITEMS];
+  RowsRegs<Op, 0, ITEMS> regs;
   i64 off[Op::NTENS];
 
   if constexpr (!LOOKBACK) {
@@ -269,13 +288,19 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (row >= g.chains)
       return;
     chain_offsets(g, row, off);
+    rows_fetch(regs, g, off, 0, lane);
     Prefix<State> carry{Op::identity(), false};
     for (i64 base = 0; base < g.len; base += Stage::CHUNK) {
-      rows_load<Op, NB, ITEMS>(g, off, stage, base, lane, st, keep);
-      const State incl = warp_inclusive<Op>(st[ITEMS - 1], lane);
+      __syncwarp(); // the previous chunk's staging has been read
+      rows_put(regs, stage, base, g.len, lane);
+      if (base + Stage::CHUNK < g.len)
+        rows_fetch(regs, g, off, base + Stage::CHUNK, lane);
+      __syncwarp();
+      const State incl =
+          warp_inclusive<Op>(rows_reduce<Op, NB, ITEMS>(g, off, stage, base, lane), lane);
       const State excl = shfl_up_state(incl, 1);
-      const Prefix<State> p = lane > 0 ? extend<Op>(carry, excl) : carry;
-      rows_emit<Op, NB, ITEMS>(g, off, stage, base, lane, p, st, keep);
+      rows_emit<Op, NB, ITEMS>(g, off, stage, base, lane,
+                               lane > 0 ? extend<Op>(carry, excl) : carry);
       carry = extend<Op>(carry, shfl_state(incl, 31));
     }
   } else {
@@ -289,8 +314,11 @@ __global__ void __launch_bounds__(WARPS * 32)
     const i64 tile = s_ticket / g.chains, row = s_ticket % g.chains;
     const i64 base = (tile * WARPS + warp) * Stage::CHUNK;
     chain_offsets(g, row, off);
-    rows_load<Op, NB, ITEMS>(g, off, stage, base, lane, st, keep);
-    const State incl = warp_inclusive<Op>(st[ITEMS - 1], lane);
+    rows_fetch(regs, g, off, base, lane);
+    rows_put(regs, stage, base, g.len, lane);
+    __syncwarp();
+    const State incl =
+        warp_inclusive<Op>(rows_reduce<Op, NB, ITEMS>(g, off, stage, base, lane), lane);
     const State excl = shfl_up_state(incl, 1);
     if (lane == 31)
       s_agg[warp] = incl;
@@ -309,23 +337,94 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     __syncthreads();
     const Prefix<State> wp = s_prefix[warp];
-    const Prefix<State> p = lane > 0 ? extend<Op>(wp, excl) : wp;
-    rows_emit<Op, NB, ITEMS>(g, off, stage, base, lane, p, st, keep);
+    rows_emit<Op, NB, ITEMS>(g, off, stage, base, lane, lane > 0 ? extend<Op>(wp, excl) : wp);
   }
 }
 
 // ---- cols: any layout, lanes across chains ------------------------------------------------
 
-template <class Op, int NB> struct ColsFetch {
+constexpr int COLS_BX = 32, COLS_BY = 8;
+
+// Shared address of a generic pointer into shared memory, for cp.async.
+__device__ __forceinline__ unsigned shared_address(const void *p) {
+  unsigned long long a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return (unsigned)a;
+}
+
+// Stages one element into shared memory: cp.async for 4- and 8-byte elements (the data
+// travels without occupying registers), a plain copy for 2-byte ones.
+template <class U> __device__ __forceinline__ void stage_element(U *dst, const U *src) {
+  if constexpr (sizeof(U) == 4)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+  else if constexpr (sizeof(U) == 8)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+  else
+    *dst = *src;
+}
+
+// Input K of a cols tile: SPAN positions × 32 chains, position-major.
+template <class Op, int K, int R>
+__device__ __forceinline__ tensor_t<Op, K> *cols_buffer(char *tile) {
+  return (tensor_t<Op, K> *)(tile + COLS_BY * R * COLS_BX * bytes_of<Op, 0, K>());
+}
+
+// Loads the tile starting at q0 into shared memory; warp ty takes positions ty, ty + 8, ...
+template <class Op, int K, int NB, int R>
+__device__ __forceinline__ void cols_stage(const Geom<Op::NTENS, NB> &g,
+                                           const i64 (&off)[Op::NTENS], char *tile, i64 q0, int tx,
+                                           int ty, bool active) {
+  if constexpr (K < Op::NIN) {
+    typedef tensor_t<Op, K> U;
+    U *buf = cols_buffer<Op, K, R>(tile);
+    if constexpr (sizeof(U) >= 4) {
+#pragma unroll 16
+      for (int j = 0; j < R; ++j) {
+        const int row = ty + COLS_BY * j;
+        const i64 q = q0 + row;
+        if (active && q < g.len)
+          stage_element(buf + row * COLS_BX + tx, global_at<Op, K>(g, off, memory_pos(g, q)));
+      }
+    } else {
+      // 2-byte elements go through registers, eight loads in flight at a time.
+      for (int j0 = 0; j0 < R; j0 += 8) {
+        U v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const i64 q = q0 + ty + COLS_BY * (j0 + j);
+          if (active && q < g.len)
+            v[j] = *global_at<Op, K>(g, off, memory_pos(g, q));
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int row = ty + COLS_BY * (j0 + j);
+          if (active && q0 + row < g.len)
+            buf[row * COLS_BX + tx] = v[j];
+        }
+      }
+    }
+    cols_stage<Op, K + 1, NB, R>(g, off, tile, q0, tx, ty, active);
+  }
+}
+
+template <class Op, int NB, int R> struct ColsFetch {
   const Geom<Op::NTENS, NB> &g;
   const i64 (&off)[Op::NTENS];
+  char *tile;
+  i64 q0; // the tile's first position
   i64 q;
+  int tx;
   template <int K>
   __device__ __forceinline__ acc_t<tensor_t<Op, K>> get(int shift,
                                                         acc_t<tensor_t<Op, K>> dflt) const {
     const i64 qs = q + shift;
     if (qs < 0 || qs >= g.len)
       return dflt;
+    const i64 row = qs - q0;
+    if (row >= 0 && row < (i64)COLS_BY * R)
+      return load(cols_buffer<Op, K, R>(tile) + row * COLS_BX + tx);
     return load(global_at<Op, K>(g, off, memory_pos(g, qs)));
   }
 };
@@ -339,15 +438,14 @@ template <class Op, int NB> struct ColsOut {
   }
 };
 
-constexpr int COLS_BX = 32, COLS_BY = 8;
-
+// Dynamic shared memory: COLS_BY · R · COLS_BX positions of every input (the host sizes it).
 template <class Op, int NB, int R, bool LOOKBACK, int SBYTES>
 __global__ void __launch_bounds__(COLS_BX *COLS_BY)
     cols(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
   typedef typename Op::State State;
-  typedef typename Op::Keep Keep;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   constexpr i64 SPAN = (i64)COLS_BY * R; // positions per tile
+  extern __shared__ __align__(16) char tile[];
   __shared__ State s_agg[COLS_BY][COLS_BX];
   __shared__ Prefix<State> s_tile[COLS_BX];
   __shared__ i64 s_ticket;
@@ -371,59 +469,58 @@ __global__ void __launch_bounds__(COLS_BX *COLS_BY)
   i64 off[Op::NTENS];
   chain_offsets(g, active ? c : 0, off);
   Prefix<State> carry{Op::identity(), false};
-  for (i64 tile = t0; tile < t1; ++tile) {
-    const i64 q0 = tile * SPAN + (i64)ty * R;
-    State st[R];
-    Keep keep[R];
-#pragma unroll
+  for (i64 tile_index = t0; tile_index < t1; ++tile_index) {
+    const i64 q0 = tile_index * SPAN;
+    cols_stage<Op, 0, NB, R>(g, off, tile, q0, tx, ty, active);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    // First pass: the fold of this thread's R positions.
+    const i64 q1 = q0 + (i64)ty * R;
+    Prefix<State> agg{Op::identity(), false};
     for (int r = 0; r < R; ++r) {
-      const i64 q = q0 + r;
+      const i64 q = q1 + r;
       if (active && q < g.len) {
-        const ColsFetch<Op, NB> f{g, off, q};
-        st[r] = Op::make(f, q, memory_pos(g, q), keep[r]);
-      } else {
-        st[r] = Op::identity();
+        typename Op::Keep keep;
+        const ColsFetch<Op, NB, R> f{g, off, tile, q0, q, tx};
+        agg = extend<Op>(agg, Op::make(f, q, memory_pos(g, q), keep));
       }
     }
-#pragma unroll
-    for (int r = 1; r < R; ++r)
-      st[r] = Op::combine(st[r - 1], st[r]);
-    s_agg[ty][tx] = st[R - 1];
+    s_agg[ty][tx] = agg.ok ? agg.s : Op::identity();
     __syncthreads();
-    Prefix<State> group{Op::identity(), false};
-    for (int y = 0; y < ty; ++y)
-      group = extend<Op>(group, s_agg[y][tx]);
     Prefix<State> p;
     if constexpr (LOOKBACK) {
       if (ty == 0 && active) {
-        State agg = s_agg[0][tx];
+        State all = s_agg[0][tx];
 #pragma unroll
         for (int y = 1; y < COLS_BY; ++y)
-          agg = Op::combine(agg, s_agg[y][tx]);
-        s_tile[tx] = tile_prefix<Op>(scratch, c, tile, agg);
+          all = Op::combine(all, s_agg[y][tx]);
+        s_tile[tx] = tile_prefix<Op>(scratch, c, tile_index, all);
       }
       __syncthreads();
       p = s_tile[tx];
     } else {
       p = carry;
-      State agg = s_agg[0][tx];
+      State all = s_agg[0][tx];
 #pragma unroll
       for (int y = 1; y < COLS_BY; ++y)
-        agg = Op::combine(agg, s_agg[y][tx]);
-      carry = extend<Op>(carry, agg);
+        all = Op::combine(all, s_agg[y][tx]);
+      carry = extend<Op>(carry, all);
     }
-    if (group.ok)
-      p = extend<Op>(p, group.s);
-#pragma unroll
+    for (int y = 0; y < ty; ++y)
+      p = extend<Op>(p, s_agg[y][tx]);
+    // Second pass: scan from the prefix and store.
     for (int r = 0; r < R; ++r) {
-      const i64 q = q0 + r;
+      const i64 q = q1 + r;
       if (active && q < g.len) {
+        typename Op::Keep keep;
         const i64 m = memory_pos(g, q);
+        const ColsFetch<Op, NB, R> f{g, off, tile, q0, q, tx};
+        p = extend<Op>(p, Op::make(f, q, m, keep));
         ColsOut<Op, NB> o{g, off, m};
-        Op::emit(o, apply<Op>(p, st[r]), keep[r], q, m);
+        Op::emit(o, p.s, keep, q, m);
       }
     }
-    __syncthreads(); // s_agg is rewritten by the next tile
+    __syncthreads(); // the tile's shared memory is refilled next
   }
 }
 

@@ -18,6 +18,7 @@ typedef struct gt_dtype {
   int is_int;
   double eps_out; /* relative rounding of one stored value */
   double eps_acc; /* relative rounding of the accumulation type */
+  double tiny;    /* absolute rounding near zero (f16's subnormal spacing) */
 } gt_dtype;
 
 extern const gt_dtype gt_dtypes[GT_COUNT];

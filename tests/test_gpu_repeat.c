@@ -160,8 +160,8 @@ static void run_case(jitops_runtime_t *rt, const rcase *c, uint64_t seed) {
       else if (!c->backward)
         good = memcmp(&got[e], &ref[e], sizeof(double)) == 0 || (isnan(got[e]) && isnan(ref[e]));
       else
-        good = fabs(got[e] - ref[e]) <=
-               gt_dtypes[dt].eps_out * fabs(ref[e]) + 4 * gt_dtypes[dt].eps_acc * mag[e] + 1e-300;
+        good = fabs(got[e] - ref[e]) <= gt_dtypes[dt].eps_out * fabs(ref[e]) +
+                                            4 * gt_dtypes[dt].eps_acc * mag[e] + gt_dtypes[dt].tiny;
       if (!good) {
         if (at < 0)
           at = e;

@@ -294,8 +294,8 @@ static int compare_floats(const scase *c, const char *what, const double *got, c
   const gt_dtype *t = &gt_dtypes[c->dt];
   int64_t bad = 0, first = -1;
   for (int64_t e = 0; e < n; ++e) {
-    const double tol =
-        t->eps_out * (fabs(ref[e]) + (sa ? sa[e] : 0)) + 4 * t->eps_acc * (sb ? sb[e] : 0) + 1e-300;
+    const double tol = t->eps_out * (fabs(ref[e]) + (sa ? sa[e] : 0)) +
+                       4 * t->eps_acc * (sb ? sb[e] : 0) + t->tiny;
     if (!close_enough(got[e], ref[e], tol)) {
       if (first < 0)
         first = e;

@@ -243,7 +243,8 @@ static void planning(void) {
   CHECK(g.bshape[1] == 12 && g.bstride[0][1] == 1);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.scratch_bytes == 0);
-  CHECK(strcmp(p.name, "jitops::scan::cols<jitops::scan::Cumsum<float>, 2, 16, false, 4>") == 0);
+  CHECK(strcmp(p.name, "jitops::scan::cols<jitops::scan::Cumsum<float>, 2, 64, false, 4>") == 0);
+  CHECK(p.shared_bytes == 8 * 64 * 32 * 4);
 
   /* The last axis of a matrix: the rows kernel, one batch dimension. */
   int64_t s2[2] = {8192, 8192};
@@ -254,12 +255,16 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_ROWS && !p.lookback && p.grid == 2048 && p.block_x == 128);
   CHECK(strcmp(p.name, "jitops::scan::rows<jitops::scan::Lcse<float>, 1, 4, 16, false, 8>") == 0);
-  /* Its first axis: the cols kernel with look-back (8192 chains are 256 strips). */
+  /* Its first axis: the cols kernel with look-back (8192 chains are 256 strips of 32, tiles
+   * of 512 positions). */
   jitops__scan_geom_build(&g, 2, mm, 0, 0);
   CHECK(g.nb == 1 && g.astride[0] == 8192 && g.bstride[0][0] == 1);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 64 && p.grid == 256 * 64);
-  CHECK(p.scratch_bytes == p.inc_offset + 64 * 8192 * 4 && p.zero_words == 4 + 64 * 8192);
+  CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 16 && p.grid == 256 * 16);
+  CHECK(p.scratch_bytes == p.inc_offset + 16 * 8192 * 4 && p.zero_words == 4 + 16 * 8192);
+  /* A backward with three inputs stages shorter tiles. */
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.items == 16 && p.shared_bytes == 8 * 16 * 32 * 12);
 
   /* A transposed view: lanes still run along the unit stride. */
   int64_t st[3] = {1, 40, 4000};

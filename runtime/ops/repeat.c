@@ -167,8 +167,20 @@ static const char *bits_type(size_t elem) {
   return elem == 2 ? "unsigned short" : elem == 4 ? "unsigned int" : "unsigned long long";
 }
 
-static void fwd_name(size_t elem, int nb, int vec, char *buf, size_t size) {
-  snprintf(buf, size, "jitops::repeat::fwd<%s, %d, %d>", bits_type(elem), nb, vec);
+static void fwd_name(size_t elem, int nb, int vec, int wide, char *buf, size_t size) {
+  snprintf(buf, size, "jitops::repeat::fwd<%s, %d, %d, %s>", bits_type(elem), nb, vec,
+           wide ? "true" : "false");
+}
+
+/* Index arithmetic needs 64 bits only when an extent reaches 2^31. */
+static int needs_wide(const rgeom *g, int64_t extra) {
+  int64_t biggest = extra;
+  for (int i = 0; i < g->n; ++i) {
+    const int64_t v[3] = {g->d[i].in, g->d[i].rep, g->d[i].in * g->d[i].rep};
+    for (int k = 0; k < 3; ++k)
+      biggest = v[k] > biggest ? v[k] : biggest;
+  }
+  return biggest >= ((int64_t)1 << 31);
 }
 
 jitops_status jitops_repeat(jitops_runtime_t *runtime, const DLTensor *x, const int64_t *repeats,
@@ -215,7 +227,9 @@ jitops_status jitops_repeat(jitops_runtime_t *runtime, const DLTensor *x, const 
       words[n++] = i < nb ? v[part] : 1;
     }
   char name[128];
-  fwd_name(elem, nb, vec, name, sizeof name);
+  fwd_name(elem, nb, vec,
+           needs_wide(&g, col_blocks * row_blocks > rows ? col_blocks * row_blocks : rows), name,
+           sizeof name);
   jitops_kernel_t *kernel;
   JITOPS__TRY(jitops_kernel_get(runtime, SOURCE, name, NULL, 0, &kernel));
   void *args[] = {words};
@@ -301,10 +315,13 @@ jitops_status jitops_repeat_backward(jitops_runtime_t *runtime, const DLTensor *
   bwd_plan_make(&p, runtime, dy, repeats, num_repeats, dx);
   const char *t = jitops__dtype_cname(jitops__dtype_of(dy->dtype));
   const int split = p.splits > 1;
+  const char *wide =
+      needs_wide(&p.g, p.combos > p.n * p.vec ? p.combos : p.n * p.vec) ? "true" : "false";
   char name[128], finish_name[128];
-  snprintf(name, sizeof name, "jitops::repeat::bwd<%s, %d, %d, %d>", t, p.g.n, p.vec, split);
-  snprintf(finish_name, sizeof finish_name, "jitops::repeat::bwd_finish<%s, %d, %d>", t, p.g.n,
-           p.vec);
+  snprintf(name, sizeof name, "jitops::repeat::bwd<%s, %d, %d, %d, %s>", t, p.g.n, p.vec, split,
+           wide);
+  snprintf(finish_name, sizeof finish_name, "jitops::repeat::bwd_finish<%s, %d, %d, %s>", t, p.g.n,
+           p.vec, wide);
   jitops_kernel_t *kernel, *finish = NULL;
   JITOPS__TRY(jitops_kernel_get(runtime, SOURCE, name, NULL, 0, &kernel));
   if (split)
@@ -359,10 +376,10 @@ static size_t repeat_count(void) {
 static void repeat_entry(size_t index, char *buf, size_t size) {
   if (index < N_FWD) {
     const size_t elem = fwd_elems[index / 2];
-    fwd_name(elem, (int)(index % 2), (int)(16 / elem), buf, size);
+    fwd_name(elem, (int)(index % 2), (int)(16 / elem), 0, buf, size);
   } else {
     const size_t i = index - N_FWD;
-    snprintf(buf, size, "jitops::repeat::bwd<%s, 2, %d, 0>", bwd_types[i], i == 0 ? 4 : 8);
+    snprintf(buf, size, "jitops::repeat::bwd<%s, 2, %d, 0, false>", bwd_types[i], i == 0 ? 4 : 8);
   }
 }
 

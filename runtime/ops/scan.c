@@ -55,8 +55,8 @@ static jitops_status launch(const char *fn, jitops_runtime_t *rt, const jitops__
   }
   void *args[] = {words, &sa};
   if (status == JITOPS_SUCCESS)
-    status =
-        jitops__launch(kernel, plan->grid, 1, 1, plan->block_x, plan->block_y, 1, 0, stream, args);
+    status = jitops__launch(kernel, plan->grid, 1, 1, plan->block_x, plan->block_y, 1,
+                            plan->shared_bytes, stream, args);
   jitops__scratch_release(rt, stream, &scratch);
   return status;
 }

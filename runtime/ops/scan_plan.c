@@ -11,8 +11,9 @@ enum { ROWS_MIN_LEN = 128 };
 enum { CHAINS_PER_SM = 16, STRIPS_PER_SM = 16 };
 /* ... provided the axis is long enough to be worth the scratch and its zeroing. */
 enum { COLS_MIN_TILES = 4 };
-/* Static shared memory a rows block may stage through (under the 48 KiB static limit). */
-enum { ROWS_STAGE_BUDGET = 40960 };
+/* Static shared memory a rows block may stage through (under the 48 KiB static limit), and
+ * the dynamic shared memory of a cols tile. */
+enum { ROWS_STAGE_BUDGET = 40960, COLS_TILE_BUDGET = 65536 };
 enum { COLS_BX = 32, COLS_BY = 8, ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
 #define GRID_MAX 2147483647ll
 
@@ -67,20 +68,7 @@ static size_t state_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
   }
 }
 
-/* Registers a position keeps besides its state (Op::Keep), for the ITEMS choice only. */
-static size_t keep_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
-  switch (kop) {
-  case JITOPS__SCAN_K_CUMPROD_BWD:
-  case JITOPS__SCAN_K_LCSE_BWD:
-    return acc_bytes(dtype);
-  case JITOPS__SCAN_K_EXTREMUM_BWD:
-    return 4;
-  default:
-    return 0;
-  }
-}
-
-/* Bytes per position of the staged inputs and of the staged outputs. */
+/* Bytes per position of the staged inputs and of the outputs. */
 static void io_bytes(jitops__scan_kop kop, jitops__dtype dtype, size_t *in, size_t *out) {
   const size_t e = jitops__dtype_size(dtype);
   switch (kop) {
@@ -105,18 +93,54 @@ static void io_bytes(jitops__scan_kop kop, jitops__dtype dtype, size_t *in, size
   }
 }
 
-/* Positions per thread: 16 while a position's registers stay small, else 8; rows also fit
- * their staging in shared memory. */
-static int items_for(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind, int warps) {
-  int items = state_bytes(kop, dtype) + keep_bytes(kop, dtype) <= 8 ? 16 : 8;
-  if (kind == JITOPS__SCAN_ROWS) {
-    size_t in, out;
-    io_bytes(kop, dtype, &in, &out);
-    const size_t widest = in > out ? in : out;
-    while (items > 4 && (size_t)33 * items * widest * (size_t)warps > ROWS_STAGE_BUDGET)
-      items /= 2;
+/* 32-bit registers that one position of every input takes while it is prefetched. */
+static int input_registers(jitops__scan_kop kop, jitops__dtype dtype) {
+  const int e = jitops__dtype_size(dtype) > 4 ? 2 : 1;
+  switch (kop) {
+  case JITOPS__SCAN_K_CUMPROD_BWD:
+  case JITOPS__SCAN_K_LCSE_BWD:
+    return 3 * e;
+  case JITOPS__SCAN_K_EXTREMUM_BWD:
+    return e + 2;
+  default:
+    return e;
   }
+}
+
+/* Rows: positions per lane and chunk. The next chunk's inputs wait in registers (at most 32
+ * per lane) and each warp stages inputs and outputs in shared memory (40 KiB per block). */
+static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int warps) {
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  const int regs = input_registers(kop, dtype);
+  int items = 16;
+  while (items > 4 && (regs * items > 32 ||
+                       (size_t)33 * (size_t)items * (in + out) * (size_t)warps > ROWS_STAGE_BUDGET))
+    items /= 2;
   return items;
+}
+
+/* Cols: positions per thread and tile. A tile of 8·R positions × 32 chains of every input
+ * fills up to 64 KiB of shared memory, so that few tiles need a look-back and much is in
+ * flight. */
+static int cols_items(jitops__scan_kop kop, jitops__dtype dtype) {
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  int r = 64;
+  while (r > 8 && (size_t)COLS_BY * (size_t)r * COLS_BX * in > COLS_TILE_BUDGET)
+    r /= 2;
+  return r;
+}
+
+/* The dynamic shared memory a cols launch asks for. A request between 40 KiB and 48 KiB is
+ * raised past 48 KiB: the core opts a kernel into more than the default 48 KiB only when the
+ * dynamic request alone exceeds it, but the default limit covers static plus dynamic memory,
+ * and a cols kernel has a few KiB of static memory of its own. */
+static size_t cols_shared_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  const size_t tile = (size_t)COLS_BY * (size_t)cols_items(kop, dtype) * COLS_BX * in;
+  return tile > 40960 && tile <= 49152 ? 49152 + 1024 : tile;
 }
 
 static void op_expression(jitops__scan_kop kop, jitops__dtype dtype, char *buf, size_t size) {
@@ -137,10 +161,10 @@ void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops_
   if (kind == JITOPS__SCAN_ROWS) {
     const int warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
     snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps,
-             items_for(kop, dtype, kind, warps), lb, sb);
+             rows_items(kop, dtype, warps), lb, sb);
   } else {
-    snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %s, %zu>", op, nb,
-             items_for(kop, dtype, kind, 0), lb, sb);
+    snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %s, %zu>", op, nb, cols_items(kop, dtype),
+             lb, sb);
   }
 }
 
@@ -270,7 +294,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   p->state_bytes = state_bytes(kop, dtype);
   if (is_inner(g) && g->len >= ROWS_MIN_LEN) {
     p->kind = JITOPS__SCAN_ROWS;
-    const int items8 = items_for(kop, dtype, p->kind, ROWS_LOOKBACK_WARPS);
+    const int items8 = rows_items(kop, dtype, ROWS_LOOKBACK_WARPS);
     const int64_t span = (int64_t)ROWS_LOOKBACK_WARPS * 32 * items8;
     const int64_t tiles = (g->len + span - 1) / span;
     if (tiles > 1 && g->chains < (int64_t)sm_count * CHAINS_PER_SM &&
@@ -283,7 +307,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
       plan_scratch(p, g->chains);
     } else {
       p->warps = ROWS_WARPS;
-      p->items = items_for(kop, dtype, p->kind, ROWS_WARPS);
+      p->items = rows_items(kop, dtype, ROWS_WARPS);
       const int64_t blocks = (g->chains + ROWS_WARPS - 1) / ROWS_WARPS;
       if (blocks > GRID_MAX)
         return jitops__fail(JITOPS_ERR_UNSUPPORTED,
@@ -295,7 +319,8 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
     p->block_y = 1;
   } else {
     p->kind = JITOPS__SCAN_COLS;
-    p->items = items_for(kop, dtype, p->kind, 0);
+    p->items = cols_items(kop, dtype);
+    p->shared_bytes = (uint32_t)cols_shared_bytes(kop, dtype);
     const int64_t span = (int64_t)COLS_BY * p->items;
     const int64_t tiles = (g->len + span - 1) / span;
     const int64_t strips = (g->chains + COLS_BX - 1) / COLS_BX;

@@ -49,7 +49,8 @@ typedef struct jitops__scan_plan {
   int64_t tiles; /* look-back: tiles along the axis */
   uint32_t grid; /* blocks (x) */
   uint32_t block_x, block_y;
-  size_t state_bytes; /* sizeof(Op::State) */
+  uint32_t shared_bytes; /* dynamic shared memory (cols: the staged tile) */
+  size_t state_bytes;    /* sizeof(Op::State) */
   size_t scratch_bytes;
   size_t zero_words; /* 32-bit words at the start of the scratch to zero: ticket and flags */
   size_t agg_offset, inc_offset;
