@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the scan and repeat families: the GPU tests, the benchmark against
-# PyTorch, then compute-sanitizer memcheck and racecheck over the tests' quick subsets. Run
+# PyTorch, then compute-sanitizer memcheck over the tests' quick subsets and racecheck over
+# the scan test's race subset (f32 through each kernel path) and the repeat quick subset. Run
 # from a directory holding `build` (tests/ and libjitops.so) and `bench`; logs go to $OUT. A
 # kernel cache prewarmed on the build machine (test_gpu_scan --prewarm DIR, test_gpu_repeat
 # --prewarm DIR) may be given as $PREWARMED (a directory holding kernels.db).
@@ -46,8 +47,10 @@ for step in $STEPS; do
     extra=""
     [ "$step" = racecheck ] && extra="--racecheck-report hazard"
     {
+      subset=quick
+      [ "$step" = racecheck ] && subset=race
       run timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool "$step" $extra \
-        --error-exitcode 9 "$T/test_gpu_scan" quick
+        --error-exitcode 9 "$T/test_gpu_scan" $subset
       run timeout "${SANITIZER_TIMEOUT_REPEAT:-60}" compute-sanitizer --tool "$step" $extra --error-exitcode 9 \
         "$T/test_gpu_repeat" quick
     } >"$OUT/$step.log" 2>&1
