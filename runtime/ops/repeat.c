@@ -363,11 +363,14 @@ jitops_status jitops_repeat_backward_workspace_size(jitops_runtime_t *runtime, c
 
 /* ---- prewarm catalogue --------------------------------------------------------------------- */
 
-/* Forward: every element size on a matrix repeated along both dimensions, vectorized, and on
- * one dimension. Backward: the float types on a matrix repeated along both dimensions. */
-static const size_t fwd_elems[] = {2, 4, 8};
-static const char *const bwd_types[] = {"float", "jitops::half", "jitops::bfloat16"};
-enum { N_FWD = 3 * 2, N_BWD = 3 };
+/* Forward: a matrix of 2- or 4-byte elements repeated along both dimensions (vectorized), and
+ * a 4-byte vector. Backward: f32 and bf16 on a matrix repeated along both dimensions. */
+static const struct {
+  size_t elem;
+  int nb;
+} fwd_entries[] = {{4, 1}, {2, 1}, {4, 0}};
+static const char *const bwd_types[] = {"float", "jitops::bfloat16"};
+enum { N_FWD = 3, N_BWD = 2 };
 
 static size_t repeat_count(void) {
   return N_FWD + N_BWD;
@@ -375,8 +378,8 @@ static size_t repeat_count(void) {
 
 static void repeat_entry(size_t index, char *buf, size_t size) {
   if (index < N_FWD) {
-    const size_t elem = fwd_elems[index / 2];
-    fwd_name(elem, (int)(index % 2), (int)(16 / elem), 0, buf, size);
+    const size_t elem = fwd_entries[index].elem;
+    fwd_name(elem, fwd_entries[index].nb, (int)(16 / elem), 0, buf, size);
   } else {
     const size_t i = index - N_FWD;
     snprintf(buf, size, "jitops::repeat::bwd<%s, 2, %d, 0, false>", bwd_types[i], i == 0 ? 4 : 8);

@@ -130,22 +130,20 @@ jitops_status jitops_scan_backward_workspace_size(jitops_runtime_t *runtime, jit
 /* ---- prewarm catalogue --------------------------------------------------------------------- */
 
 /* The layouts most calls collapse to: a contiguous matrix scanned along its rows (rows
- * kernel, one batch dimension) or its columns (cols kernel with look-back, one batch
- * dimension, the long-axis case), and a long vector (rows kernel with look-back, none). */
+ * kernel, one batch dimension) or along its columns (cols kernel with look-back, one batch
+ * dimension: the long-axis case), for f32 and bf16. (A cumsum backward is a cumsum.) */
 typedef struct catalogue_layout {
   jitops__scan_kind kind;
   int nb;
   int lookback;
 } catalogue_layout;
 
-static const catalogue_layout layouts[] = {
-    {JITOPS__SCAN_ROWS, 1, 0}, {JITOPS__SCAN_COLS, 1, 1}, {JITOPS__SCAN_ROWS, 0, 1}};
+static const catalogue_layout layouts[] = {{JITOPS__SCAN_ROWS, 1, 0}, {JITOPS__SCAN_COLS, 1, 1}};
 static const jitops__scan_kop catalogue_kops[] = {
     JITOPS__SCAN_K_CUMSUM,       JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_K_CUMMAX,
     JITOPS__SCAN_K_CUMMIN,       JITOPS__SCAN_K_LCSE,    JITOPS__SCAN_K_CUMPROD_BWD,
     JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__SCAN_K_LCSE_BWD};
-static const jitops__dtype catalogue_dtypes[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_F16,
-                                                 JITOPS__DTYPE_BF16};
+static const jitops__dtype catalogue_dtypes[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_BF16};
 
 enum {
   N_LAYOUTS = sizeof layouts / sizeof layouts[0],
