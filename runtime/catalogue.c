@@ -7,13 +7,13 @@ extern const jitops__catalogue_family jitops__catalogue_example;
 extern const jitops__catalogue_family jitops__catalogue_flce;
 extern const jitops__catalogue_family jitops__catalogue_segment;
 extern const jitops__catalogue_family jitops__catalogue_ctc;
+extern const jitops__catalogue_family jitops__catalogue_scan;
+extern const jitops__catalogue_family jitops__catalogue_repeat;
 /* Op families add themselves here, one line each. */
 
 static const jitops__catalogue_family *const families[] = {
-    &jitops__catalogue_example,
-    &jitops__catalogue_flce,
-    &jitops__catalogue_segment,
-    &jitops__catalogue_ctc,
+    &jitops__catalogue_example, &jitops__catalogue_flce, &jitops__catalogue_segment,
+    &jitops__catalogue_ctc,     &jitops__catalogue_scan, &jitops__catalogue_repeat,
 };
 
 enum { FAMILY_COUNT = sizeof(families) / sizeof(families[0]) };

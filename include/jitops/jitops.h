@@ -300,6 +300,8 @@ JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *
 #endif
 
 #include "jitops/flce.h"
+#include "jitops/repeat.h"
+#include "jitops/scan.h"
 #include "jitops/segment.h"
 #include "jitops/ctc.h"
 

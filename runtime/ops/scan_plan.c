@@ -1,0 +1,345 @@
+#include "runtime/ops/scan_plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Rows are scanned by the rows kernel from this length up; shorter ones (and every other
+ * layout) go to the cols kernel, whose lanes run across chains. */
+enum { ROWS_MIN_LEN = 128 };
+/* Fewer independent scans than this many per SM leave the GPU idle, so a long axis is then
+ * split into tiles joined by look-back. */
+enum { CHAINS_PER_SM = 16, STRIPS_PER_SM = 16 };
+/* ... provided the axis is long enough to be worth the scratch and its zeroing. */
+enum { COLS_MIN_TILES = 4 };
+/* Static shared memory a rows block may stage through (under the 48 KiB static limit), and
+ * the dynamic shared memory of a cols tile. */
+enum { ROWS_STAGE_BUDGET = 40960, COLS_TILE_BUDGET = 65536 };
+enum { COLS_BX = 32, COLS_BY = 8, ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
+#define GRID_MAX 2147483647ll
+
+static const char *const kop_templates[JITOPS__SCAN_K_COUNT] = {
+    "Cumsum", "Cumprod",         "Extremum",         "Extremum",
+    "Lcse",   "CumprodBackward", "ExtremumBackward", "LcseBackward"};
+
+int jitops__scan_kop_tensors(jitops__scan_kop kop) {
+  switch (kop) {
+  case JITOPS__SCAN_K_CUMMAX:
+  case JITOPS__SCAN_K_CUMMIN:
+  case JITOPS__SCAN_K_EXTREMUM_BWD:
+    return 3;
+  case JITOPS__SCAN_K_CUMPROD_BWD:
+  case JITOPS__SCAN_K_LCSE_BWD:
+    return 4;
+  default:
+    return 2;
+  }
+}
+
+int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype) {
+  const int is_float = dtype == JITOPS__DTYPE_F32 || dtype == JITOPS__DTYPE_F64 ||
+                       dtype == JITOPS__DTYPE_F16 || dtype == JITOPS__DTYPE_BF16;
+  const int is_int = dtype == JITOPS__DTYPE_I32 || dtype == JITOPS__DTYPE_I64;
+  if (kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD)
+    return is_float || is_int;
+  return is_float;
+}
+
+/* Bytes of the accumulation type: half types accumulate in f32. */
+static size_t acc_bytes(jitops__dtype dtype) {
+  return dtype == JITOPS__DTYPE_F64 || dtype == JITOPS__DTYPE_I64 ? 8 : 4;
+}
+
+/* sizeof(Op::State) in templates/scan_ops.cuh; the kernels static_assert that it agrees. */
+static size_t state_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
+  const size_t a = acc_bytes(dtype);
+  switch (kop) {
+  case JITOPS__SCAN_K_CUMMAX:
+  case JITOPS__SCAN_K_CUMMIN:
+    return 16; /* value, padding, int64 index */
+  case JITOPS__SCAN_K_LCSE:
+  case JITOPS__SCAN_K_CUMPROD_BWD:
+    return 2 * a;
+  case JITOPS__SCAN_K_EXTREMUM_BWD:
+    return a == 4 ? 8 : 16; /* int flag, value */
+  case JITOPS__SCAN_K_LCSE_BWD:
+    return 4 * a;
+  default:
+    return a;
+  }
+}
+
+/* Bytes per position of the staged inputs and of the outputs. */
+static void io_bytes(jitops__scan_kop kop, jitops__dtype dtype, size_t *in, size_t *out) {
+  const size_t e = jitops__dtype_size(dtype);
+  switch (kop) {
+  case JITOPS__SCAN_K_CUMMAX:
+  case JITOPS__SCAN_K_CUMMIN:
+    *in = e;
+    *out = e + 8;
+    return;
+  case JITOPS__SCAN_K_CUMPROD_BWD:
+  case JITOPS__SCAN_K_LCSE_BWD:
+    *in = 3 * e;
+    *out = e;
+    return;
+  case JITOPS__SCAN_K_EXTREMUM_BWD:
+    *in = e + 8;
+    *out = e;
+    return;
+  default:
+    *in = e;
+    *out = e;
+    return;
+  }
+}
+
+/* 32-bit registers that one position of every input takes while it is prefetched. */
+static int input_registers(jitops__scan_kop kop, jitops__dtype dtype) {
+  const int e = jitops__dtype_size(dtype) > 4 ? 2 : 1;
+  switch (kop) {
+  case JITOPS__SCAN_K_CUMPROD_BWD:
+  case JITOPS__SCAN_K_LCSE_BWD:
+    return 3 * e;
+  case JITOPS__SCAN_K_EXTREMUM_BWD:
+    return e + 2;
+  default:
+    return e;
+  }
+}
+
+/* Rows: positions per lane and chunk. The next chunk's inputs wait in registers (at most 32
+ * per lane) and each warp stages inputs and outputs in shared memory (40 KiB per block). */
+static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int warps) {
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  const int regs = input_registers(kop, dtype);
+  int items = 16;
+  while (items > 4 && (regs * items > 32 ||
+                       (size_t)33 * (size_t)items * (in + out) * (size_t)warps > ROWS_STAGE_BUDGET))
+    items /= 2;
+  return items;
+}
+
+/* Cols: positions per thread and tile. A tile of 8·R positions × 32 chains of every input
+ * fills up to 64 KiB of shared memory, so that few tiles need a look-back and much is in
+ * flight. */
+static int cols_items(jitops__scan_kop kop, jitops__dtype dtype) {
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  int r = 64;
+  while (r > 8 && (size_t)COLS_BY * (size_t)r * COLS_BX * in > COLS_TILE_BUDGET)
+    r /= 2;
+  return r;
+}
+
+/* The dynamic shared memory a cols launch asks for. A request between 40 KiB and 48 KiB is
+ * raised past 48 KiB: the core opts a kernel into more than the default 48 KiB only when the
+ * dynamic request alone exceeds it, but the default limit covers static plus dynamic memory,
+ * and a cols kernel has a few KiB of static memory of its own. */
+static size_t cols_shared_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  const size_t tile = (size_t)COLS_BY * (size_t)cols_items(kop, dtype) * COLS_BX * in;
+  return tile > 40960 && tile <= 49152 ? 49152 + 1024 : tile;
+}
+
+static void op_expression(jitops__scan_kop kop, jitops__dtype dtype, char *buf, size_t size) {
+  const char *t = jitops__dtype_cname(dtype);
+  if (kop == JITOPS__SCAN_K_CUMMAX || kop == JITOPS__SCAN_K_CUMMIN)
+    snprintf(buf, size, "jitops::scan::Extremum<%s, %s>", t,
+             kop == JITOPS__SCAN_K_CUMMAX ? "true" : "false");
+  else
+    snprintf(buf, size, "jitops::scan::%s<%s>", kop_templates[kop], t);
+}
+
+void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
+                              int nb, int lookback, char *buf, size_t size) {
+  char op[96];
+  op_expression(kop, dtype, op, sizeof op);
+  const size_t sb = state_bytes(kop, dtype);
+  const char *lb = lookback ? "true" : "false";
+  if (kind == JITOPS__SCAN_ROWS) {
+    const int warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
+    snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps,
+             rows_items(kop, dtype, warps), lb, sb);
+  } else {
+    snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %s, %zu>", op, nb, cols_items(kop, dtype),
+             lb, sb);
+  }
+}
+
+/* ---- collapsing ---------------------------------------------------------------------------- */
+
+typedef struct batch_dim {
+  int64_t size;
+  int64_t stride[JITOPS__SCAN_MAX_TENSORS];
+  int64_t weight; /* Σ |stride|: the sort key */
+} batch_dim;
+
+void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *const *tensors,
+                             int axis, int reverse) {
+  memset(g, 0, sizeof *g);
+  const int ndim = tensors[0]->ndim;
+  int64_t strides[JITOPS__SCAN_MAX_TENSORS][8];
+  g->ntens = ntens;
+  g->reverse = reverse != 0;
+  for (int k = 0; k < ntens; ++k) {
+    g->ptr[k] = (char *)jitops__tensor_ptr(tensors[k]);
+    jitops__tensor_strides(tensors[k], strides[k]);
+    g->astride[k] = strides[k][axis];
+  }
+  g->len = tensors[0]->shape[axis];
+
+  batch_dim dims[8];
+  int n = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (d == axis || tensors[0]->shape[d] == 1)
+      continue;
+    dims[n].size = tensors[0]->shape[d];
+    dims[n].weight = 0;
+    for (int k = 0; k < ntens; ++k) {
+      dims[n].stride[k] = strides[k][d];
+      dims[n].weight += strides[k][d] < 0 ? -strides[k][d] : strides[k][d];
+    }
+    ++n;
+  }
+  /* Chains are independent, so their order is free: put the smallest strides last (insertion
+   * sort, stable), where the cols kernel's lanes run. */
+  for (int i = 1; i < n; ++i) {
+    batch_dim key = dims[i];
+    int j = i - 1;
+    while (j >= 0 && dims[j].weight < key.weight) {
+      dims[j + 1] = dims[j];
+      --j;
+    }
+    dims[j + 1] = key;
+  }
+  /* Merge a dimension into the previous one where every tensor steps over both evenly. */
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (m > 0) {
+      batch_dim *prev = &dims[m - 1];
+      int contiguous = 1;
+      for (int k = 0; k < ntens; ++k)
+        contiguous &= prev->stride[k] == dims[i].stride[k] * dims[i].size;
+      if (contiguous) {
+        prev->size *= dims[i].size;
+        for (int k = 0; k < ntens; ++k)
+          prev->stride[k] = dims[i].stride[k];
+        continue;
+      }
+    }
+    dims[m++] = dims[i];
+  }
+  g->nb = m;
+  g->chains = 1;
+  for (int i = 0; i < m; ++i) {
+    g->bshape[i] = dims[i].size;
+    g->chains *= dims[i].size;
+    for (int k = 0; k < ntens; ++k)
+      g->bstride[k][i] = dims[i].stride[k];
+  }
+}
+
+size_t jitops__scan_geom_pack(const jitops__scan_geom *g, int64_t *words, size_t capacity) {
+  const int nt = g->ntens, nbs = g->nb > 0 ? g->nb : 1;
+  const size_t count = (size_t)(nt + 1 + nt + 1 + nbs + nt * nbs + 1);
+  if (count > capacity)
+    return 0;
+  size_t w = 0;
+  for (int k = 0; k < nt; ++k)
+    words[w++] = (int64_t)(uintptr_t)g->ptr[k];
+  words[w++] = g->len;
+  for (int k = 0; k < nt; ++k)
+    words[w++] = g->astride[k];
+  words[w++] = g->chains;
+  for (int d = 0; d < nbs; ++d)
+    words[w++] = d < g->nb ? g->bshape[d] : 1;
+  for (int k = 0; k < nt; ++k)
+    for (int d = 0; d < nbs; ++d)
+      words[w++] = d < g->nb ? g->bstride[k][d] : 0;
+  words[w++] = g->reverse;
+  return w;
+}
+
+/* ---- strategy ------------------------------------------------------------------------------ */
+
+static size_t align16(size_t n) {
+  return (n + 15) & ~(size_t)15;
+}
+
+static void plan_scratch(jitops__scan_plan *p, int64_t chains) {
+  const size_t n = (size_t)p->tiles * (size_t)chains;
+  p->zero_words = 4 + n; /* a 16-byte ticket slot, then one flag per (tile, chain) */
+  p->agg_offset = align16(4 * p->zero_words);
+  p->inc_offset = p->agg_offset + align16(n * p->state_bytes);
+  p->scratch_bytes = p->inc_offset + n * p->state_bytes;
+}
+
+static int is_inner(const jitops__scan_geom *g) {
+  if (g->len <= 1)
+    return 0;
+  for (int k = 0; k < g->ntens; ++k)
+    if (g->astride[k] != 1)
+      return 0;
+  return 1;
+}
+
+jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitops__scan_kop kop,
+                                     jitops__dtype dtype, const jitops__scan_geom *g,
+                                     int sm_count) {
+  memset(p, 0, sizeof *p);
+  if (sm_count <= 0)
+    sm_count = 132;
+  p->state_bytes = state_bytes(kop, dtype);
+  if (is_inner(g) && g->len >= ROWS_MIN_LEN) {
+    p->kind = JITOPS__SCAN_ROWS;
+    const int items8 = rows_items(kop, dtype, ROWS_LOOKBACK_WARPS);
+    const int64_t span = (int64_t)ROWS_LOOKBACK_WARPS * 32 * items8;
+    const int64_t tiles = (g->len + span - 1) / span;
+    if (tiles > 1 && g->chains < (int64_t)sm_count * CHAINS_PER_SM &&
+        g->chains * tiles <= GRID_MAX) {
+      p->lookback = 1;
+      p->warps = ROWS_LOOKBACK_WARPS;
+      p->items = items8;
+      p->tiles = tiles;
+      p->grid = (uint32_t)(g->chains * tiles);
+      plan_scratch(p, g->chains);
+    } else {
+      p->warps = ROWS_WARPS;
+      p->items = rows_items(kop, dtype, ROWS_WARPS);
+      const int64_t blocks = (g->chains + ROWS_WARPS - 1) / ROWS_WARPS;
+      if (blocks > GRID_MAX)
+        return jitops__fail(JITOPS_ERR_UNSUPPORTED,
+                            "%s: %lld independent scans exceed the grid limit", fn,
+                            (long long)g->chains);
+      p->grid = (uint32_t)blocks;
+    }
+    p->block_x = (uint32_t)p->warps * 32;
+    p->block_y = 1;
+  } else {
+    p->kind = JITOPS__SCAN_COLS;
+    p->items = cols_items(kop, dtype);
+    p->shared_bytes = (uint32_t)cols_shared_bytes(kop, dtype);
+    const int64_t span = (int64_t)COLS_BY * p->items;
+    const int64_t tiles = (g->len + span - 1) / span;
+    const int64_t strips = (g->chains + COLS_BX - 1) / COLS_BX;
+    if (tiles >= COLS_MIN_TILES && strips < (int64_t)sm_count * STRIPS_PER_SM &&
+        strips * tiles <= GRID_MAX) {
+      p->lookback = 1;
+      p->tiles = tiles;
+      p->grid = (uint32_t)(strips * tiles);
+      plan_scratch(p, g->chains);
+    } else {
+      if (strips > GRID_MAX)
+        return jitops__fail(JITOPS_ERR_UNSUPPORTED,
+                            "%s: %lld independent scans exceed the grid limit", fn,
+                            (long long)g->chains);
+      p->grid = (uint32_t)strips;
+    }
+    p->block_x = COLS_BX;
+    p->block_y = COLS_BY;
+  }
+  jitops__scan_kernel_name(kop, dtype, p->kind, g->nb, p->lookback, p->name, sizeof p->name);
+  return JITOPS_SUCCESS;
+}

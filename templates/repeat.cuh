@@ -1,0 +1,254 @@
+// jitops/repeat.cuh — torch.Tensor.repeat, forward and backward, on strided tensors.
+//
+// The host collapses dimensions first (a dimension that is not repeated merges into its outer
+// neighbour when both tensors are contiguous across them), so the common cases reach here
+// with one or two dimensions.
+//
+//   fwd  the output as rows × width (its innermost dimension). Threads run along a row, VEC
+//        elements each (16-byte accesses when the innermost dimensions are contiguous), and a
+//        row's input offset is computed once. Only bits are copied, so one kernel per element
+//        size serves every dtype.
+//   bwd  one thread per VEC elements of dx sums dy over every copy, in a fixed order (an
+//        odometer over the repeat counts), in f32 for half types. When dx is too small to fill
+//        the GPU, the copies are split in fixed ranges over blockIdx.y into partial sums
+//        (MODE 1), which bwd_finish adds in order: deterministic either way.
+#pragma once
+#include "jitops/common.cuh"
+
+namespace jitops {
+namespace repeat {
+
+// BYTES bytes moved as one access: word-typed, since a byte array is copied byte by byte.
+template <int BYTES> struct Bits;
+template <> struct alignas(2) Bits<2> { unsigned short w; };
+template <> struct alignas(4) Bits<4> { unsigned w; };
+template <> struct alignas(8) Bits<8> { unsigned long long w; };
+template <> struct alignas(16) Bits<16> { unsigned long long w0, w1; };
+
+// Quotient and remainder, in 32 bits unless WIDE (64-bit division is a long subroutine that
+// also costs registers; the host picks WIDE only for extents beyond 2^31).
+template <bool WIDE> __device__ __forceinline__ i64 div_of(i64 a, i64 b) {
+  return WIDE ? a / b : (i64)((unsigned)a / (unsigned)b);
+}
+template <bool WIDE> __device__ __forceinline__ i64 rem_of(i64 a, i64 b) {
+  return WIDE ? a % b : (i64)((unsigned)a % (unsigned)b);
+}
+
+template <int NB> struct FwdGeom {
+  const char *x;
+  char *y;
+  i64 rows;       // product of the output's outer dimensions
+  i64 width;      // the output's innermost dimension
+  i64 in_w;       // the input's innermost dimension (width = in_w × its repeat count)
+  i64 xs_w, ys_w; // innermost strides, in elements
+  i64 tc;         // threads per row, a power of two dividing 256
+  i64 col_blocks; // blocks along one row
+  i64 oshape[NB > 0 ? NB : 1], ishape[NB > 0 ? NB : 1];
+  i64 xs[NB > 0 ? NB : 1], ys[NB > 0 ? NB : 1];
+};
+
+constexpr int THREADS = 256, UNROLL = 4; // UNROLL: column vectors per thread (fwd)
+
+template <class U, int NB, int VEC, bool WIDE>
+__global__ void __launch_bounds__(THREADS) fwd(const FwdGeom<NB> g) {
+  typedef Bits<(int)sizeof(U) * VEC> V;
+  const int tc = (int)g.tc, tr = THREADS / tc;
+  const i64 cb = rem_of<WIDE>(blockIdx.x, g.col_blocks),
+            rb = div_of<WIDE>(blockIdx.x, g.col_blocks);
+  const int ty = threadIdx.x / tc, tx = threadIdx.x % tc;
+  const i64 row = rb * tr + ty;
+  if (row >= g.rows)
+    return;
+  i64 xo = 0, yo = 0, r = row;
+#pragma unroll
+  for (int d = NB - 1; d >= 0; --d) {
+    const i64 o = rem_of<WIDE>(r, g.oshape[d]);
+    r = div_of<WIDE>(r, g.oshape[d]);
+    xo += rem_of<WIDE>(o, g.ishape[d]) * g.xs[d];
+    yo += o * g.ys[d];
+  }
+  const U *__restrict__ x = (const U *)g.x + xo;
+  U *__restrict__ y = (U *)g.y + yo;
+  V v[UNROLL];
+  i64 cols[UNROLL];
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const i64 c = ((cb * UNROLL + u) * tc + tx) * VEC;
+    cols[u] = c;
+    if (c < g.width) {
+      const i64 ic = rem_of<WIDE>(c, g.in_w);
+      if constexpr (VEC == 1)
+        v[u] = *(const V *)(x + ic * g.xs_w);
+      else
+        v[u] = *(const V *)(x + ic);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    if (cols[u] < g.width) {
+      if constexpr (VEC == 1)
+        *(V *)(y + cols[u] * g.ys_w) = v[u];
+      else
+        *(V *)(y + cols[u]) = v[u];
+    }
+  }
+}
+
+template <int D> struct BwdGeom {
+  const char *dy;
+  char *dx;
+  char *partial; // MODE 1: splits × n × VEC sums in acc_t<T>
+  i64 n;         // dx elements / VEC
+  i64 combos;    // number of copies: the product of rep
+  i64 split_len; // copies per blockIdx.y
+  i64 ishape[D]; // dx's (collapsed) shape
+  i64 rep[D];    // repeat counts
+  i64 dxs[D];    // dx strides
+  i64 dys[D];    // dy strides
+  i64 rstep[D];  // dy offset between copies along d: ishape[d] × dys[d]
+};
+
+// Offsets of element e (row-major over ishape) in dx and in dy's first copy.
+template <int D, bool WIDE>
+__device__ __forceinline__ void bwd_offsets(const BwdGeom<D> &g, i64 e, i64 &dxo, i64 &dyo) {
+  dxo = 0;
+  dyo = 0;
+#pragma unroll
+  for (int d = D - 1; d >= 0; --d) {
+    const i64 i = d > 0 ? rem_of<WIDE>(e, g.ishape[d]) : e;
+    if (d > 0)
+      e = div_of<WIDE>(e, g.ishape[d]);
+    dxo += i * g.dxs[d];
+    dyo += i * g.dys[d];
+  }
+}
+
+// The next copy in odometer order (innermost dimension fastest). No early exit, so the loop
+// unrolls and the geometry stays in parameter space instead of a local copy.
+template <int D>
+__device__ __forceinline__ void next_copy(const BwdGeom<D> &g, i64 (&r)[D], i64 &o) {
+  bool carry = true;
+#pragma unroll
+  for (int d = D - 1; d >= 0; --d) {
+    if (carry) {
+      if (++r[d] < g.rep[d]) {
+        o += g.rstep[d];
+        carry = false;
+      } else {
+        r[d] = 0;
+        o -= (g.rep[d] - 1) * g.rstep[d];
+      }
+    }
+  }
+}
+
+template <class T, int VEC> struct Loaded { T v[VEC]; };
+
+// Reads VEC consecutive elements (one access when VEC > 1); memcpy keeps them in registers.
+template <class T, int VEC> __device__ __forceinline__ Loaded<T, VEC> read(const T *p) {
+  Loaded<T, VEC> l;
+  if constexpr (VEC == 1) {
+    l.v[0] = *p;
+  } else {
+    const Bits<(int)sizeof(T) *VEC> b = *(const Bits<(int)sizeof(T) * VEC> *)p;
+    memcpy(&l, &b, sizeof l);
+  }
+  return l;
+}
+
+template <class T, int D, int VEC, int MODE, bool WIDE>
+__global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
+  typedef acc_t<T> A;
+  typedef Bits<(int)sizeof(T) * VEC> V;
+  const i64 v = (i64)blockIdx.x * THREADS + threadIdx.x;
+  if (v >= g.n)
+    return;
+  i64 dxo, o;
+  bwd_offsets<D, WIDE>(g, v * VEC, dxo, o);
+  const i64 c0 = (i64)blockIdx.y * g.split_len;
+  const i64 c1 = g.combos < c0 + g.split_len ? g.combos : c0 + g.split_len;
+  i64 r[D];
+  if (c0 < c1) {
+    i64 c = c0;
+#pragma unroll
+    for (int d = D - 1; d >= 0; --d) {
+      r[d] = rem_of<WIDE>(c, g.rep[d]);
+      c = div_of<WIDE>(c, g.rep[d]);
+      o += r[d] * g.rstep[d];
+    }
+  }
+  const T *dy = (const T *)g.dy;
+  A sum[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j)
+    sum[j] = A(0);
+  i64 k = c0;
+  // Eight copies' loads in flight at once; they are still added in copy order.
+  for (; k + 8 <= c1; k += 8) {
+    Loaded<T, VEC> l[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      l[u] = read<T, VEC>(dy + o);
+      next_copy(g, r, o);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        sum[j] += load(&l[u].v[j]);
+  }
+  for (; k < c1; ++k) {
+    const Loaded<T, VEC> l = read<T, VEC>(dy + o);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      sum[j] += load(&l.v[j]);
+    if (k + 1 < c1)
+      next_copy(g, r, o);
+  }
+  if constexpr (MODE == 1) {
+    A *p = (A *)g.partial + ((i64)blockIdx.y * g.n + v) * VEC;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      p[j] = sum[j];
+  } else {
+    T *dx = (T *)g.dx + dxo;
+    if constexpr (VEC == 1) {
+      store(dx, sum[0]);
+    } else {
+      Loaded<T, VEC> out;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        out.v[j] = from_acc<T>(sum[j]);
+      V b;
+      memcpy(&b, &out, sizeof b);
+      *(V *)dx = b;
+    }
+  }
+}
+
+// Adds the partial sums of every split, in split order.
+template <class T, int D, int VEC, bool WIDE>
+__global__ void __launch_bounds__(THREADS) bwd_finish(const BwdGeom<D> g, const i64 splits) {
+  typedef acc_t<T> A;
+  const i64 v = (i64)blockIdx.x * THREADS + threadIdx.x;
+  if (v >= g.n)
+    return;
+  i64 dxo, dyo;
+  bwd_offsets<D, WIDE>(g, v * VEC, dxo, dyo);
+  A sum[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j)
+    sum[j] = A(0);
+  const A *p = (const A *)g.partial + v * VEC;
+  for (i64 s = 0; s < splits; ++s)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      sum[j] += p[s * g.n * VEC + j];
+  T *dx = (T *)g.dx + dxo;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j)
+    store(dx + j, sum[j]); // VEC > 1 only when dx is unit-stride innermost
+}
+
+} // namespace repeat
+} // namespace jitops

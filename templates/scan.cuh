@@ -1,0 +1,632 @@
+// jitops/scan.cuh — prefix scans along one axis of a strided tensor, forward and backward.
+//
+// The host collapses the tensors to a scan axis of length `len` and up to 7 batch dimensions
+// (the *chains*: independent scans), then picks one of two kernels:
+//
+//   rows  the axis is unit-stride in every tensor. A warp owns a chunk of 32·ITEMS positions:
+//         it loads them coalesced (lane-striped) into shared memory, and each lane takes ITEMS
+//         consecutive ones (blocked): a first pass folds them, a shuffle scan joins the lanes,
+//         a second pass scans them from the lane's prefix and stages the outputs for coalesced
+//         stores. Without LOOKBACK each warp walks one whole row chunk by chunk with a carry,
+//         the next chunk's loads in flight (in registers) while it scans the current one;
+//         with LOOKBACK a block of WARPS warps scans one tile of a few long rows, and tiles
+//         are joined by decoupled look-back (jitops/scan_lookback.cuh).
+//   cols  any other layout: lanes run across chains (coalesced when the chains are the unit
+//         stride dimension). A block stages a tile of 8·R positions × 32 chains in shared
+//         memory with cp.async (nothing held in registers while the loads fly), then each
+//         thread folds, and later scans, R consecutive positions of its chain. Without
+//         LOOKBACK a block walks its chains' whole axis tile by tile; with LOOKBACK the tiles
+//         of a long axis run in parallel.
+//
+// Positions are counted in kernel order q (the scan's direction); m = reverse ? len-1-q : q is
+// the position in memory. Every result is a fixed combination order of fixed values, so reruns
+// are bit-identical.
+#pragma once
+#include "jitops/common.cuh"
+#include "jitops/scan_lookback.cuh"
+#include "jitops/scan_ops.cuh"
+
+namespace jitops {
+namespace scan {
+
+// The host fills this word for word (every field is 8 bytes).
+template <int NT, int NB> struct Geom {
+  char *ptr[NT];   // each tensor's first element (data + byte_offset)
+  i64 len;         // length of the scan axis
+  i64 astride[NT]; // element stride of the scan axis
+  i64 chains;      // number of independent scans: the product of bshape
+  i64 bshape[NB > 0 ? NB : 1];
+  i64 bstride[NT][NB > 0 ? NB : 1];
+  i64 reverse; // non-zero: the scan runs from the last element to the first
+};
+
+template <int NT, int NB>
+__device__ __forceinline__ void chain_offsets(const Geom<NT, NB> &g, i64 c, i64 (&off)[NT]) {
+#pragma unroll
+  for (int k = 0; k < NT; ++k)
+    off[k] = 0;
+#pragma unroll
+  for (int d = NB - 1; d >= 0; --d) {
+    const i64 n = g.bshape[d];
+    const i64 i = d > 0 ? c % n : c;
+    if (d > 0)
+      c /= n;
+#pragma unroll
+    for (int k = 0; k < NT; ++k)
+      off[k] += i * g.bstride[k][d];
+  }
+}
+
+template <int NT, int NB> __device__ __forceinline__ i64 memory_pos(const Geom<NT, NB> &g, i64 q) {
+  return g.reverse ? g.len - 1 - q : q;
+}
+
+template <class Op, int K> using tensor_t = typename type_at<K, typename Op::Tensors>::type;
+
+template <class Op, int K, int NB>
+__device__ __forceinline__ tensor_t<Op, K> *global_at(const Geom<Op::NTENS, NB> &g,
+                                                      const i64 (&off)[Op::NTENS], i64 m) {
+  return (tensor_t<Op, K> *)g.ptr[K] + off[K] + m * g.astride[K];
+}
+
+// Sum of the element sizes of tensors [B, E).
+template <class Op, int B, int E> __host__ __device__ constexpr int bytes_of() {
+  if constexpr (B >= E)
+    return 0;
+  else
+    return (int)sizeof(tensor_t<Op, B>) + bytes_of<Op, B + 1, E>();
+}
+
+// ---- shuffles of whole states -------------------------------------------------------------
+
+template <class S> __device__ __forceinline__ S shfl_up_state(const S &v, int delta) {
+  static_assert(sizeof(S) % 4 == 0, "scan states are whole 32-bit words");
+  unsigned w[sizeof(S) / 4];
+  memcpy(w, &v, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(S) / 4); ++i)
+    w[i] = __shfl_up_sync(0xffffffffu, w[i], delta);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
+template <class S> __device__ __forceinline__ S shfl_state(const S &v, int lane) {
+  unsigned w[sizeof(S) / 4];
+  memcpy(w, &v, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(S) / 4); ++i)
+    w[i] = __shfl_sync(0xffffffffu, w[i], lane);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
+// Inclusive scan across the warp's lanes (Hillis–Steele: fixed order, no identity needed).
+template <class Op>
+__device__ __forceinline__ typename Op::State warp_inclusive(typename Op::State v, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const typename Op::State t = shfl_up_state(v, d);
+    if (lane >= d)
+      v = Op::combine(t, v);
+  }
+  return v;
+}
+
+// ---- rows: the axis is unit-stride --------------------------------------------------------
+
+// Shared staging of one warp's chunk: input K at in_offset<K>, then output J at out_offset<J>.
+// Lane-striped index i is stored at i + i/32, which makes both the striped accesses and the
+// blocked ones (ITEMS a power of two) free of bank conflicts for 4-byte elements.
+template <class Op, int ITEMS> struct RowsStage {
+  static constexpr int CHUNK = 32 * ITEMS;
+  static constexpr int SLOTS = CHUNK + ITEMS;
+  static constexpr int IN_BYTES = bytes_of<Op, 0, Op::NIN>();
+  static constexpr int OUT_BYTES = bytes_of<Op, Op::NIN, Op::NTENS>();
+  static constexpr int BYTES = SLOTS * (IN_BYTES + OUT_BYTES);
+  template <int K> __host__ __device__ static constexpr int in_offset() {
+    return SLOTS * bytes_of<Op, 0, K>();
+  }
+  template <int J> __host__ __device__ static constexpr int out_offset() {
+    return SLOTS * (IN_BYTES + bytes_of<Op, Op::NIN, Op::NIN + J>());
+  }
+  __device__ static int slot(int i) {
+    return i + (i >> 5);
+  }
+};
+
+// One chunk's inputs in registers, lane-striped: input K's ITEMS values, then the next input's.
+template <class Op, int K, int ITEMS, bool END = (K >= Op::NIN)> struct RowsRegs {
+  tensor_t<Op, K> v[ITEMS];
+  RowsRegs<Op, K + 1, ITEMS> next;
+};
+template <class Op, int K, int ITEMS> struct RowsRegs<Op, K, ITEMS, true> {};
+
+// A lane's first lane-striped element of tensor K in the chunk at `base`, and the step to its
+// next one (the axis is unit-stride here: ±32 elements). FULL chunks skip every range check.
+template <class Op, int K, int NB>
+__device__ __forceinline__ tensor_t<Op, K> *
+rows_lane_ptr(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
+  const i64 q = base + lane;
+  return (tensor_t<Op, K> *)g.ptr[K] + off[K] + (g.reverse ? g.len - 1 - q : q);
+}
+
+// Issues the loads of the chunk at `base` (the registers fill while the warp goes on).
+template <class Op, int K, int NB, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_fetch(RowsRegs<Op, K, ITEMS> &r, const Geom<Op::NTENS, NB> &g,
+                                           const i64 (&off)[Op::NTENS], i64 base, int lane) {
+  if constexpr (K < Op::NIN) {
+    const tensor_t<Op, K> *p = rows_lane_ptr<Op, K>(g, off, base, lane);
+    const int step = g.reverse ? -32 : 32;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+      if (FULL || base + lane + 32 * j < g.len)
+        r.v[j] = p[j * step];
+    rows_fetch<Op, K + 1, NB, ITEMS, FULL>(r.next, g, off, base, lane);
+  }
+}
+
+// Writes fetched registers into the warp's input staging (lane-striped i = lane + 32j lives
+// at slot i + i/32 = lane + 33j).
+template <class Op, int K, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_put(const RowsRegs<Op, K, ITEMS> &r, char *stage, i64 base,
+                                         i64 len, int lane) {
+  if constexpr (K < Op::NIN) {
+    typedef RowsStage<Op, ITEMS> Stage;
+    tensor_t<Op, K> *buf = (tensor_t<Op, K> *)(stage + Stage::template in_offset<K>()) + lane;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+      if (FULL || base + lane + 32 * j < len)
+        buf[33 * j] = r.v[j];
+    rows_put<Op, K + 1, ITEMS, FULL>(r.next, stage, base, len, lane);
+  }
+}
+
+template <class Op, int NB, int ITEMS> struct RowsFetch {
+  typedef RowsStage<Op, ITEMS> Stage;
+  const Geom<Op::NTENS, NB> &g;
+  const i64 (&off)[Op::NTENS];
+  const char *stage;
+  i64 q;  // kernel-order position of this item
+  int b;  // its index within the chunk
+  int sb; // its staging slot
+
+  template <int K>
+  __device__ __forceinline__ acc_t<tensor_t<Op, K>> get(int shift,
+                                                        acc_t<tensor_t<Op, K>> dflt) const {
+    typedef tensor_t<Op, K> U;
+    const U *buf = (const U *)(stage + Stage::template in_offset<K>());
+    if (shift == 0) // the item itself: staged, in range (folded at compile time)
+      return load(buf + sb);
+    const i64 qs = q + shift;
+    if (qs < 0 || qs >= g.len)
+      return dflt;
+    const int bs = b + shift;
+    if (bs >= 0 && bs < Stage::CHUNK)
+      return load(buf + Stage::slot(bs));
+    return load(global_at<Op, K>(g, off, memory_pos(g, qs)));
+  }
+};
+
+template <class Op, int ITEMS> struct RowsOut {
+  typedef RowsStage<Op, ITEMS> Stage;
+  char *stage;
+  int sb;
+  template <int J> __device__ __forceinline__ void put(acc_t<tensor_t<Op, Op::NIN + J>> v) {
+    typedef tensor_t<Op, Op::NIN + J> U;
+    store((U *)(stage + Stage::template out_offset<J>()) + sb, v);
+  }
+};
+
+template <class Op, int J, int NB, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_store_outputs(const Geom<Op::NTENS, NB> &g,
+                                                   const i64 (&off)[Op::NTENS], const char *stage,
+                                                   i64 base, int lane) {
+  if constexpr (Op::NIN + J < Op::NTENS) {
+    typedef RowsStage<Op, ITEMS> Stage;
+    typedef tensor_t<Op, Op::NIN + J> U;
+    const U *buf = (const U *)(stage + Stage::template out_offset<J>()) + lane;
+    U *p = rows_lane_ptr<Op, Op::NIN + J>(g, off, base, lane);
+    const int step = g.reverse ? -32 : 32;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+      if (FULL || base + lane + 32 * j < g.len)
+        p[j * step] = buf[33 * j];
+    rows_store_outputs<Op, J + 1, NB, ITEMS, FULL>(g, off, stage, base, lane);
+  }
+}
+
+// The lane's item i: its fetch view of the staged inputs.
+template <class Op, int NB, int ITEMS>
+__device__ __forceinline__ RowsFetch<Op, NB, ITEMS>
+rows_item(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base,
+          int lane, int i) {
+  const int b0 = lane * ITEMS;
+  // ITEMS divides 32, so a lane's items share one i/32: slot(b0 + i) = slot(b0) + i.
+  return RowsFetch<Op, NB, ITEMS>{g, off, stage, base + b0 + i, b0 + i, b0 + (b0 >> 5) + i};
+}
+
+// First pass over a staged chunk: the fold of the lane's ITEMS positions (identity for a
+// lane wholly past the end; such lanes only ever precede positions that are not emitted).
+template <class Op, int NB, int ITEMS, bool FULL>
+__device__ __forceinline__ typename Op::State rows_reduce(const Geom<Op::NTENS, NB> &g,
+                                                          const i64 (&off)[Op::NTENS],
+                                                          const char *stage, i64 base, int lane) {
+  typedef typename Op::State State;
+  typename Op::Keep keep;
+  if constexpr (FULL) {
+    const RowsFetch<Op, NB, ITEMS> f0 = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, 0);
+    State agg = Op::make(f0, f0.q, memory_pos(g, f0.q), keep);
+#pragma unroll
+    for (int i = 1; i < ITEMS; ++i) {
+      const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
+      agg = Op::combine(agg, Op::make(f, f.q, memory_pos(g, f.q), keep));
+    }
+    return agg;
+  } else {
+    Prefix<State> agg{Op::identity(), false};
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
+      if (f.q < g.len)
+        agg = extend<Op>(agg, Op::make(f, f.q, memory_pos(g, f.q), keep));
+    }
+    return agg.s;
+  }
+}
+
+// Second pass: scans the lane's positions from its exclusive prefix, stages the outputs, and
+// stores the chunk coalesced.
+template <class Op, int NB, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_emit(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS],
+                                          char *stage, i64 base, int lane,
+                                          const Prefix<typename Op::State> &prefix) {
+  typedef typename Op::State State;
+  State run = prefix.s;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
+    if (FULL || f.q < g.len) {
+      typename Op::Keep keep;
+      const i64 m = memory_pos(g, f.q);
+      const State s = Op::make(f, f.q, m, keep);
+      run = i == 0 ? (prefix.ok ? Op::combine(run, s) : s) : Op::combine(run, s);
+      RowsOut<Op, ITEMS> o{stage, f.sb};
+      Op::emit(o, run, keep, f.q, m);
+    }
+  }
+  __syncwarp();
+  rows_store_outputs<Op, 0, NB, ITEMS, FULL>(g, off, stage, base, lane);
+}
+
+// One warp chunk once its inputs are staged: fold, shuffle scan, emit. Returns the chunk's
+// inclusive aggregate in every lane (lane 31's inclusive state).
+template <class Op, int NB, int ITEMS, bool FULL>
+__device__ __forceinline__ typename Op::State
+rows_chunk(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], char *stage, i64 base,
+           int lane, const Prefix<typename Op::State> &carry) {
+  typedef typename Op::State State;
+  const State incl =
+      warp_inclusive<Op>(rows_reduce<Op, NB, ITEMS, FULL>(g, off, stage, base, lane), lane);
+  const State excl = shfl_up_state(incl, 1);
+  rows_emit<Op, NB, ITEMS, FULL>(g, off, stage, base, lane,
+                                 lane > 0 ? extend<Op>(carry, excl) : carry);
+  return shfl_state(incl, 31);
+}
+
+template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES>
+__global__ void __launch_bounds__(WARPS * 32)
+    rows(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
+  typedef typename Op::State State;
+  typedef RowsStage<Op, ITEMS> Stage;
+  static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
+  static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16, "ITEMS is 4, 8 or 16");
+  __shared__ __align__(16) char stage_all[WARPS * Stage::BYTES];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  char *stage = stage_all + warp * Stage::BYTES;
+  RowsRegs<Op, 0, ITEMS> regs;
+  i64 off[Op::NTENS];
+  constexpr int CHUNK = Stage::CHUNK;
+
+  if constexpr (!LOOKBACK) {
+    // One warp per row, chunk by chunk, carrying the row's prefix; the next chunk's loads
+    // are in flight while the current one is scanned.
+    const i64 row = (i64)blockIdx.x * WARPS + warp;
+    if (row >= g.chains)
+      return;
+    chain_offsets(g, row, off);
+    if (CHUNK <= g.len)
+      rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, 0, lane);
+    else
+      rows_fetch<Op, 0, NB, ITEMS, false>(regs, g, off, 0, lane);
+    Prefix<State> carry{Op::identity(), false};
+    for (i64 base = 0; base < g.len; base += CHUNK) {
+      const bool full = base + CHUNK <= g.len;
+      __syncwarp(); // the previous chunk's staging has been read
+      if (full)
+        rows_put<Op, 0, ITEMS, true>(regs, stage, base, g.len, lane);
+      else
+        rows_put<Op, 0, ITEMS, false>(regs, stage, base, g.len, lane);
+      if (base + 2 * CHUNK <= g.len)
+        rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, base + CHUNK, lane);
+      else if (base + CHUNK < g.len)
+        rows_fetch<Op, 0, NB, ITEMS, false>(regs, g, off, base + CHUNK, lane);
+      __syncwarp();
+      const State total = full ? rows_chunk<Op, NB, ITEMS, true>(g, off, stage, base, lane, carry)
+                               : rows_chunk<Op, NB, ITEMS, false>(g, off, stage, base, lane, carry);
+      carry = extend<Op>(carry, total);
+    }
+  } else {
+    // One tile of WARPS chunks of one row; tiles joined by look-back.
+    __shared__ i64 s_ticket;
+    __shared__ State s_agg[WARPS];
+    __shared__ Prefix<State> s_prefix[WARPS];
+    if (threadIdx.x == 0)
+      s_ticket = take_ticket(scratch);
+    __syncthreads();
+    const i64 tile = s_ticket / g.chains, row = s_ticket % g.chains;
+    const i64 base = (tile * WARPS + warp) * CHUNK;
+    const bool full = base + CHUNK <= g.len;
+    chain_offsets(g, row, off);
+    if (full) {
+      rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, base, lane);
+      rows_put<Op, 0, ITEMS, true>(regs, stage, base, g.len, lane);
+    } else {
+      rows_fetch<Op, 0, NB, ITEMS, false>(regs, g, off, base, lane);
+      rows_put<Op, 0, ITEMS, false>(regs, stage, base, g.len, lane);
+    }
+    __syncwarp();
+    const State agg = full ? rows_reduce<Op, NB, ITEMS, true>(g, off, stage, base, lane)
+                           : rows_reduce<Op, NB, ITEMS, false>(g, off, stage, base, lane);
+    const State incl = warp_inclusive<Op>(agg, lane);
+    const State excl = shfl_up_state(incl, 1);
+    if (lane == 31)
+      s_agg[warp] = incl;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      State all = s_agg[0];
+#pragma unroll
+      for (int w = 1; w < WARPS; ++w)
+        all = Op::combine(all, s_agg[w]);
+      Prefix<State> run = tile_prefix<Op>(scratch, row, tile, all);
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) {
+        s_prefix[w] = run;
+        run = extend<Op>(run, s_agg[w]);
+      }
+    }
+    __syncthreads();
+    const Prefix<State> wp = s_prefix[warp];
+    const Prefix<State> p = lane > 0 ? extend<Op>(wp, excl) : wp;
+    if (full)
+      rows_emit<Op, NB, ITEMS, true>(g, off, stage, base, lane, p);
+    else
+      rows_emit<Op, NB, ITEMS, false>(g, off, stage, base, lane, p);
+  }
+}
+
+// ---- cols: any layout, lanes across chains ------------------------------------------------
+
+constexpr int COLS_BX = 32, COLS_BY = 8;
+
+// Shared address of a generic pointer into shared memory, for cp.async.
+__device__ __forceinline__ unsigned shared_address(const void *p) {
+  unsigned long long a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return (unsigned)a;
+}
+
+// Stages one element into shared memory: cp.async for 4- and 8-byte elements (the data
+// travels without occupying registers), a plain copy for 2-byte ones.
+template <class U> __device__ __forceinline__ void stage_element(U *dst, const U *src) {
+  if constexpr (sizeof(U) == 4)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+  else if constexpr (sizeof(U) == 8)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+  else
+    *dst = *src;
+}
+
+// Input K of a cols tile: SPAN positions × 32 chains, position-major.
+template <class Op, int K, int R>
+__device__ __forceinline__ tensor_t<Op, K> *cols_buffer(char *tile) {
+  return (tensor_t<Op, K> *)(tile + COLS_BY * R * COLS_BX * bytes_of<Op, 0, K>());
+}
+
+// The element of tensor K at kernel position q of this thread's chain, and the step (in
+// elements) from one kernel position to the next.
+template <class Op, int K, int NB>
+__device__ __forceinline__ tensor_t<Op, K> *cols_ptr(const Geom<Op::NTENS, NB> &g,
+                                                     const i64 (&off)[Op::NTENS], i64 q) {
+  return (tensor_t<Op, K> *)g.ptr[K] + off[K] + memory_pos(g, q) * g.astride[K];
+}
+template <class Op, int K, int NB>
+__device__ __forceinline__ i64 cols_step(const Geom<Op::NTENS, NB> &g) {
+  return g.reverse ? -g.astride[K] : g.astride[K];
+}
+
+// Loads the tile starting at q0 into shared memory; warp ty takes positions ty, ty + 8, ...
+// FULL tiles lie wholly inside the axis and skip the range checks.
+template <class Op, int K, int NB, int R, bool FULL>
+__device__ __forceinline__ void cols_stage(const Geom<Op::NTENS, NB> &g,
+                                           const i64 (&off)[Op::NTENS], char *tile, i64 q0, int tx,
+                                           int ty) {
+  if constexpr (K < Op::NIN) {
+    typedef tensor_t<Op, K> U;
+    U *buf = cols_buffer<Op, K, R>(tile) + ty * COLS_BX + tx;
+    const U *src = cols_ptr<Op, K>(g, off, q0 + ty);
+    const i64 step = COLS_BY * cols_step<Op, K>(g);
+    if constexpr (sizeof(U) >= 4) {
+#pragma unroll 16
+      for (int j = 0; j < R; ++j)
+        if (FULL || q0 + ty + COLS_BY * j < g.len)
+          stage_element(buf + COLS_BY * COLS_BX * j, src + j * step);
+    } else {
+      // 2-byte elements go through registers, eight loads in flight at a time.
+      for (int j0 = 0; j0 < R; j0 += 8) {
+        U v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (FULL || q0 + ty + COLS_BY * (j0 + j) < g.len)
+            v[j] = src[(j0 + j) * step];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (FULL || q0 + ty + COLS_BY * (j0 + j) < g.len)
+            buf[COLS_BY * COLS_BX * (j0 + j)] = v[j];
+      }
+    }
+    cols_stage<Op, K + 1, NB, R, FULL>(g, off, tile, q0, tx, ty);
+  }
+}
+
+template <class Op, int NB, int R> struct ColsFetch {
+  const Geom<Op::NTENS, NB> &g;
+  const i64 (&off)[Op::NTENS];
+  char *tile;
+  i64 q0; // the tile's first position
+  i64 q;  // this position
+  int tx;
+  int row; // q - q0
+  template <int K>
+  __device__ __forceinline__ acc_t<tensor_t<Op, K>> get(int shift,
+                                                        acc_t<tensor_t<Op, K>> dflt) const {
+    if (shift == 0) // the position itself: staged, in range (folded at compile time)
+      return load(cols_buffer<Op, K, R>(tile) + row * COLS_BX + tx);
+    const i64 qs = q + shift;
+    if (qs < 0 || qs >= g.len)
+      return dflt;
+    const i64 rs = qs - q0;
+    if (rs >= 0 && rs < (i64)COLS_BY * R)
+      return load(cols_buffer<Op, K, R>(tile) + rs * COLS_BX + tx);
+    return load(global_at<Op, K>(g, off, memory_pos(g, qs)));
+  }
+};
+
+// Output J of the position r steps after the thread's first: a cursor instead of a multiply.
+template <class Op, int NB> struct ColsOut {
+  const Geom<Op::NTENS, NB> &g;
+  const i64 (&first)[Op::NTENS]; // element index of the thread's first position
+  const i64 (&step)[Op::NTENS];
+  int r;
+  template <int J> __device__ __forceinline__ void put(acc_t<tensor_t<Op, Op::NIN + J>> v) {
+    constexpr int K = Op::NIN + J;
+    store((tensor_t<Op, K> *)g.ptr[K] + first[K] + r * step[K], v);
+  }
+};
+
+// Dynamic shared memory: COLS_BY · R · COLS_BX positions of every input (the host sizes it).
+template <class Op, int NB, int R, bool LOOKBACK, int SBYTES>
+__global__ void __launch_bounds__(COLS_BX *COLS_BY)
+    cols(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
+  typedef typename Op::State State;
+  static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
+  constexpr i64 SPAN = (i64)COLS_BY * R; // positions per tile
+  extern __shared__ __align__(16) char tile[];
+  __shared__ State s_agg[COLS_BY][COLS_BX];
+  __shared__ Prefix<State> s_tile[COLS_BX];
+  __shared__ i64 s_ticket;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const i64 strips = (g.chains + COLS_BX - 1) / COLS_BX;
+  i64 strip, t0, t1;
+  if constexpr (LOOKBACK) {
+    if (tx == 0 && ty == 0)
+      s_ticket = take_ticket(scratch);
+    __syncthreads();
+    t0 = s_ticket / strips;
+    strip = s_ticket % strips;
+    t1 = t0 + 1;
+  } else {
+    strip = blockIdx.x;
+    t0 = 0;
+    t1 = (g.len + SPAN - 1) / SPAN;
+  }
+  const i64 c = strip * COLS_BX + tx;
+  const bool active = c < g.chains;
+  i64 off[Op::NTENS], step[Op::NTENS], first[Op::NTENS];
+  chain_offsets(g, active ? c : 0, off);
+#pragma unroll
+  for (int k = 0; k < Op::NTENS; ++k)
+    step[k] = g.reverse ? -g.astride[k] : g.astride[k];
+  Prefix<State> carry{Op::identity(), false};
+  for (i64 tile_index = t0; tile_index < t1; ++tile_index) {
+    const i64 q0 = tile_index * SPAN;
+    const bool full = q0 + SPAN <= g.len;
+    if (active) {
+      if (full)
+        cols_stage<Op, 0, NB, R, true>(g, off, tile, q0, tx, ty);
+      else
+        cols_stage<Op, 0, NB, R, false>(g, off, tile, q0, tx, ty);
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    // First pass: the fold of this thread's R positions.
+    const int row1 = ty * R;
+    const i64 q1 = q0 + row1;
+    const int valid = !active ? 0
+                      : full  ? R
+                              : (int)(g.len - q1 < 0   ? 0
+                                      : g.len - q1 < R ? g.len - q1
+                                                       : R);
+    State agg = Op::identity();
+    if (valid > 0) {
+      typename Op::Keep keep;
+      agg = Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q1, tx, row1}, q1, memory_pos(g, q1),
+                     keep);
+#pragma unroll 8
+      for (int r = 1; r < R; ++r)
+        if (r < valid)
+          agg = Op::combine(agg,
+                            Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q1 + r, tx, row1 + r},
+                                     q1 + r, memory_pos(g, q1 + r), keep));
+    }
+    s_agg[ty][tx] = agg;
+    __syncthreads();
+    Prefix<State> p;
+    if constexpr (LOOKBACK) {
+      if (ty == 0 && active) {
+        State all = s_agg[0][tx];
+#pragma unroll
+        for (int y = 1; y < COLS_BY; ++y)
+          all = Op::combine(all, s_agg[y][tx]);
+        s_tile[tx] = tile_prefix<Op>(scratch, c, tile_index, all);
+      }
+      __syncthreads();
+      p = s_tile[tx];
+    } else {
+      p = carry;
+      State all = s_agg[0][tx];
+#pragma unroll
+      for (int y = 1; y < COLS_BY; ++y)
+        all = Op::combine(all, s_agg[y][tx]);
+      carry = extend<Op>(carry, all);
+    }
+    for (int y = 0; y < ty; ++y)
+      p = extend<Op>(p, s_agg[y][tx]);
+    // Second pass: scan from the prefix and store.
+    if (valid > 0) {
+#pragma unroll
+      for (int k = 0; k < Op::NTENS; ++k)
+        first[k] = off[k] + memory_pos(g, q1) * g.astride[k];
+      State run = p.s;
+#pragma unroll 8
+      for (int r = 0; r < R; ++r) {
+        if (r < valid) {
+          typename Op::Keep keep;
+          const i64 q = q1 + r, m = memory_pos(g, q);
+          const State s =
+              Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q, tx, row1 + r}, q, m, keep);
+          run = r == 0 ? (p.ok ? Op::combine(run, s) : s) : Op::combine(run, s);
+          ColsOut<Op, NB> o{g, first, step, r};
+          Op::emit(o, run, keep, q, m);
+        }
+      }
+    }
+    __syncthreads(); // the tile's shared memory is refilled next
+  }
+}
+
+} // namespace scan
+} // namespace jitops

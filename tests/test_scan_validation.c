@@ -1,0 +1,302 @@
+/* Argument validation of jitops_scan, jitops_scan_backward and their workspace queries, on a
+ * compile-only runtime (no GPU): every bad argument gets its status and a message naming the
+ * argument; valid calls pass validation, compile their kernel and stop at the launch with
+ * JITOPS_ERR_NO_DEVICE; empty tensors succeed without a launch. Also checks the planner's
+ * collapsing and kernel choice. */
+#include "runtime/ops/scan_plan.h"
+#include "testutil.h"
+
+static const DLDataType F32 = {kDLFloat, 32, 1}, F16 = {kDLFloat, 16, 1}, BF16 = {kDLBfloat, 16, 1},
+                        I32 = {kDLInt, 32, 1}, I64 = {kDLInt, 64, 1}, U8 = {kDLUInt, 8, 1};
+
+/* A device tensor over a fake, well-aligned address (nothing is launched). */
+static DLTensor tensor(int ndim, int64_t *shape, int64_t *strides, DLDataType dtype) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = (void *)(uintptr_t)0x100000;
+  t.device.device_type = kDLCUDA;
+  t.device.device_id = 0;
+  t.ndim = ndim;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = strides;
+  return t;
+}
+
+static void forward_arguments(jitops_runtime_t *rt) {
+  int64_t s3[3] = {4, 5, 6}, s3b[3] = {4, 5, 7}, s9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};
+  int64_t zero_stride[3] = {0, 6, 1};
+  DLTensor x = tensor(3, s3, NULL, F32), y = tensor(3, s3, NULL, F32);
+  DLTensor idx = tensor(3, s3, NULL, I64);
+
+  CHECK_FAILS(jitops_scan(NULL, JITOPS_SCAN_CUMSUM, &x, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "jitops_scan: runtime is NULL");
+  CHECK_FAILS(jitops_scan(rt, (jitops_scan_op)5, &x, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "op 5 is not a jitops_scan_op");
+  CHECK_FAILS(jitops_scan(rt, (jitops_scan_op)-1, &x, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "op -1");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, NULL, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "jitops_scan: x is NULL");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, 0, 0, NULL, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "jitops_scan: y is NULL");
+
+  DLTensor host = x;
+  host.device.device_type = kDLCPU;
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &host, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_DEVICE, "x is not in CUDA device memory");
+
+  DLTensor scalar = tensor(0, NULL, NULL, F32);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &scalar, 0, 0, &scalar, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_SHAPE, "x has rank 0");
+  DLTensor big = tensor(9, s9, NULL, F32);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &big, 0, 0, &big, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_SHAPE, "x has rank 9");
+
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, 5, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_OUT_OF_RANGE,
+              "jitops_scan: axis 5 is out of range for a tensor of rank 3");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, -4, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_OUT_OF_RANGE, "axis -4 is out of range");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, 3, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_OUT_OF_RANGE, "axis 3");
+
+  DLTensor xi = tensor(3, s3, NULL, I32), yi = tensor(3, s3, NULL, I32);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMMAX, &xi, 0, 0, &yi, &idx, NULL, NULL),
+              JITOPS_ERR_INVALID_DTYPE, "x has dtype i32, which cummax does not take");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_LOGCUMSUMEXP, &xi, 0, 0, &yi, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_DTYPE, "which logcumsumexp does not take");
+  DLTensor xu = tensor(3, s3, NULL, U8);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &xu, 0, 0, &xu, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_DTYPE, "x has dtype invalid");
+
+  DLTensor yb = tensor(3, s3b, NULL, F32);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, 0, 0, &yb, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_SHAPE, "y has shape [4, 5, 7] but x has [4, 5, 6]");
+  DLTensor y16 = tensor(3, s3, NULL, F16);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, 0, 0, &y16, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_DTYPE, "y has dtype f16; expected f32");
+
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMMAX, &x, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "indices is NULL; cummax writes");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMMIN, &x, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "indices is NULL; cummin writes");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, 0, 0, &y, &idx, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "indices must be NULL for cumsum");
+  DLTensor idx32 = tensor(3, s3, NULL, I32), idxb = tensor(3, s3b, NULL, I64);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMMAX, &x, 0, 0, &y, &idx32, NULL, NULL),
+              JITOPS_ERR_INVALID_DTYPE, "indices has dtype i32; expected i64");
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMMAX, &x, 0, 0, &y, &idxb, NULL, NULL),
+              JITOPS_ERR_INVALID_SHAPE, "indices has shape [4, 5, 7]");
+
+  DLTensor misaligned = x;
+  misaligned.byte_offset = 2;
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &misaligned, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_LAYOUT, "x's first element");
+  DLTensor overlapping = tensor(3, s3, zero_stride, F32);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, 0, 0, &overlapping, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_LAYOUT, "y's strides make several elements share an address");
+  /* A broadcast (stride 0) input is fine: it reaches the launch. */
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &overlapping, 1, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_NO_DEVICE, NULL);
+
+  DLTensor nodata = x;
+  nodata.data = NULL;
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &nodata, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "x->data is NULL");
+  int64_t negative[3] = {4, -1, 6};
+  DLTensor neg = tensor(3, negative, NULL, F32);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &neg, 0, 0, &y, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_SHAPE, "x->shape[1] is -1");
+
+  /* Valid: validation passes, the kernel compiles, the launch needs a GPU. */
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMSUM, &x, -1, 1, &y, NULL, NULL, NULL),
+              JITOPS_ERR_NO_DEVICE, NULL);
+  DLTensor xb = tensor(3, s3, NULL, BF16), ybf = tensor(3, s3, NULL, BF16);
+  CHECK_FAILS(jitops_scan(rt, JITOPS_SCAN_CUMMAX, &xb, 0, 0, &ybf, &idx, NULL, NULL),
+              JITOPS_ERR_NO_DEVICE, NULL);
+  /* Empty: nothing to do, no GPU needed. */
+  int64_t s_empty[2] = {3, 0};
+  DLTensor e = tensor(2, s_empty, NULL, F32);
+  e.data = NULL;
+  CHECK_OK(jitops_scan(rt, JITOPS_SCAN_LOGCUMSUMEXP, &e, 1, 0, &e, NULL, NULL, NULL));
+
+  size_t bytes = 1;
+  CHECK_FAILS(jitops_scan_workspace_size(rt, JITOPS_SCAN_CUMSUM, &x, 0, 0, &y, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "bytes is NULL");
+  CHECK_OK(jitops_scan_workspace_size(rt, JITOPS_SCAN_CUMSUM, &x, 0, 0, &y, NULL, &bytes));
+  CHECK(bytes == 0);
+  int64_t s_long[1] = {1 << 20};
+  DLTensor xl = tensor(1, s_long, NULL, F32);
+  CHECK_OK(jitops_scan_workspace_size(rt, JITOPS_SCAN_CUMSUM, &xl, 0, 0, &xl, NULL, &bytes));
+  CHECK(bytes > 0 && bytes < 65536); /* 256 tiles of 4096 elements, 12 bytes each */
+}
+
+static void backward_arguments(jitops_runtime_t *rt) {
+  int64_t s2[2] = {8, 300}, s2b[2] = {8, 301};
+  DLTensor dy = tensor(2, s2, NULL, F32), dx = tensor(2, s2, NULL, F32);
+  DLTensor x = tensor(2, s2, NULL, F32), y = tensor(2, s2, NULL, F32);
+  DLTensor idx = tensor(2, s2, NULL, I64);
+
+  CHECK_FAILS(
+      jitops_scan_backward(NULL, JITOPS_SCAN_CUMSUM, &dy, NULL, NULL, NULL, 0, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT, "jitops_scan_backward: runtime is NULL");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, (jitops_scan_op)9, &dy, NULL, NULL, NULL, 0, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT, "op 9");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, NULL, NULL, NULL, NULL, 0, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT, "dy is NULL");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, &dy, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT, "dx is NULL");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, &dy, NULL, NULL, NULL, 2, 0, &dx, NULL, NULL),
+      JITOPS_ERR_OUT_OF_RANGE, "axis 2 is out of range for a tensor of rank 2");
+  DLTensor dyi = tensor(2, s2, NULL, I32);
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, &dyi, NULL, NULL, NULL, 0, 0, &dyi, NULL, NULL),
+      JITOPS_ERR_INVALID_DTYPE, "dy has dtype i32; scan backward takes");
+  DLTensor dxb = tensor(2, s2b, NULL, F32);
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, &dy, NULL, NULL, NULL, 0, 0, &dxb, NULL, NULL),
+      JITOPS_ERR_INVALID_SHAPE, "dx has shape [8, 301] but dy has [8, 300]");
+  DLTensor dx16 = tensor(2, s2, NULL, F16);
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, &dy, NULL, NULL, NULL, 0, 0, &dx16, NULL, NULL),
+      JITOPS_ERR_INVALID_DTYPE, "dx has dtype f16; expected f32, like dy");
+
+  /* Saved tensors: each backward names what it misses. */
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMPROD, &dy, NULL, &y, NULL, 1, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT,
+      "x is NULL; the cumprod backward needs the saved forward input x");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMPROD, &dy, &x, NULL, NULL, 1, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT,
+      "y is NULL; the cumprod backward needs the saved "
+      "forward output y");
+  CHECK_FAILS(jitops_scan_backward(rt, JITOPS_SCAN_LOGCUMSUMEXP, &dy, &x, NULL, NULL, 1, 0, &dx,
+                                   NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "y is NULL; the logcumsumexp backward");
+  CHECK_FAILS(jitops_scan_backward(rt, JITOPS_SCAN_LOGCUMSUMEXP, &dy, NULL, &y, NULL, 1, 0, &dx,
+                                   NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "x is NULL; the logcumsumexp backward");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMMAX, &dy, &x, &y, NULL, 1, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT,
+      "indices is NULL; the cummax backward needs the saved forward indices");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMMIN, &dy, NULL, NULL, NULL, 1, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT, "the cummin backward needs the saved forward indices");
+  DLTensor xb = tensor(2, s2b, NULL, F32), x16 = tensor(2, s2, NULL, F16);
+  DLTensor idx32 = tensor(2, s2, NULL, I32), idxb = tensor(2, s2b, NULL, I64);
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMPROD, &dy, &xb, &y, NULL, 1, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_SHAPE, "x has shape [8, 301] but dy has [8, 300]");
+  CHECK_FAILS(jitops_scan_backward(rt, JITOPS_SCAN_LOGCUMSUMEXP, &dy, &x, &x16, NULL, 1, 0, &dx,
+                                   NULL, NULL),
+              JITOPS_ERR_INVALID_DTYPE, "y has dtype f16; expected f32, like dy");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMMAX, &dy, NULL, NULL, &idx32, 1, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_DTYPE, "indices has dtype i32; expected i64");
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMMAX, &dy, NULL, NULL, &idxb, 1, 0, &dx, NULL, NULL),
+      JITOPS_ERR_INVALID_SHAPE, "indices has shape [8, 301]");
+  int64_t zero_stride[2] = {0, 1};
+  DLTensor dxo = tensor(2, s2, zero_stride, F32);
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, &dy, NULL, NULL, NULL, 1, 0, &dxo, NULL, NULL),
+      JITOPS_ERR_INVALID_LAYOUT, "dx's strides make several elements share an address");
+
+  /* Valid calls reach the launch; unneeded saved tensors are ignored, even malformed ones. */
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMSUM, &dy, &xb, NULL, &idx32, 1, 1, &dx, NULL, NULL),
+      JITOPS_ERR_NO_DEVICE, NULL);
+  CHECK_FAILS(
+      jitops_scan_backward(rt, JITOPS_SCAN_CUMMAX, &dy, NULL, NULL, &idx, 0, 0, &dx, NULL, NULL),
+      JITOPS_ERR_NO_DEVICE, NULL);
+  DLTensor dyh = tensor(2, s2, NULL, F16), dxh = tensor(2, s2, NULL, F16);
+  DLTensor xh = tensor(2, s2, NULL, F16), yh = tensor(2, s2, NULL, F16);
+  CHECK_FAILS(jitops_scan_backward(rt, JITOPS_SCAN_LOGCUMSUMEXP, &dyh, &xh, &yh, NULL, 1, 0, &dxh,
+                                   NULL, NULL),
+              JITOPS_ERR_NO_DEVICE, NULL);
+  size_t bytes;
+  CHECK_OK(jitops_scan_backward_workspace_size(rt, JITOPS_SCAN_CUMPROD, &dy, &x, &y, NULL, 1, 0,
+                                               &dx, &bytes));
+  CHECK(bytes == 0);
+  CHECK_FAILS(jitops_scan_backward_workspace_size(rt, JITOPS_SCAN_CUMPROD, &dy, NULL, &y, NULL, 1,
+                                                  0, &dx, &bytes),
+              JITOPS_ERR_INVALID_ARGUMENT, "jitops_scan_backward_workspace_size: x is NULL");
+}
+
+/* Collapsing and the kernel choice. */
+static void planning(void) {
+  /* A contiguous rank-8 tensor scanned along axis 3 collapses to two batch dimensions. */
+  int64_t s8[8] = {2, 3, 2, 200, 2, 1, 3, 2};
+  DLTensor t8 = tensor(8, s8, NULL, F32);
+  const DLTensor *two[2] = {&t8, &t8};
+  jitops__scan_geom g;
+  jitops__scan_plan p;
+  jitops__scan_geom_build(&g, 2, two, 3, 0);
+  CHECK(g.len == 200 && g.nb == 2 && g.chains == 12 * 12);
+  CHECK(g.astride[0] == 12 && g.bshape[0] == 12 && g.bstride[0][0] == 2400);
+  CHECK(g.bshape[1] == 12 && g.bstride[0][1] == 1);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.scratch_bytes == 0);
+  CHECK(strcmp(p.name, "jitops::scan::cols<jitops::scan::Cumsum<float>, 2, 64, false, 4>") == 0);
+  CHECK(p.shared_bytes == 8 * 64 * 32 * 4);
+
+  /* The last axis of a matrix: the rows kernel, one batch dimension. */
+  int64_t s2[2] = {8192, 8192};
+  DLTensor m = tensor(2, s2, NULL, F32);
+  const DLTensor *mm[2] = {&m, &m};
+  jitops__scan_geom_build(&g, 2, mm, 1, 1);
+  CHECK(g.reverse == 1 && g.nb == 1 && g.chains == 8192 && g.astride[1] == 1);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_ROWS && !p.lookback && p.grid == 2048 && p.block_x == 128);
+  CHECK(strcmp(p.name, "jitops::scan::rows<jitops::scan::Lcse<float>, 1, 4, 16, false, 8>") == 0);
+  /* Its first axis: the cols kernel with look-back (8192 chains are 256 strips of 32, tiles
+   * of 512 positions). */
+  jitops__scan_geom_build(&g, 2, mm, 0, 0);
+  CHECK(g.nb == 1 && g.astride[0] == 8192 && g.bstride[0][0] == 1);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 16 && p.grid == 256 * 16);
+  CHECK(p.scratch_bytes == p.inc_offset + 16 * 8192 * 4 && p.zero_words == 4 + 16 * 8192);
+  /* A backward with three inputs stages shorter tiles. */
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.items == 16 && p.shared_bytes == 49152 + 1024); /* 48 KiB tile, raised past 48 KiB */
+
+  /* A transposed view: lanes still run along the unit stride. */
+  int64_t st[3] = {1, 40, 4000};
+  int64_t s3[3] = {40, 100, 7};
+  DLTensor tr = tensor(3, s3, st, F32);
+  const DLTensor *tt[2] = {&tr, &tr};
+  jitops__scan_geom_build(&g, 2, tt, 1, 0);
+  CHECK(g.nb == 2 && g.bstride[0][1] == 1 && g.bshape[1] == 40 && g.bshape[0] == 7);
+
+  /* One long vector: rows with look-back; a short row: cols. */
+  int64_t s1[1] = {1000003}, s1b[1] = {100};
+  DLTensor v = tensor(1, s1, NULL, F16), w = tensor(1, s1b, NULL, F16);
+  const DLTensor *vv[2] = {&v, &v}, *ww[2] = {&w, &w};
+  jitops__scan_geom_build(&g, 2, vv, 0, 0);
+  CHECK(g.nb == 0 && g.chains == 1);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F16, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_ROWS && p.lookback && p.warps == 8 && p.items == 16);
+  CHECK(p.tiles == (1000003 + 4095) / 4096 && p.grid == p.tiles);
+  jitops__scan_geom_build(&g, 2, ww, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F16, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.grid == 1);
+}
+
+int main(void) {
+  jitops_runtime_config cfg = test_offline_config("sm_90", NULL);
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  if (rt == NULL)
+    return test_finish("test_scan_validation");
+  forward_arguments(rt);
+  backward_arguments(rt);
+  planning();
+  jitops_runtime_destroy(rt);
+  return test_finish("test_scan_validation");
+}
