@@ -63,6 +63,7 @@ static void load_driver(void) {
   RESOLVE(cuModuleUnload)
   RESOLVE(cuModuleGetFunction)
   RESOLVE(cuFuncSetAttribute)
+  RESOLVE(cuFuncGetAttribute)
   RESOLVE(cuLaunchKernel)
   RESOLVE(cuMemAllocAsync)
   RESOLVE(cuMemFreeAsync)

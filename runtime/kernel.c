@@ -111,6 +111,11 @@ static jitops_status load_image(jitops_runtime_t *rt, jitops_kernel_t *k, const 
   CUresult r = rt->driver->cuModuleLoadData(&k->module, image);
   if (r == CUDA_SUCCESS) {
     r = rt->driver->cuModuleGetFunction(&k->function, k->module, k->lowered_name);
+    int static_shared = 0;
+    if (r == CUDA_SUCCESS)
+      r = rt->driver->cuFuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                         k->function);
+    k->static_shared = (uint32_t)static_shared;
     if (r != CUDA_SUCCESS) {
       rt->driver->cuModuleUnload(k->module);
       k->module = NULL;

@@ -71,16 +71,20 @@ static jitops_status check_dims(const jitops_kernel_t *k, const uint32_t grid[3]
 }
 
 /* Raises the kernel's dynamic shared memory limit when a launch needs more than the default.
- * Racing threads may both set it; the attribute only grows, so that is harmless. */
+ * The default (48 KiB) bounds static plus dynamic memory, so a kernel with static shared
+ * memory needs the opt-in below 48 KiB of dynamic memory too. Racing threads may both set
+ * the attribute; it only grows, so that is harmless. */
 static jitops_status allow_shared(jitops_kernel_t *k, uint32_t bytes) {
   jitops_runtime_t *rt = k->runtime;
-  if (bytes <= rt->props.smem_per_block ||
+  uint64_t total = (uint64_t)bytes + k->static_shared;
+  if (total <= rt->props.smem_per_block ||
       bytes <= __atomic_load_n(&k->shared_optin, __ATOMIC_RELAXED))
     return JITOPS_SUCCESS;
-  if (bytes > rt->props.smem_per_block_optin)
+  if (total > rt->props.smem_per_block_optin)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
-                        "jitops_kernel_launch: params.shared_bytes %u exceeds the device's %zu",
-                        bytes, rt->props.smem_per_block_optin);
+                        "jitops_kernel_launch: params.shared_bytes %u plus the kernel's %u "
+                        "static bytes exceed the device's %zu",
+                        bytes, k->static_shared, rt->props.smem_per_block_optin);
   CUresult r = rt->driver->cuFuncSetAttribute(
       k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
   if (r != CUDA_SUCCESS)

@@ -28,8 +28,9 @@ struct jitops_kernel {
   CUmodule module;
   CUfunction function; /* NULL on a compile-only runtime */
   char *lowered_name;
-  char *op;              /* the source name, for usage by op */
-  uint32_t shared_optin; /* the dynamic shared memory limit set on `function` so far */
+  char *op;               /* the source name, for usage by op */
+  uint32_t static_shared; /* the kernel's static shared memory, which counts against limits */
+  uint32_t shared_optin;  /* the dynamic shared memory limit set on `function` so far */
   /* Usage since creation, flushed to disk when the runtime is destroyed. */
   uint64_t memory_hits, disk_hits, misses, compiles;
 };

@@ -96,21 +96,21 @@ static const char *const user_kernel =
     "// Reverses each block's tile through dynamic shared memory, scaled and offset.\n"
     "extern \"C\" __global__ void user_reverse(const float *in, float *out, int tile) {\n"
     "  extern __shared__ float buffer[];\n"
+    "  __shared__ float offset[2048]; // 8 KiB of static shared memory\n"
+    "  for (int i = threadIdx.x; i < 2048; i += blockDim.x) offset[i] = USER_OFFSET;\n"
     "  const float *src = in + (long long)blockIdx.x * tile;\n"
     "  for (int i = threadIdx.x; i < tile; i += blockDim.x) buffer[i] = src[i];\n"
     "  __syncthreads();\n"
     "  for (int i = threadIdx.x; i < tile; i += blockDim.x)\n"
-    "    out[(long long)blockIdx.x * tile + i] = buffer[tile - 1 - i] * FACTOR + USER_OFFSET;\n"
+    "    out[(long long)blockIdx.x * tile + i] = buffer[tile - 1 - i] * FACTOR + offset[i % "
+    "2048];\n"
     "}\n";
 
-static void user_kernel_on_stream(jitops_runtime_t *rt, uint64_t *seed) {
-  enum { TILE = 24 * 1024, BLOCKS = 40 }; /* 96 KiB of shared memory per block */
-  CHECK_OK(jitops_source_register(rt, "user/consts.cuh", user_consts));
-  CHECK_OK(jitops_source_register(rt, "user/reverse.cu", user_kernel));
-  const char *options[] = {"-DFACTOR=3.0f"};
-  jitops_kernel_t *k = NULL;
-  CHECK_OK(jitops_kernel_get(rt, "user/reverse.cu", "user_reverse", options, 1, &k));
-  size_t count = (size_t)TILE * BLOCKS, bytes = count * sizeof(float);
+/* Runs user_reverse with `tile` floats of dynamic shared memory per block on a user stream
+ * and checks every element. */
+static void user_reverse_tile(jitops_kernel_t *k, int tile, uint64_t *seed) {
+  enum { BLOCKS = 40 };
+  size_t count = (size_t)tile * BLOCKS, bytes = count * sizeof(float);
   float *in = malloc(bytes), *out = malloc(bytes);
   for (size_t i = 0; i < count; ++i)
     in[i] = (float)test_rand_uniform(seed, -1, 1);
@@ -121,25 +121,34 @@ static void user_kernel_on_stream(jitops_runtime_t *rt, uint64_t *seed) {
   CUDA_OK(cudaMalloc((void **)&dout, bytes));
   CUDA_OK(cudaMemcpy(din, in, bytes, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout, 0xff, bytes));
-  int tile = TILE;
   void *args[] = {&din, &dout, &tile};
-  jitops_launch_params p = {{BLOCKS, 1, 1}, {512, 1, 1}, TILE * sizeof(float), stream};
-  if (k)
-    CHECK_OK(jitops_kernel_launch(k, &p, args));
+  jitops_launch_params p = {{BLOCKS, 1, 1}, {512, 1, 1}, (uint32_t)(tile * sizeof(float)), stream};
+  CHECK_OK(jitops_kernel_launch(k, &p, args));
   CUDA_OK(cudaStreamSynchronize(stream));
   CUDA_OK(cudaMemcpy(out, dout, bytes, cudaMemcpyDeviceToHost));
   size_t bad = 0;
   for (size_t b = 0; b < BLOCKS; ++b)
-    for (size_t i = 0; i < TILE; ++i)
-      bad += out[b * TILE + i] !=
-             fmaf(in[b * TILE + TILE - 1 - i], 3.0f, 0.5f); /* GPU contracts to FMA */
+    for (size_t i = 0; i < (size_t)tile; ++i) /* the GPU contracts to one FMA */
+      bad += out[b * tile + i] != fmaf(in[b * tile + tile - 1 - i], 3.0f, 0.5f);
   CHECK(bad == 0);
-  /* More shared memory than the device has is refused before launching. */
-  p.shared_bytes = 1u << 30;
-  if (k)
-    CHECK_FAILS(jitops_kernel_launch(k, &p, args), JITOPS_ERR_INVALID_ARGUMENT, "shared_bytes");
   cudaFree(din), cudaFree(dout), cudaStreamDestroy(stream);
   free(in), free(out);
+}
+
+static void user_kernel_on_stream(jitops_runtime_t *rt, uint64_t *seed) {
+  CHECK_OK(jitops_source_register(rt, "user/consts.cuh", user_consts));
+  CHECK_OK(jitops_source_register(rt, "user/reverse.cu", user_kernel));
+  const char *options[] = {"-DFACTOR=3.0f"};
+  jitops_kernel_t *k = NULL;
+  CHECK_OK(jitops_kernel_get(rt, "user/reverse.cu", "user_reverse", options, 1, &k));
+  if (k == NULL)
+    return;
+  user_reverse_tile(k, 11 * 1024,
+                    seed); /* 44 KiB dynamic + 8 KiB static: over 48 KiB only together */
+  user_reverse_tile(k, 24 * 1024, seed); /* 96 KiB dynamic */
+  /* More shared memory than the device has is refused before launching. */
+  jitops_launch_params p = {{1, 1, 1}, {32, 1, 1}, 1u << 30, NULL};
+  CHECK_FAILS(jitops_kernel_launch(k, &p, NULL), JITOPS_ERR_INVALID_ARGUMENT, "shared_bytes");
 }
 
 int main(void) {
