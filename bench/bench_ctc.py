@@ -183,6 +183,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", action="append", default=[],
+                    help="T,N,C,S: run only these f32 shapes (repeatable)")
     args = ap.parse_args()
     lib = jc.load_library(args.lib)
     rt = jc.create_runtime(lib)
@@ -206,6 +208,8 @@ def main():
     print("-" * len(head))
     cases = [(T, N, C, S, torch.float32) for (T, N, C, S) in shapes]
     cases.append((500, 64, 64, 100, torch.bfloat16))
+    if args.only:
+        cases = [tuple(int(v) for v in o.split(",")) + (torch.float32,) for o in args.only]
     for (T, N, C, S, dtype) in cases:
         r = bench_shape(lib, rt, T, N, C, S, dtype)
         c_f = "%8.3f" % r["c_fwd"] if "c_fwd" in r else "%8s" % "n/a"

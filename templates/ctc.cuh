@@ -114,7 +114,10 @@ template <int CAP, int STORE> struct config {
                                               : 8;
   static constexpr int NT_MAX = CAP / K < 32 ? 32 : CAP / K;
   // Time steps of emissions loaded ahead (register tier): registers allow more with few threads.
-  static constexpr int PF = NT_MAX <= 256 ? 4 : 2;
+  // The compiler still copies the ring's fresh loads into place once per PF steps, waiting
+  // for their latency there: a deep ring (where two states per thread leave registers for it)
+  // makes that wait rare.
+  static constexpr int PF = K == 2 ? 8 : NT_MAX <= 256 ? 4 : 2;
 };
 
 // ---- hardware primitives --------------------------------------------------------------------
@@ -445,6 +448,11 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   if (tid == 0)
     st[0] = A(0); // the virtual row alpha_{-1}
 
+  // Emissions ring: slot p holds the row of every step t with t % PF == p. The time loop runs
+  // PF steps per iteration with no exit inside, so each slot stays in fixed registers and the
+  // loads for step t + PF are first read PF steps later. (With an exit inside the unrolled
+  // steps, the compiler rotated the ring through register moves placed right after the loads:
+  // every step waited for a fresh load's full latency, about half of the step time.)
   F ring[PF][H + 1];
   auto row_of = [&](int t) -> const F * {
     long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
@@ -459,12 +467,13 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   };
   // Rows far ahead go to L2 (one line per thread) so the register ring hits L2, not HBM.
   const bool l2_prefetch = stc == 1 && (long long)tid * (128 / (int)sizeof(F)) < a.C;
-  constexpr int PFL = 16;
+  constexpr int PFL = 4 * PF > 16 ? 4 * PF : 16;
 
+  if (in_len > 0) {
 #pragma unroll
-  for (int p = 0; p < PF; ++p)
-    if (p < in_len)
-      fetch(p, ring[p]);
+    for (int p = 0; p < PF; ++p)
+      fetch(p < in_len ? p : in_len - 1, ring[p]);
+  }
 
   A *out = nullptr;
   if (MODE == MODE_AB)
@@ -486,65 +495,70 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   };
 
   A up = __shfl_up_sync(0xffffffffu, st[K - 1], 1); // the left neighbour's last state
-  for (int t0 = 0; t0 < in_len; t0 += PF) {
+  // One time step, reading its emissions from `slot` and refilling it for step t + PF.
+  auto step = [&](int t, F *slot) {
+    if (l2_prefetch && t + PFL < in_len) {
+      const F *fut = row_of(t + PFL) + (long long)tid * (128 / (int)sizeof(F));
+      prefetch_l2(fut);
+    }
+    // This step's emissions, then the loads for step t + PF into the freed slot (clamped to
+    // the last row, so that no branch splits the step): issued before the halo wait, they
+    // cost no time on the step's critical path.
+    const A eb = cvt(slot[0]) * M::to_log2;
+    A em[H];
 #pragma unroll
-    for (int p = 0; p < PF; ++p) {
-      const int t = t0 + p;
-      if (t >= in_len)
-        break;
-      if (l2_prefetch && t + PFL < in_len) {
-        const F *fut = row_of(t + PFL) + (long long)tid * (128 / (int)sizeof(F));
-        prefetch_l2(fut);
-      }
-      // This step's emissions, then the loads for step t + PF into the freed slot: issued
-      // before the halo wait, they cost no time on the step's critical path.
-      const A eb = cvt(ring[p][0]) * M::to_log2;
-      A em[H];
+    for (int h = 0; h < H; ++h)
+      em[h] = cvt(slot[1 + h]) * M::to_log2;
+    fetch(t + PF < in_len ? t + PF : in_len - 1, slot);
+    // Halo: the previous row's state s0 - 1 (shuffled at the end of the previous step).
+    A h1 = up;
+    if (lane == 0)
+      h1 = warp > 0 ? halo[buf][warp - 1] : M::ninf();
+    A nx[K];
 #pragma unroll
-      for (int h = 0; h < H; ++h)
-        em[h] = cvt(ring[p][1 + h]) * M::to_log2;
-      if (t + PF < in_len)
-        fetch(t + PF, ring[p]);
-      // Halo: the previous row's state s0 - 1 (shuffled at the end of the previous step).
-      A h1 = up;
-      if (lane == 0)
-        h1 = warp > 0 ? halo[buf][warp - 1] : M::ninf();
-      A nx[K];
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        A p0 = st[k];
-        A p1 = k >= 1 ? st[k - 1] : h1;
-        if ((k & 1) == 0) {
-          nx[k] = eb + lae2(p0, p1);
-        } else {
-          A p2 = k >= 2 ? st[k - 2] : h1;
-          if (!((skipmask >> (k / 2)) & 1u))
-            p2 = M::ninf();
-          nx[k] = em[k / 2] + lae3(p0, p1, p2);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-        st[k] = nx[k];
-      up = __shfl_up_sync(0xffffffffu, st[K - 1], 1);
-      if (MODE == MODE_AB) {
-        if (t > 0)
-          flush_row(t - 1);
-        A *mine = rowbuf + (t & 1) * row_words;
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-          mine[staged(s0 + k)] = st[k];
-      }
-      if (nwarps > 1) {
-        buf ^= 1;
-        if (lane == 31)
-          halo[buf][warp] = st[K - 1];
-        __syncthreads();
-      } else if (MODE == MODE_AB) {
-        __syncwarp();
+    for (int k = 0; k < K; ++k) {
+      A p0 = st[k];
+      A p1 = k >= 1 ? st[k - 1] : h1;
+      if ((k & 1) == 0) {
+        nx[k] = eb + lae2(p0, p1);
+      } else {
+        A p2 = k >= 2 ? st[k - 2] : h1;
+        if (!((skipmask >> (k / 2)) & 1u))
+          p2 = M::ninf();
+        nx[k] = em[k / 2] + lae3(p0, p1, p2);
       }
     }
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      st[k] = nx[k];
+    up = __shfl_up_sync(0xffffffffu, st[K - 1], 1);
+    if (MODE == MODE_AB) {
+      if (t > 0)
+        flush_row(t - 1);
+      A *mine = rowbuf + (t & 1) * row_words;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        mine[staged(s0 + k)] = st[k];
+    }
+    if (nwarps > 1) {
+      buf ^= 1;
+      if (lane == 31)
+        halo[buf][warp] = st[K - 1];
+      __syncthreads();
+    } else if (MODE == MODE_AB) {
+      __syncwarp();
+    }
+  };
+  int t0 = 0;
+  for (; t0 + PF <= in_len; t0 += PF) {
+#pragma unroll
+    for (int p = 0; p < PF; ++p)
+      step(t0 + p, ring[p]);
   }
+#pragma unroll
+  for (int p = 0; p < PF; ++p)
+    if (t0 + p < in_len)
+      step(t0 + p, ring[p]);
   if (MODE == MODE_AB && in_len > 0)
     flush_row(in_len - 1); // the last step ended with a barrier
 
