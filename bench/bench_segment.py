@@ -15,7 +15,10 @@ data, ids and the output, once.
 The last rows repeat the first shape with sorted ids (options.sorted) against the same torch
 calls on the sorted ids.
 
-Usage: bench_segment.py [--quick] [--json FILE]
+Usage: bench_segment.py [--quick] [--shapes 0,1,...] [--no-sorted] [--once] [--json FILE]
+  --shapes  indices into SHAPES (default all); --no-sorted skips the sorted-ids rows;
+  --once    no timing: one forward and one backward of each (shape, reduction), for a
+            profiler (e.g. ncu -k regex:segment) to time each kernel.
 """
 import argparse
 import ctypes
@@ -129,6 +132,25 @@ def nonempty_max_diff(ours, ref, ids, S):
     return (ours[mask].double() - ref[mask].double()).abs().max().item() if mask.any() else 0.0
 
 
+def run_once(seg, N, D, S, sorted_ids=False):
+    """One forward and one backward per reduction, nothing timed (for a profiler)."""
+    torch.manual_seed(0)
+    data = torch.randn(N, D, device="cuda", dtype=torch.float32)
+    ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
+    if sorted_ids:
+        ids = ids.sort().values
+    out = torch.empty(S, D, device="cuda", dtype=torch.float32)
+    dy = torch.randn(S, D, device="cuda", dtype=torch.float32)
+    dx = torch.empty(N, D, device="cuda", dtype=torch.float32)
+    for kind in range(4):
+        fwd, _ = seg.forward_fn(kind, data, ids, S, out, sorted_ids=sorted_ids)
+        fwd()
+        bwd, _ = seg.backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids)
+        bwd()
+        torch.cuda.synchronize()
+        print("once: N=%d D=%d S=%d %s" % (N, D, S, NAMES[kind]), flush=True)
+
+
 def bench_shape(seg, N, D, S, inner, iters, rows, sorted_ids=False):
     torch.manual_seed(0)
     data = torch.randn(N, D, device="cuda", dtype=torch.float32)
@@ -212,19 +234,29 @@ def print_table(rows, gpu):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the first shape only")
+    ap.add_argument("--shapes", help="comma-separated indices into SHAPES (default: all)")
+    ap.add_argument("--no-sorted", action="store_true", help="skip the sorted-ids rows")
+    ap.add_argument("--once", action="store_true", help="run each call once, time nothing")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
     seg = Segment()
     rows = []
     shapes = SHAPES[:1] if args.quick else SHAPES
+    if args.shapes:
+        shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
+    if args.once:
+        for N, D, S in shapes:
+            run_once(seg, N, D, S)
+        return
     for N, D, S in shapes:
         big = N * D >= (1 << 28)
         bench_shape(seg, N, D, S, inner=2 if big else 10, iters=5 if big else 9, rows=rows)
         torch.cuda.empty_cache()
     # Sorted ids (TensorFlow's segment_*): ours takes the boundaries path; torch has no
     # sorted variant of scatter_reduce, so it runs the same call on the sorted ids.
-    N, D, S = SHAPES[0]
-    bench_shape(seg, N, D, S, inner=10, iters=9, rows=rows, sorted_ids=True)
+    if not args.no_sorted:
+        N, D, S = SHAPES[0]
+        bench_shape(seg, N, D, S, inner=10, iters=9, rows=rows, sorted_ids=True)
     print_table(rows, torch.cuda.get_device_name())
     if args.json:
         with open(args.json, "w") as f:

@@ -69,6 +69,55 @@ __device__ __forceinline__ void store_pack(T *p, const acc_t<T> (&in)[VEC]) {
   *reinterpret_cast<pack<T, VEC> *>(p) = r;
 }
 
+// The same, for data touched exactly once (the rows of data and grad_data in the backward):
+// evict-first ("streaming") accesses, which leave L2 to what is reused — the segments' rows.
+template <class T, int VEC>
+__device__ __forceinline__ void load_pack_stream(const T *p, acc_t<T> (&out)[VEC]) {
+  constexpr int BYTES = (int)sizeof(T) * VEC;
+  union {
+    pack<T, VEC> t;
+    unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
+    unsigned short h;
+  } r;
+  if constexpr (BYTES == 16)
+    asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3])
+        : "l"(p));
+  else if constexpr (BYTES == 8)
+    asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(r.u[0]), "=r"(r.u[1]) : "l"(p));
+  else if constexpr (BYTES == 4)
+    asm("ld.global.cs.u32 %0, [%1];" : "=r"(r.u[0]) : "l"(p));
+  else
+    asm("ld.global.cs.u16 %0, [%1];" : "=h"(r.h) : "l"(p));
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    out[e] = load(&r.t.v[e]);
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ void store_pack_stream(T *p, const acc_t<T> (&in)[VEC]) {
+  constexpr int BYTES = (int)sizeof(T) * VEC;
+  union {
+    pack<T, VEC> t;
+    unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
+    unsigned short h;
+  } r;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    r.t.v[e] = from_acc<T>(in[e]);
+  if constexpr (BYTES == 16)
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.u[0]), "r"(r.u[1]),
+                 "r"(r.u[2]), "r"(r.u[3])
+                 : "memory");
+  else if constexpr (BYTES == 8)
+    asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(r.u[0]), "r"(r.u[1])
+                 : "memory");
+  else if constexpr (BYTES == 4)
+    asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(r.u[0]) : "memory");
+  else
+    asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(p), "h"(r.h) : "memory");
+}
+
 // Adds n to the caller's dropped-id counter: int64 (c64) or int32 (c32), or neither.
 __device__ __forceinline__ void add_to_counter(unsigned long long *c64, unsigned *c32, int n) {
   if (n == 0)

@@ -1,8 +1,9 @@
 // jitops/segment_reduce.cuh — the forward reduction over rows grouped by segment.
 //
 // Positions 0..N-1 are rows in segment order: for sorted ids, the rows themselves (key =
-// clamp_id(id)); for unsorted ids, the radix sort's output (keys[j], row perm[j]). Segment s
-// occupies positions [offsets[s], offsets[s+1]).
+// clamp_id(id)); for unsorted ids, the radix sort's output (keys[j], and row perm[j] or, for
+// rows of one column, the value itself). Segment s occupies positions [seg_start[s],
+// seg_end[s]), which the chunked reduction records as it passes the segment's ends.
 //
 // Work is split into fixed chunks of CH positions, not into segments, so one huge segment
 // and a million tiny ones cost the same per row. A group of G lanes owns a chunk; each lane
@@ -11,7 +12,8 @@
 //   - a segment that crosses the chunk's start or end leaves a partial in slot 0 (the
 //     chunk's first run) or slot 1 (its last run) of partials[chunk];
 // then segment_reduce_fixup combines each crossing segment's partials in chunk order and
-// writes empty segments. Every order is fixed by the positions, never by scheduling.
+// writes empty segments (those whose bounds nobody recorded). Every order is fixed by the
+// positions, never by scheduling.
 #pragma once
 #include "jitops/segment_common.cuh"
 
@@ -40,7 +42,8 @@ __device__ int lower_bound_key(const I *ids, i64 id_stride, const int *keys, int
   return lo;
 }
 
-// offsets[s] = first position whose key is >= s, for s in [0, S]. Also counts the ids >= S
+// offsets[s] = first position whose key is >= s, for s in [0, S] (the row counts of sorted
+// ids, for the mean's backward). Also counts the ids >= S
 // (they sort last) into the caller's counter. A binary search per segment keeps the work
 // even however the rows are spread (a million empty segments cost what full ones do). On an
 // unsorted array (a broken `sorted` promise) the offsets stay monotonic and within [0, N].
@@ -75,12 +78,20 @@ __global__ void __launch_bounds__(256)
     add_to_counter(counter64, counter32, local);
 }
 
-template <class T, class I, int OP, int VEC, int G, int CPL, bool SORTED>
+// The chunked reduction. Besides the results and partials it records where each segment
+// starts and ends (seg_start/seg_end, zeroed before: an untouched segment is empty) — the
+// run that begins a segment writes its start, the run that ends it its end, so no search is
+// needed — and counts the dropped ids that are too large (key S + 1 after the radix sort, S
+// for sorted ids) into the caller's counter. With CARRY (one column, unsorted ids) `perm`
+// holds the rows' values themselves (float bits), which the sort carried along.
+template <class T, class I, int OP, int VEC, int G, int CPL, bool SORTED, bool CARRY>
 __global__ void __launch_bounds__(256)
     segment_reduce_chunks(const T *__restrict__ data, i64 data_stride, int D,
                           const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys,
                           const int *__restrict__ perm, int N, int S, int CH, int nchunks,
-                          T *__restrict__ out, i64 out_stride, acc_t<T> *__restrict__ partials) {
+                          T *__restrict__ out, i64 out_stride, acc_t<T> *__restrict__ partials,
+                          int *__restrict__ seg_start, int *__restrict__ seg_end,
+                          unsigned long long *counter64, unsigned *counter32) {
   typedef acc_t<T> A;
   // Rows in flight per lane: enough independent loads to cover memory latency, within about
   // 32 loaded values per lane.
@@ -92,6 +103,8 @@ __global__ void __launch_bounds__(256)
     return;
   const int lo = (int)(chunk * CH);
   const int hi = (int)min((i64)N, chunk * CH + CH);
+  const int too_large = SORTED ? S : S + 1;
+  int dropped = 0;
 
   for (int c0 = 0; c0 < D; c0 += COLS) {
     A acc[CPL][VEC];
@@ -103,13 +116,20 @@ __global__ void __launch_bounds__(256)
           acc[k][e] = identity<OP, A>();
     };
     // Writes the run [a, b) of segment s: its result if the segment lies inside the chunk,
-    // else a partial for the fixup.
+    // else a partial for the fixup; and the segment's bounds where the run holds them.
     auto emit = [&](int s, int a, int b) {
+      const bool book = c0 == 0 && lane == 0;
+      if (s == too_large && book)
+        dropped += b - a;
       if (s < 0 || s >= S)
         return;
       const bool starts =
           a > lo || lo == 0 || key_at<I, SORTED>(ids, id_stride, keys, lo - 1, S) != s;
       const bool ends = b < hi || hi == N || key_at<I, SORTED>(ids, id_stride, keys, hi, S) != s;
+      if (book && starts)
+        seg_start[s] = a;
+      if (book && ends)
+        seg_end[s] = b;
 #pragma unroll
       for (int k = 0; k < CPL; ++k) {
         const int col = c0 + (k * G + lane) * VEC;
@@ -142,13 +162,17 @@ __global__ void __launch_bounds__(256)
         const int j = j0 + u;
         key[u] = j < hi ? key_at<I, SORTED>(ids, id_stride, keys, j, S) : -1;
         if (j < hi && key[u] >= 0 && key[u] < S) {
-          const i64 row = SORTED ? (i64)j : (i64)perm[j];
-          const T *p = data + row * data_stride;
+          if constexpr (CARRY) {
+            v[u][0][0] = __int_as_float(perm[j]);
+          } else {
+            const i64 row = SORTED ? (i64)j : (i64)perm[j];
+            const T *p = data + row * data_stride;
 #pragma unroll
-          for (int k = 0; k < CPL; ++k) {
-            const int col = c0 + (k * G + lane) * VEC;
-            if (col < D)
-              load_pack<T, VEC>(p + col, v[u][k]);
+            for (int k = 0; k < CPL; ++k) {
+              const int col = c0 + (k * G + lane) * VEC;
+              if (col < D)
+                load_pack<T, VEC>(p + col, v[u][k]);
+            }
           }
         }
       }
@@ -175,6 +199,7 @@ __global__ void __launch_bounds__(256)
     }
     emit(run_key, run_start, hi);
   }
+  add_to_counter(counter64, counter32, dropped);
 }
 
 // The partials of segment [st, en): row lane `rl` of `RL` combines partials rl, rl + RL, ...
@@ -238,9 +263,9 @@ __device__ __forceinline__ void store_columns(T *o, int D, int c0, int cl,
 // is fixed. `empty_value` is 0 for sum and mean, the fill for max/min.
 template <class T, int OP, int VEC, int G, int CPL>
 __global__ void __launch_bounds__(256)
-    segment_reduce_fixup(const int *__restrict__ offsets, int S, int D, int CH,
-                         const acc_t<T> *__restrict__ partials, T *__restrict__ out, i64 out_stride,
-                         acc_t<T> empty_value) {
+    segment_reduce_fixup(const int *__restrict__ seg_start, const int *__restrict__ seg_end, int S,
+                         int D, int CH, const acc_t<T> *__restrict__ partials, T *__restrict__ out,
+                         i64 out_stride, acc_t<T> empty_value) {
   typedef acc_t<T> A;
   constexpr int GROUPS = 32 / G;
   constexpr int SEGS = GROUPS * 4 < 32 ? GROUPS * 4 : 32; // matches the host's grid
@@ -252,19 +277,22 @@ __global__ void __launch_bounds__(256)
   const i64 first_segment = warp * SEGS;
   bool todo = false, is_long = false;
   if (lane < SEGS && first_segment + lane < S) {
-    const int st = offsets[first_segment + lane], en = offsets[first_segment + lane + 1];
+    const int st = seg_start[first_segment + lane], en = seg_end[first_segment + lane];
     todo = en == st || st / CH != (en - 1) / CH;
     is_long = todo && en > st && (en - 1) / CH - st / CH + 1 > LONG;
   }
   const unsigned shorts = __ballot_sync(0xffffffffu, todo && !is_long);
   unsigned longs = __ballot_sync(0xffffffffu, is_long);
 
-  int n = 0;
-  for (unsigned m = shorts; m != 0; m &= m - 1, ++n) {
-    if (n % GROUPS != group)
-      continue;
+  // Group g takes the short segments g, g + GROUPS, ... of the list, all groups in the same
+  // iteration (a lane-by-lane walk of the list would run the groups one after another).
+  const int shorts_count = __popc(shorts);
+  for (int n = group; n < shorts_count; n += GROUPS) {
+    unsigned m = shorts;
+    for (int i = 0; i < n; ++i)
+      m &= m - 1;
     const i64 s = first_segment + (__ffs(m) - 1);
-    const int st = offsets[s], en = offsets[s + 1];
+    const int st = seg_start[s], en = seg_end[s];
     T *o = out + s * out_stride;
     for (int c0 = 0; c0 < D; c0 += COLS) {
       A acc[CPL][VEC];
@@ -290,7 +318,7 @@ __global__ void __launch_bounds__(256)
     const int src = __ffs(longs) - 1;
     longs &= longs - 1;
     const i64 s = first_segment + src;
-    const int st = offsets[s], en = offsets[s + 1];
+    const int st = seg_start[s], en = seg_end[s];
     T *o = out + s * out_stride;
     for (int c0 = 0; c0 < D; c0 += COLS) {
       A acc[CPL][VEC];

@@ -166,6 +166,18 @@ static const seg_case cases[] = {
     {"skewed f32 D32", F32, .id64 = true, SHAPE(200000, 32, 1000), .ids = IDS_SKEWED},
     {"bench shape f32 i64 D64", F32, .id64 = true, SHAPE(1 << 20, 64, 10000), .counter_bits = 64},
     {"million segments f32 D1", F32, .id64 = true, SHAPE(1 << 20, 1, 1000000)},
+    /* One column, sum and mean, up to 16384 segments: per-tile sorts and sums (one huge run
+     * crossing every thread of a tile; skewed ids; many tiles). */
+    {"tiles f16 i32 D1", F16, SHAPE(70000, 1, 300), .vals = VALS_RANDOM, .quick = true},
+    {"tiles one segment f32 D1", F32, SHAPE(50000, 1, 5), .ids = IDS_ONE},
+    {"tiles skewed f32 i64 D1 counter64", F32, .id64 = true, SHAPE(1 << 20, 1, 10000),
+     .ids = IDS_SKEWED, .counter_bits = 64},
+    /* One column, more segments: the global sort carries the values (not f64, which gathers
+     * rows). 2, 3 and 4 radix passes, many tiles (look-back), dropped ids. */
+    {"carried values bf16 i64 D1 bad ids", BF16, .id64 = true, SHAPE(300000, 1, 20000),
+     .ids = IDS_BAD, .counter_bits = 64},
+    {"three passes f64 i64 D1", F64, .id64 = true, SHAPE(100000, 1, 70000), .vals = VALS_RANDOM},
+    {"four passes f32 D1", F32, SHAPE(20000, 1, (1 << 24) + 5), .counter_bits = 32, .ids = IDS_BAD},
     {"one segment f32 D1 million rows sorted", F32, SHAPE((1 << 20) + 3, 1, 3), .ids = IDS_ONE,
      .sorted = true},
     {"one segment f32 D64 unsorted", F32, .id64 = true, SHAPE(300000, 64, 1), .ids = IDS_ONE},

@@ -40,8 +40,9 @@
  * as the *_workspace_size functions say, else from cuMemAllocAsync on `stream` (freed
  * stream-ordered, so every call can be captured in a CUDA graph — except with ids in
  * pageable host memory, whose copy is not capturable). Sizes, roughly:
- *   forward, unsorted ids, sort algorithm:   16 N + 4 S + 2 (N / chunk) D a  bytes
- *   forward, sorted ids:                     4 S + 2 (N / chunk) D a  bytes
+ *   forward, unsorted ids, sort algorithm:   17 N + 8 S + 2 (N / chunk) D a  bytes
+ *                                            (8.5 N with at most 255 segments)
+ *   forward, sorted ids:                     8 S + 2 (N / chunk) D a  bytes
  *   forward, atomic algorithm (max/min):     S D k  bytes (k = 4, or 8 for f64)
  *   backward sum: 0; mean: 4 S; max/min: 4 S D (8 S D with first_occurrence)
  * where a is the accumulation type's size and chunk is 32..2048 rows (the call picks it).

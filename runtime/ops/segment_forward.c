@@ -1,6 +1,7 @@
 /* jitops_segment_reduce: validate, plan, get the kernels, then launch one of
- *   sort:       radix passes (upsweep, scan, downsweep) -> offsets -> chunks -> fixup
- *   boundaries: offsets -> chunks -> fixup                      (sorted ids)
+ *   sort:       clear -> digit histogram -> radix passes -> chunks -> fixup
+ *   boundaries: clear -> chunks -> fixup                        (sorted ids)
+ *   tiles:      per-tile sorts and sums -> combine              (one column, sum/mean)
  *   atomic:     clear the code table -> atomic pass -> finalize  (max/min)
  *   empty:      count the dropped ids, if asked                 (S = 0 or D = 0)
  * all on the caller's stream, with scratch from the workspace or stream-ordered memory. */
@@ -32,54 +33,61 @@ static jitops_status run_empty(const fwd_ctx *c) {
   return seg_launch(c->k->count_too_large, seg_grid(c->props, c->N, 1, 8), 256, 0, c->stream, args);
 }
 
-/* One stable counting pass per `bits` bits of the keys; returns the final keys and rows. */
-static jitops_status run_radix_sort(const fwd_ctx *c, const int32_t **keys, const int32_t **perm) {
+/* The digit counts of every pass, then one stable counting pass per `bits` bits of the keys;
+ * returns the final keys and rows (or values). The counters and look-back words are zeroed. */
+static jitops_status run_radix_sort(const fwd_ctx *c, const int32_t **keys, const int32_t **vals) {
   const seg_forward_plan *p = c->plan;
-  const uint32_t tiles = (uint32_t)p->sort_tiles;
-  int32_t *table = (int32_t *)(c->scratch + p->table);
-  const int32_t bits = p->sort_bits;
-  const int64_t table_len = ((int64_t)1 << bits) * p->sort_tiles;
+  const seg_call *call = c->call;
+  int32_t *hist = (int32_t *)(c->scratch + p->hist);
+  int32_t *counters = (int32_t *)(c->scratch + p->tile_counters);
+  const int32_t passes = p->sort_passes, bits = p->sort_bits;
+  void *hist_args[] = {(void *)&c->ids, (void *)&c->id_stride, (void *)&c->N, (void *)&c->S,
+                       (void *)&passes, (void *)&bits,         (void *)&hist};
+  JITOPS__TRY(
+      seg_launch(c->k->histogram, p->hist_blocks, SEG_SORT_THREADS, 0, c->stream, hist_args));
   const int32_t *keys_in = NULL, *vals_in = NULL;
-  for (int pass = 0; pass < p->sort_passes; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     const int32_t shift = pass * bits;
     int32_t *keys_out = (int32_t *)(c->scratch + p->keys[pass % 2]);
     int32_t *vals_out = (int32_t *)(c->scratch + p->vals[pass % 2]);
     const bool first = pass == 0;
     const void *ids = first ? c->ids : NULL;
     const int64_t id_stride = first ? c->id_stride : 0;
-    void *up_args[] = {(void *)&ids,  (void *)&id_stride, (void *)&keys_in, (void *)&c->N,
-                       (void *)&c->S, (void *)&shift,     (void *)&bits,    (void *)&table};
-    JITOPS__TRY(seg_launch(first ? c->k->upsweep_first : c->k->upsweep, tiles, SEG_SORT_THREADS, 0,
-                           c->stream, up_args));
-    void *scan_args[] = {(void *)&table, (void *)&table_len};
-    JITOPS__TRY(seg_launch(c->k->scan, 1, SEG_SCAN_THREADS, 0, c->stream, scan_args));
-    void *down_args[] = {(void *)&ids,   (void *)&id_stride, (void *)&keys_in, (void *)&vals_in,
-                         (void *)&c->N,  (void *)&c->S,      (void *)&shift,   (void *)&bits,
-                         (void *)&table, (void *)&keys_out,  (void *)&vals_out};
-    JITOPS__TRY(seg_launch(first ? c->k->downsweep_first : c->k->downsweep, tiles, SEG_SORT_THREADS,
-                           0, c->stream, down_args));
+    const void *data = first ? call->data.ptr : NULL;
+    const int64_t data_stride = first ? call->data.stride : 0;
+    const int32_t *pass_hist = hist + pass * SEG_SORT_RADIX_MAX;
+    uint64_t *lookback = (uint64_t *)(c->scratch + p->lookback[pass % 2]);
+    /* The other set was zeroed by the memset for pass 1; later passes are cleared by the pass
+     * before them. */
+    uint64_t *clear = pass >= 1 && pass + 1 < passes
+                          ? (uint64_t *)(c->scratch + p->lookback[(pass + 1) % 2])
+                          : NULL;
+    int32_t *counter = counters + pass;
+    void *args[] = {(void *)&ids,     (void *)&id_stride, (void *)&data,      (void *)&data_stride,
+                    (void *)&keys_in, (void *)&vals_in,   (void *)&c->N,      (void *)&c->S,
+                    (void *)&shift,   (void *)&bits,      (void *)&pass_hist, (void *)&lookback,
+                    (void *)&clear,   (void *)&counter,   (void *)&keys_out,  (void *)&vals_out};
+    JITOPS__TRY(seg_launch(first ? c->k->pass_first : c->k->pass, (uint32_t)p->sort_tiles,
+                           SEG_SORT_THREADS, 0, c->stream, args));
     keys_in = keys_out;
     vals_in = vals_out;
   }
   *keys = keys_in;
-  *perm = vals_in;
+  *vals = vals_in;
   return JITOPS_SUCCESS;
 }
 
-/* offsets -> chunked reduction -> fixup, over sorted ids (keys NULL) or sorted keys. */
+/* chunked reduction -> fixup, over sorted ids (keys NULL) or sorted keys; the segment bounds
+ * are zeroed. */
 static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const int32_t *perm) {
   const seg_forward_plan *p = c->plan;
   const seg_call *call = c->call;
   const bool sorted_ids = keys == NULL && c->plan->path == SEG_PATH_BOUNDARIES;
   const void *ids = sorted_ids ? c->ids : NULL;
   const int64_t id_stride = sorted_ids ? c->id_stride : 0;
-  int32_t *offsets = (int32_t *)(c->scratch + p->offsets);
+  int32_t *seg_start = (int32_t *)(c->scratch + p->seg_start);
+  int32_t *seg_end = (int32_t *)(c->scratch + p->seg_end);
   void *partials = c->scratch + p->partials;
-
-  void *off_args[] = {(void *)&ids,  (void *)&id_stride, (void *)&keys,   (void *)&c->N,
-                      (void *)&c->S, (void *)&offsets,   (void *)&c->c64, (void *)&c->c32};
-  JITOPS__TRY(seg_launch(c->k->offsets, (uint32_t)((call->segments + 1 + 255) / 256), 256, 0,
-                         c->stream, off_args));
 
   const int32_t CH = (int32_t)p->chunk_rows, chunks = (int32_t)p->chunks;
   const void *data = call->data.ptr;
@@ -98,7 +106,11 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
                         (void *)&chunks,
                         (void *)&out,
                         (void *)&call->out.stride,
-                        (void *)&partials};
+                        (void *)&partials,
+                        (void *)&seg_start,
+                        (void *)&seg_end,
+                        (void *)&c->c64,
+                        (void *)&c->c32};
     const int64_t threads = (int64_t)chunks * p->layout.lanes;
     JITOPS__TRY(
         seg_launch(c->k->reduce, (uint32_t)((threads + 255) / 256), 256, 0, c->stream, red_args));
@@ -107,14 +119,10 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
   const float empty32 = (float)call->empty_value;
   const double empty64 = call->empty_value;
   const void *empty = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&empty64 : &empty32;
-  void *fix_args[] = {(void *)&offsets,
-                      (void *)&c->S,
-                      (void *)&c->D,
-                      (void *)&CH,
-                      (void *)&partials,
-                      (void *)&out,
-                      (void *)&call->out.stride,
-                      (void *)empty};
+  void *fix_args[] = {
+      (void *)&seg_start, (void *)&seg_end,  (void *)&c->S, (void *)&c->D,
+      (void *)&CH,        (void *)&partials, (void *)&out,  (void *)&call->out.stride,
+      (void *)empty};
   const int64_t per_warp = seg_fixup_segments_per_warp(p->layout.lanes);
   const int64_t warps = (call->segments + per_warp - 1) / per_warp;
   return seg_launch(c->k->fixup, (uint32_t)((warps * 32 + 255) / 256), 256, 0, c->stream, fix_args);
@@ -149,6 +157,35 @@ static jitops_status run_atomic(const fwd_ctx *c) {
                     c->stream, fin_args);
 }
 
+/* One memset for everything that starts zeroed (segment bounds, sort counters, look-back). */
+static jitops_status clear_scratch(const fwd_ctx *c) {
+  return jitops__memset8_async(c->runtime, c->scratch + c->plan->zeroed, 0, c->plan->zeroed_bytes,
+                               c->stream);
+}
+
+/* Per-tile sorts and sums into the tiles x S table, then each segment's tiles in order. */
+static jitops_status run_tiles(const fwd_ctx *c) {
+  const seg_forward_plan *p = c->plan;
+  const seg_call *call = c->call;
+  float *sums = (float *)(c->scratch + p->tile_sums);
+  int32_t *counts = p->tile_counts != 0 ? (int32_t *)(c->scratch + p->tile_counts) : NULL;
+  const int32_t passes = p->sort_passes, bits = p->sort_bits, tiles = (int32_t)p->sort_tiles;
+  const void *data = call->data.ptr;
+  void *sum_args[] = {(void *)&data,   (void *)&call->data.stride,
+                      (void *)&c->ids, (void *)&c->id_stride,
+                      (void *)&c->N,   (void *)&c->S,
+                      (void *)&passes, (void *)&bits,
+                      (void *)&sums,   (void *)&counts,
+                      (void *)&c->c64, (void *)&c->c32};
+  JITOPS__TRY(
+      seg_launch(c->k->tile_sums, (uint32_t)tiles, SEG_SORT_THREADS, 0, c->stream, sum_args));
+  void *out = call->out.ptr;
+  void *combine_args[] = {(void *)&sums, (void *)&counts, (void *)&tiles,
+                          (void *)&c->S, (void *)&out,    (void *)&call->out.stride};
+  return seg_launch(c->k->tile_combine, (uint32_t)((call->segments + 31) / 32), 256, 0, c->stream,
+                    combine_args);
+}
+
 static jitops_status run_forward(fwd_ctx *c) {
   const seg_call *call = c->call;
   c->ids = call->ids;
@@ -169,9 +206,13 @@ static jitops_status run_forward(fwd_ctx *c) {
     return run_empty(c);
   case SEG_PATH_ATOMIC:
     return run_atomic(c);
+  case SEG_PATH_TILES:
+    return run_tiles(c);
   case SEG_PATH_BOUNDARIES:
+    JITOPS__TRY(clear_scratch(c));
     return run_grouped(c, NULL, NULL);
   case SEG_PATH_SORT: {
+    JITOPS__TRY(clear_scratch(c));
     const int32_t *keys = NULL, *perm = NULL;
     if (call->rows > 0)
       JITOPS__TRY(run_radix_sort(c, &keys, &perm));

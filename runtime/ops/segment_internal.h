@@ -19,10 +19,12 @@
 #define SEG_MAX_ROWS ((int64_t)INT32_MAX - 65536)
 /* Radix keys go up to S + 1 and offsets have S + 1 entries, all int. */
 #define SEG_MAX_SEGMENTS ((int64_t)INT32_MAX - 1)
-/* Matches templates/segment_sort.cuh. */
-#define SEG_SORT_TILE    4096
-#define SEG_SORT_THREADS 256
-#define SEG_SCAN_THREADS 1024
+/* Match templates/segment_sort.cuh. */
+#define SEG_SORT_TILE       4096
+#define SEG_SORT_THREADS    256
+#define SEG_SORT_RADIX_MAX  256
+#define SEG_SORT_PASSES_MAX 4
+#define SEG_HIST_ROWS       (SEG_SORT_THREADS * 16) /* rows a histogram block takes at a time */
 /* Shared memory a block may use for the atomic path's and the row counts' local tables. */
 #define SEG_SHARED_TABLE_BYTES (48 * 1024)
 
@@ -67,9 +69,10 @@ typedef struct seg_layout {
 
 typedef enum seg_path {
   SEG_PATH_EMPTY,      /* empty output: at most count the dropped ids */
-  SEG_PATH_SORT,       /* unsorted ids: radix sort, offsets, chunked reduction, fixup */
-  SEG_PATH_BOUNDARIES, /* sorted ids: offsets, chunked reduction, fixup */
-  SEG_PATH_ATOMIC      /* max/min: integer atomics into a code table, then finalize */
+  SEG_PATH_SORT,       /* unsorted ids: radix sort, chunked reduction, fixup */
+  SEG_PATH_BOUNDARIES, /* sorted ids: chunked reduction, fixup */
+  SEG_PATH_ATOMIC,     /* max/min: integer atomics into a code table, then finalize */
+  SEG_PATH_TILES       /* one column, sum/mean, few segments: per-tile sorts and sums */
 } seg_path;
 
 typedef struct seg_forward_plan {
@@ -80,16 +83,23 @@ typedef struct seg_forward_plan {
   int sort_passes;
   int sort_bits; /* bits per pass */
   int64_t sort_tiles;
+  uint32_t hist_blocks;
+  bool sort_carry; /* the sort carries the values (one column) instead of row indices */
   bool atomic_shared;
   uint32_t atomic_blocks;
   size_t code_size; /* 4 or 8 bytes per atomic table cell */
-  /* Byte offsets into the scratch memory. */
-  size_t ids_copy, offsets, table, keys[2], vals[2], partials, codes;
+  /* Byte offsets into the scratch memory. [zeroed, zeroed + zeroed_bytes) is cleared by one
+   * memset first: the segment bounds, the sort's digit counts, tile counters and look-back
+   * words. */
+  size_t ids_copy, seg_start, seg_end, hist, tile_counters, lookback[2], keys[2], vals[2], partials,
+      codes, tile_sums, tile_counts;
+  size_t zeroed, zeroed_bytes;
   size_t workspace_bytes;
 } seg_forward_plan;
 
 typedef struct seg_backward_plan {
   seg_layout layout;
+  int rows_in_flight;    /* max/min: rows a lane group takes at a time (RF) */
   bool count_shared;     /* mean, unsorted: shared-memory row counts */
   uint32_t count_blocks; /* and their grid */
   size_t ids_copy, counts, ties, first_row, tie_flag;
@@ -134,9 +144,10 @@ int seg_fixup_segments_per_warp(int lanes);
 /* ---- segment_kernels.c ------------------------------------------------------------------- */
 
 typedef struct seg_forward_kernels {
-  jitops_kernel_t *upsweep_first, *downsweep_first, *upsweep, *downsweep, *scan;
-  jitops_kernel_t *offsets, *reduce, *fixup;
+  jitops_kernel_t *histogram, *pass_first, *pass;
+  jitops_kernel_t *reduce, *fixup;
   jitops_kernel_t *atomic, *finalize;
+  jitops_kernel_t *tile_sums, *tile_combine;
   jitops_kernel_t *count_too_large;
 } seg_forward_kernels;
 

@@ -12,6 +12,7 @@
 #define SRC_REDUCE   "jitops/segment_reduce.cuh"
 #define SRC_ATOMIC   "jitops/segment_atomic.cuh"
 #define SRC_BACKWARD "jitops/segment_backward.cuh"
+#define SRC_TILES    "jitops/segment_tiles.cuh"
 #define NS           "jitops::segment::"
 
 static jitops_status get(jitops_runtime_t *runtime, const char *source, jitops_kernel_t **out,
@@ -31,31 +32,30 @@ static const char *tf(bool b) {
   return b ? "true" : "false";
 }
 
-static jitops_status get_sort(jitops_runtime_t *rt, const char *I, const seg_forward_plan *plan,
-                              seg_forward_kernels *k) {
-  JITOPS__TRY(get(rt, SRC_SORT, &k->upsweep_first, NS "segment_sort_upsweep<%s, true>", I));
-  JITOPS__TRY(get(rt, SRC_SORT, &k->downsweep_first, NS "segment_sort_downsweep<%s, true>", I));
-  JITOPS__TRY(get(rt, SRC_SORT, &k->scan, NS "segment_scan_exclusive<0>"));
-  if (plan->sort_passes > 1) {
-    JITOPS__TRY(get(rt, SRC_SORT, &k->upsweep, NS "segment_sort_upsweep<int, false>"));
-    JITOPS__TRY(get(rt, SRC_SORT, &k->downsweep, NS "segment_sort_downsweep<int, false>"));
-  }
+static jitops_status get_sort(jitops_runtime_t *rt, const seg_call *call, const char *I,
+                              const seg_forward_plan *plan, seg_forward_kernels *k) {
+  /* Only a pass that carries values depends on the value type. */
+  const char *T = plan->sort_carry ? jitops__dtype_cname(call->dtype) : "float";
+  JITOPS__TRY(get(rt, SRC_SORT, &k->histogram, NS "segment_sort_histogram<%s>", I));
+  JITOPS__TRY(get(rt, SRC_SORT, &k->pass_first, NS "segment_sort_pass<%s, %s, true, %s>", I, T,
+                  tf(plan->sort_carry)));
+  if (plan->sort_passes > 1)
+    JITOPS__TRY(get(rt, SRC_SORT, &k->pass, NS "segment_sort_pass<int, float, false, false>"));
   return JITOPS_SUCCESS;
 }
 
-/* offsets, chunked reduction and fixup; `key_type` is the ids' type for sorted ids and int
- * (the radix sort's keys) otherwise. */
+/* chunked reduction and fixup; `key_type` is the ids' type for sorted ids and int (the radix
+ * sort's keys) otherwise. */
 static jitops_status get_grouped(jitops_runtime_t *rt, const seg_call *call,
                                  const seg_forward_plan *plan, const char *key_type, bool sorted,
                                  seg_forward_kernels *k) {
   const char *T = jitops__dtype_cname(call->dtype);
   const seg_layout *l = &plan->layout;
   const int op = (int)call->reduction;
-  JITOPS__TRY(get(rt, SRC_REDUCE, &k->offsets, NS "segment_offsets<%s, %s>", key_type, tf(sorted)));
   if (plan->chunks > 0)
     JITOPS__TRY(get(rt, SRC_REDUCE, &k->reduce,
-                    NS "segment_reduce_chunks<%s, %s, %d, %d, %d, %d, %s>", T, key_type, op, l->vec,
-                    l->lanes, l->cpl, tf(sorted)));
+                    NS "segment_reduce_chunks<%s, %s, %d, %d, %d, %d, %s, %s>", T, key_type, op,
+                    l->vec, l->lanes, l->cpl, tf(sorted), tf(plan->sort_carry)));
   return get(rt, SRC_REDUCE, &k->fixup, NS "segment_reduce_fixup<%s, %d, %d, %d, %d>", T, op,
              l->vec, l->lanes, l->cpl);
 }
@@ -74,10 +74,17 @@ jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call 
     return JITOPS_SUCCESS;
   case SEG_PATH_SORT:
     if (call->rows > 0)
-      JITOPS__TRY(get_sort(runtime, I, plan, out));
+      JITOPS__TRY(get_sort(runtime, call, I, plan, out));
     return get_grouped(runtime, call, plan, "int", false, out);
   case SEG_PATH_BOUNDARIES:
     return get_grouped(runtime, call, plan, I, true, out);
+  case SEG_PATH_TILES: {
+    const bool mean = call->reduction == JITOPS_SEGMENT_MEAN;
+    JITOPS__TRY(get(runtime, SRC_TILES, &out->tile_sums, NS "segment_tile_sums<%s, %s, %s>", T, I,
+                    tf(mean)));
+    return get(runtime, SRC_TILES, &out->tile_combine, NS "segment_tile_combine<%s, %s>", T,
+               tf(mean));
+  }
   case SEG_PATH_ATOMIC:
     JITOPS__TRY(get(runtime, SRC_ATOMIC, &out->atomic,
                     NS "segment_atomic_extreme<%s, %s, %d, %d, %d, %s>", T, I, op, l->vec, l->lanes,
@@ -114,8 +121,8 @@ jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call
   case JITOPS_SEGMENT_MAX:
   case JITOPS_SEGMENT_MIN:
     JITOPS__TRY(get(runtime, SRC_BACKWARD, &out->mark,
-                    NS "segment_backward_extreme_mark<%s, %s, %d, %d, %s>", T, I, l->vec, l->lanes,
-                    tf(call->first_occurrence)));
+                    NS "segment_backward_extreme_mark<%s, %s, %d, %d, %s, %d>", T, I, l->vec,
+                    l->lanes, tf(call->first_occurrence), plan->rows_in_flight));
     return get(runtime, SRC_BACKWARD, &out->split,
                NS "segment_backward_extreme_split<%s, %s, %d, %d, %s>", T, I, l->vec, l->lanes,
                tf(call->first_occurrence));

@@ -23,6 +23,14 @@
 #define SEG_ATOMIC_MAX_COLS             4
 #define SEG_ATOMIC_MIN_ROWS_PER_SEGMENT 16
 #define SEG_ATOMIC_ROWS_IN_FLIGHT       4 /* matches templates/segment_atomic.cuh */
+#define SEG_BACKWARD_BATCH              4 /* matches BATCH in templates/segment_backward.cuh */
+
+/* Unsorted sum and mean of one column take per-tile sorts and a tiles x S table of sums when
+ * the table stays small: at most this many segments (keys of at most 15 bits, two passes in
+ * shared memory; the table at most 4 cells a row) and tiles (the combine adds each segment's
+ * tiles in 8 runs). Measured on an H200 (N = 2^20, S = 10^4): 0.077 ms by the global sort. */
+#define SEG_TILES_MAX_SEGMENTS 16384
+#define SEG_TILES_MAX_TILES    1024
 
 static size_t take(size_t *cursor, size_t bytes) {
   const size_t at = *cursor;
@@ -101,6 +109,10 @@ static int bit_width(int64_t v) {
   return bits;
 }
 
+static int total_sort_bits(const seg_call *call) {
+  return bit_width(call->segments + 1); /* keys run to S + 1 (ids >= S) */
+}
+
 static bool extreme(const seg_call *call) {
   return call->reduction == JITOPS_SEGMENT_MAX || call->reduction == JITOPS_SEGMENT_MIN;
 }
@@ -142,25 +154,68 @@ static void plan_atomic(const jitops__device_props *props, const seg_call *call,
 
 static void plan_sort(const jitops__device_props *props, const seg_call *call,
                       seg_forward_plan *plan, size_t *cursor) {
-  plan->offsets = take(cursor, (size_t)(call->segments + 1) * sizeof(int32_t));
+  /* What starts zeroed comes first, in one range: the bounds of every segment (untouched
+   * bounds mean an empty segment), then the sort's counters and look-back words. */
+  plan->zeroed = *cursor;
+  plan->seg_start = take(cursor, (size_t)call->segments * sizeof(int32_t));
+  plan->seg_end = take(cursor, (size_t)call->segments * sizeof(int32_t));
+  const bool sort = plan->path == SEG_PATH_SORT && call->rows > 0;
+  if (sort) {
+    /* Balance the bits over as few <= 8-bit passes as needed. */
+    const int total_bits = total_sort_bits(call);
+    plan->sort_passes = (total_bits + 7) / 8;
+    plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
+    plan->sort_tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
+    plan->hist = take(cursor, SEG_SORT_PASSES_MAX * SEG_SORT_RADIX_MAX * sizeof(int32_t));
+    plan->tile_counters = take(cursor, SEG_SORT_PASSES_MAX * sizeof(int32_t));
+    /* Passes alternate between two sets of look-back words; a pass clears the other set for
+     * the pass after it. */
+    const size_t words = (size_t)plan->sort_tiles * SEG_SORT_RADIX_MAX * sizeof(uint64_t);
+    const int sets = plan->sort_passes > 1 ? 2 : 1;
+    for (int b = 0; b < sets; ++b)
+      plan->lookback[b] = take(cursor, words);
+    int64_t blocks = (call->rows + SEG_HIST_ROWS - 1) / SEG_HIST_ROWS;
+    if (blocks > 2 * sm_count(props))
+      blocks = 2 * sm_count(props);
+    plan->hist_blocks = (uint32_t)blocks;
+    /* One column of a 32-bit-or-narrower type: the sort carries the values, and the
+     * reduction streams them instead of gathering rows. */
+    plan->sort_carry = call->cols == 1 && call->dtype != JITOPS__DTYPE_F64;
+  }
+  plan->zeroed_bytes = *cursor - plan->zeroed;
+
   plan->chunk_rows = choose_chunk_rows(props, call->rows, plan->layout.lanes);
   plan->chunks = (call->rows + plan->chunk_rows - 1) / plan->chunk_rows;
   plan->partials =
       take(cursor, (size_t)plan->chunks * 2 * (size_t)call->cols * acc_size(call->dtype));
-  if (plan->path != SEG_PATH_SORT || call->rows == 0)
-    return;
-  /* Keys run to S + 1 (ids >= S); balance the bits over as few <= 8-bit passes as needed. */
-  const int total_bits = bit_width(call->segments + 1);
+  if (sort) {
+    const size_t list = (size_t)call->rows * sizeof(int32_t);
+    const int buffers = plan->sort_passes > 1 ? 2 : 1;
+    for (int b = 0; b < buffers; ++b) {
+      plan->keys[b] = take(cursor, list);
+      plan->vals[b] = take(cursor, list);
+    }
+  }
+}
+
+static void plan_tiles(const seg_call *call, seg_forward_plan *plan, size_t *cursor) {
+  const int total_bits = total_sort_bits(call);
   plan->sort_passes = (total_bits + 7) / 8;
   plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
   plan->sort_tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
-  plan->table = take(cursor, ((size_t)1 << plan->sort_bits) * (size_t)plan->sort_tiles * 4);
-  const size_t list = (size_t)call->rows * sizeof(int32_t);
-  const int buffers = plan->sort_passes > 1 ? 2 : 1;
-  for (int b = 0; b < buffers; ++b) {
-    plan->keys[b] = take(cursor, list);
-    plan->vals[b] = take(cursor, list);
-  }
+  const size_t cells = (size_t)plan->sort_tiles * (size_t)call->segments;
+  plan->tile_sums = take(cursor, cells * sizeof(float));
+  if (call->reduction == JITOPS_SEGMENT_MEAN)
+    plan->tile_counts = take(cursor, cells * sizeof(int32_t));
+}
+
+static bool tiles_fit(const seg_call *call) {
+  const bool sum_or_mean =
+      call->reduction == JITOPS_SEGMENT_SUM || call->reduction == JITOPS_SEGMENT_MEAN;
+  const bool narrow = call->dtype != JITOPS__DTYPE_F64; /* accumulates in float */
+  const int64_t tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
+  return sum_or_mean && narrow && !call->sorted && call->cols == 1 && call->rows > 0 &&
+         call->segments <= SEG_TILES_MAX_SEGMENTS && tiles <= SEG_TILES_MAX_TILES;
 }
 
 static seg_path choose_path(const jitops__device_props *props, const seg_call *call) {
@@ -170,6 +225,8 @@ static seg_path choose_path(const jitops__device_props *props, const seg_call *c
     return SEG_PATH_ATOMIC;
   if (call->sorted)
     return SEG_PATH_BOUNDARIES;
+  if (tiles_fit(call))
+    return SEG_PATH_TILES;
   if (call->algorithm == JITOPS_SEGMENT_ALGORITHM_AUTO && extreme(call)) {
     uint32_t blocks;
     if (shared_atomics(props, call, &blocks))
@@ -191,6 +248,8 @@ void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
   plan->path = choose_path(props, call);
   if (plan->path == SEG_PATH_ATOMIC)
     plan_atomic(props, call, plan, &cursor);
+  else if (plan->path == SEG_PATH_TILES)
+    plan_tiles(call, plan, &cursor);
   else if (plan->path == SEG_PATH_SORT || plan->path == SEG_PATH_BOUNDARIES)
     plan_sort(props, call, plan, &cursor);
   plan->workspace_bytes = cursor;
@@ -200,6 +259,9 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
                        seg_backward_plan *plan) {
   memset(plan, 0, sizeof *plan);
   plan->layout = seg_choose_layout(call->cols, call->vec_max);
+  /* Rows whose accesses all fit in one lane group: several rows at a time (matches BATCH). */
+  plan->rows_in_flight =
+      call->cols / plan->layout.vec <= plan->layout.lanes ? SEG_BACKWARD_BATCH : 1;
   size_t cursor = 0;
   if (call->host_ids != NULL)
     plan->ids_copy = take(&cursor, (size_t)call->rows * jitops__dtype_size(call->id_dtype));
