@@ -102,21 +102,20 @@ __global__ void __launch_bounds__(256)
 
 // max/min, pass 1: dx = dy where data equals the result, else 0, and count the matches of
 // each cell (ties) — plus, with FIRST, the lowest matching row. Raises *tie_flag when any
-// cell matches twice, so that pass 2 has work. A group of G lanes takes RF rows at a time, B
-// accesses of each (RF = 4, B = 1 for rows of at most G accesses; RF = 1, B = 8 for wider
-// rows), all loads issued before any is used. data and grad_data stream through
-// (evict-first), which keeps the result rows — read once per row of their segment — in L2;
-// dy is read only where a value matches (one row per cell, usually), in a second round of
-// loads.
+// cell matches twice, so that pass 2 has work. A group of G lanes takes RF rows at a time
+// (RF > 1 for rows of at most G accesses), BATCH / RF accesses of each, so that every lane
+// has BATCH accesses in flight. data and grad_data stream through (evict-first), which keeps
+// the result rows — read once per row of their segment — in L2; dy is read only where a value
+// matches (one row per cell, usually).
 template <class T, class I, int VEC, int G, bool FIRST, int RF>
-__global__ void __launch_bounds__(256, RF > 1 ? 3 : 2)
+__global__ void __launch_bounds__(256)
     segment_backward_extreme_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
                                   i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
                                   const I *__restrict__ ids, i64 id_stride, int N, int S, int D,
                                   T *__restrict__ dx, i64 dx_stride, int *__restrict__ ties,
                                   int *__restrict__ first_row, int *__restrict__ tie_flag) {
   typedef acc_t<T> A;
-  constexpr int B = RF > 1 ? 1 : 2 * BATCH;
+  constexpr int B = BATCH / RF;
   const int nch = D / VEC;
   const int lane = threadIdx.x % G;
   const i64 groups = (i64)gridDim.x * (blockDim.x / G);
@@ -132,8 +131,7 @@ __global__ void __launch_bounds__(256, RF > 1 ? 3 : 2)
       valid[r] = id[r] >= 0 && id[r] < (I)S;
     }
     for (int ch0 = lane; ch0 < nch; ch0 += G * B) {
-      A xv[RF][B][VEC], v[RF][B][VEC]; // v: the result, then dy
-      bool match[RF][B][VEC], any[RF][B];
+      A xv[RF][B][VEC], yv[RF][B][VEC];
 #pragma unroll
       for (int r = 0; r < RF; ++r)
 #pragma unroll
@@ -141,26 +139,9 @@ __global__ void __launch_bounds__(256, RF > 1 ? 3 : 2)
           const int ch = ch0 + b * G;
           if (valid[r] && ch < nch) {
             load_pack_stream<T, VEC>(x + (row0 + r * groups) * x_stride + ch * VEC, xv[r][b]);
-            load_pack<T, VEC>(y + (i64)id[r] * y_stride + ch * VEC, v[r][b]);
+            load_pack<T, VEC>(y + (i64)id[r] * y_stride + ch * VEC, yv[r][b]);
           }
         }
-#pragma unroll
-      for (int r = 0; r < RF; ++r)
-#pragma unroll
-        for (int b = 0; b < B; ++b) {
-          any[r][b] = false;
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            match[r][b][e] = valid[r] && ch0 + b * G < nch && xv[r][b][e] == v[r][b][e];
-            any[r][b] |= match[r][b][e];
-          }
-        }
-#pragma unroll
-      for (int r = 0; r < RF; ++r)
-#pragma unroll
-        for (int b = 0; b < B; ++b)
-          if (any[r][b])
-            load_pack<T, VEC>(dy + (i64)id[r] * dy_stride + (ch0 + b * G) * VEC, v[r][b]);
 #pragma unroll
       for (int r = 0; r < RF; ++r) {
         const i64 row = row0 + r * groups;
@@ -169,19 +150,28 @@ __global__ void __launch_bounds__(256, RF > 1 ? 3 : 2)
           const int ch = ch0 + b * G;
           if (row >= N || ch >= nch)
             continue;
+          bool match[VEC], any = false;
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
-            if (match[r][b][e]) {
+            match[e] = valid[r] && xv[r][b][e] == yv[r][b][e];
+            any |= match[e];
+          }
+          A g[VEC];
+          if (any)
+            load_pack<T, VEC>(dy + (i64)id[r] * dy_stride + ch * VEC, g);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            if (match[e]) {
               const i64 cell = (i64)id[r] * D + ch * VEC + e;
               if (atomicAdd(ties + cell, 1) > 0)
                 tie = true;
               if (FIRST)
                 atomicMin(first_row + cell, (int)row);
             } else {
-              v[r][b][e] = A(0);
+              g[e] = A(0);
             }
           }
-          store_pack_stream<T, VEC>(dx + row * dx_stride + ch * VEC, v[r][b]);
+          store_pack_stream<T, VEC>(dx + row * dx_stride + ch * VEC, g);
         }
       }
     }
