@@ -43,6 +43,8 @@
  *   forward, unsorted ids, sort algorithm:   17 N + 8 S + 2 (N / chunk) D a  bytes
  *                                            (8.5 N with at most 255 segments)
  *   forward, sorted ids:                     8 S + 2 (N / chunk) D a  bytes
+ *   forward, unsorted, one column, sum/mean, S <= 16384, N <= 2^22 (not f64):
+ *                                            4 S ceil(N / 4096)  bytes (8 for mean)
  *   forward, atomic algorithm (max/min):     S D k  bytes (k = 4, or 8 for f64)
  *   backward sum: 0; mean: 4 S; max/min: 4 S D (8 S D with first_occurrence)
  * where a is the accumulation type's size and chunk is 32..2048 rows (the call picks it).

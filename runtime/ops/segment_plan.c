@@ -28,7 +28,8 @@
 /* Unsorted sum and mean of one column take per-tile sorts and a tiles x S table of sums when
  * the table stays small: at most this many segments (keys of at most 15 bits, two passes in
  * shared memory; the table at most 4 cells a row) and tiles (the combine adds each segment's
- * tiles in 8 runs). Measured on an H200 (N = 2^20, S = 10^4): 0.077 ms by the global sort. */
+ * tiles in 8 runs). Measured on an H200 (N = 2^20, S = 10^4, f32): sum 0.035 ms, mean 0.051 ms
+ * this way, 0.077 ms either by the global sort. */
 #define SEG_TILES_MAX_SEGMENTS 16384
 #define SEG_TILES_MAX_TILES    1024
 
