@@ -36,9 +36,15 @@ for s in $STEPS; do
     step quickstart_1 30 build/examples/quickstart
     step quickstart_2 30 build/examples/quickstart
     ;;
-  ctc) step ctc_test 180 "$T/test_gpu_ctc" ;;
+  ctc)
+    step ctc_test 180 "$T/test_gpu_ctc"
+    step ctc_racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T/test_gpu_ctc" --quick
+    ;;
   flce) step flce_test 150 "$T/test_gpu_flce" ;;
-  segment) step segment_test 150 "$T/test_gpu_segment" ;;
+  segment)
+    step segment_test 150 "$T/test_gpu_segment"
+    step segment_racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T/test_gpu_segment" --quick
+    ;;
   scan)
     step scan_test 170 "$T/test_gpu_scan"
     step repeat_test 60 "$T/test_gpu_repeat"
