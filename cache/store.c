@@ -444,7 +444,7 @@ static int insert_row(jitops__store *store, const jitops__store_row *row) {
   sqlite3_bind_text(stmt, 5, row->target, -1, SQLITE_STATIC);
   sqlite3_bind_int(stmt, 6, row->nvrtc_version);
   sqlite3_bind_text(stmt, 7, row->options, -1, SQLITE_STATIC);
-  sqlite3_bind_int(stmt, 8, row->is_ptx);
+  sqlite3_bind_int(stmt, 8, (int)row->kind);
   sqlite3_bind_blob64(stmt, 9, row->image, row->size, SQLITE_STATIC);
   sqlite3_bind_blob(stmt, 10, hash, 16, SQLITE_STATIC);
   sqlite3_bind_int64(stmt, 11, (int64_t)row->size);

@@ -53,6 +53,13 @@ typedef enum jitops__claim {
 jitops__claim jitops__store_claim(jitops__store *store, const uint8_t key[16], jitops__blob *found,
                                   int *waited);
 
+/* What a row's blob is. */
+typedef enum jitops__blob_kind {
+  JITOPS__BLOB_CUBIN = 0,
+  JITOPS__BLOB_PTX = 1,
+  JITOPS__BLOB_TUNED = 2 /* a choice made by timing (jitops__tuned_put), not a kernel */
+} jitops__blob_kind;
+
 typedef struct jitops__store_row {
   uint8_t key[16];
   const char *op;
@@ -61,7 +68,7 @@ typedef struct jitops__store_row {
   const char *target;
   int nvrtc_version;
   const char *options; /* space-separated */
-  int is_ptx;
+  jitops__blob_kind kind;
   const void *image;
   size_t size;
   double compile_ms;

@@ -70,6 +70,13 @@ static void load_driver(void) {
   RESOLVE(cuMemsetD8Async)
   RESOLVE(cuMemsetD32Async)
   RESOLVE(cuMemcpyAsync)
+  RESOLVE(cuStreamSynchronize)
+  RESOLVE(cuStreamIsCapturing)
+  RESOLVE(cuEventCreate)
+  RESOLVE(cuEventDestroy)
+  RESOLVE(cuEventRecord)
+  RESOLVE(cuEventSynchronize)
+  RESOLVE(cuEventElapsedTime)
   RESOLVE(cuGetErrorString)
   RESOLVE(cuGetErrorName)
   CUresult init = table.cuInit(0);

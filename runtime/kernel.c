@@ -169,7 +169,7 @@ static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k,
                            rt->target.name,
                            rt->nvrtc_version,
                            joined,
-                           rt->target.emit_ptx,
+                           rt->target.emit_ptx ? JITOPS__BLOB_PTX : JITOPS__BLOB_CUBIN,
                            compiled.image,
                            compiled.size,
                            compiled.compile_ms};

@@ -241,6 +241,10 @@ JITOPS_API void jitops_cache_close(jitops_cache_t *cache);
 /* The database file. */
 JITOPS_API const char *jitops_cache_path(const jitops_cache_t *cache);
 
+/* An entry is a compiled kernel, or a choice made by timing on a GPU (the cuBLASLt algorithm
+ * that runs one of fused linear cross-entropy's GEMM shapes fastest): such an entry has an
+ * empty lowered_name, a name_expression that describes the choice, and the GPU's name in
+ * options. */
 typedef struct jitops_cache_entry {
   uint8_t key[16];
   const char *op; /* the op family ("scan") for a built-in template, else the source name */

@@ -2,6 +2,7 @@
 #include "runtime/ops/flce_gemm.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,17 +13,31 @@
 #pragma GCC diagnostic pop
 
 /* Shapes a process runs are few (each chunk size of each op, a handful of GEMMs each). When
- * more appear, the oldest entries are replaced; a replaced shape asks the heuristic again,
- * which returns the same algorithm, so results stay the same. */
-enum { ALGO_CACHE_ENTRIES = 256 };
+ * more appear, the oldest entries are replaced; a replaced shape finds its timed algorithm
+ * on disk again (or asks the heuristic again), so results stay the same.
+ *
+ * Algorithm choice. The heuristic's first algorithm is up to 30% slower than the best of
+ * its first eight at the op's shapes (bench/flce_gemm_probe.c, NOTES-flce.md), so a new
+ * shape times those eight on the caller's operands and keeps the fastest, once per machine:
+ * the choice is stored in the kernel cache (jitops__tuned_*), so every later call, in this
+ * process and the next, runs the same algorithm and gets the same bits. Accumulating GEMMs
+ * (beta = 1) are not timed, since each trial would add into C; they, calls made while the
+ * stream is captured into a graph, and JITOPS_TUNE=0 take the heuristic's first algorithm. */
+enum { ALGO_CACHE_ENTRIES = 256, TUNE_CANDIDATES = 8, TUNE_REPS = 2 };
 
-/* Everything the heuristic's answer depends on. Built with memset so that padding compares. */
+/* Everything the algorithm choice depends on. Built with memset so that padding compares. */
 typedef struct gemm_key {
   int64_t m, n, k, lda, ldb, ldc;
   int32_t trans_a, trans_b, ab_dtype, c_dtype;
-  uint32_t align_a, align_b, align_c, pad;
+  uint32_t align_a, align_b, align_c, accumulate;
   uint64_t workspace_bytes;
 } gemm_key;
+
+/* What a stored choice is keyed by: the key and the library that ran the candidates. */
+typedef struct tuned_id {
+  gemm_key key;
+  uint64_t cublaslt_version;
+} tuned_id;
 
 typedef struct algo_entry {
   gemm_key key;
@@ -134,6 +149,7 @@ static gemm_key make_key(const jitops__flce_cm_gemm *cm, const jitops__flce_gemm
   key.align_a = alignment_of(cm->a);
   key.align_b = alignment_of(cm->b);
   key.align_c = alignment_of(cm->c);
+  key.accumulate = g->accumulate;
   key.workspace_bytes = workspace_bytes;
   return key;
 }
@@ -184,8 +200,9 @@ static jitops_status descs_create(const jitops__flce_cm_gemm *cm, const jitops__
   return JITOPS_SUCCESS;
 }
 
+/* Up to `max` algorithms in the heuristic's order into results[], their number in *found. */
 static jitops_status ask_heuristic(blaslt_state *state, const gemm_descs *d, const gemm_key *key,
-                                   cublasLtMatmulAlgo_t *algo) {
+                                   int max, cublasLtMatmulHeuristicResult_t *results, int *found) {
   cublasLtMatmulPreference_t pref;
   cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -211,43 +228,126 @@ static jitops_status ask_heuristic(blaslt_state *state, const gemm_descs *d, con
   if (s == CUBLAS_STATUS_SUCCESS)
     s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                              &key->align_c, sizeof key->align_c);
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
+  *found = 0;
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulAlgoGetHeuristic(state->handle, d->op, d->a, d->b, d->c, d->c, pref, 1,
-                                       &result, &found);
+    s = cublasLtMatmulAlgoGetHeuristic(state->handle, d->op, d->a, d->b, d->c, d->c, pref, max,
+                                       results, found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED)
     return blas_fail(s, "cublasLtMatmulAlgoGetHeuristic");
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED || found < 1 || result.state != CUBLAS_STATUS_SUCCESS)
+  int usable = 0; /* failed entries dropped, order kept */
+  for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < *found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS)
+      results[usable++] = results[i];
+  *found = usable;
+  if (usable < 1)
     return jitops__fail(JITOPS_ERR_UNSUPPORTED,
                         "cuBLASLt: no algorithm for a %lld x %lld x %lld GEMM (lda %lld, ldb "
                         "%lld, ldc %lld, alignments %u/%u/%u bytes)",
                         (long long)key->m, (long long)key->n, (long long)key->k,
                         (long long)key->lda, (long long)key->ldb, (long long)key->ldc, key->align_a,
                         key->align_b, key->align_c);
-  *algo = result.algo;
   return JITOPS_SUCCESS;
 }
 
-/* The cached algorithm for `key`, asking the heuristic (under the lock, so a shape is asked
- * once) when it is new. */
-static jitops_status find_algo(blaslt_state *state, const gemm_descs *d, const gemm_key *key,
-                               cublasLtMatmulAlgo_t *algo) {
+/* One GEMM as the caller asked for it; candidates run on exactly these operands. */
+typedef struct gemm_call {
+  jitops_runtime_t *runtime;
+  blaslt_state *state;
+  const gemm_descs *d;
+  const jitops__flce_cm_gemm *cm;
+  const gemm_key *key;
+  const void *alpha, *beta;
+  void *workspace;
+  size_t workspace_bytes;
+  void *stream;
+  const cublasLtMatmulHeuristicResult_t *candidates; /* while timing */
+} gemm_call;
+
+static jitops_status matmul(const gemm_call *c, const cublasLtMatmulAlgo_t *algo) {
+  cublasStatus_t s = cublasLtMatmul(
+      c->state->handle, c->d->op, c->alpha, c->cm->a, c->d->a, c->cm->b, c->d->b, c->beta, c->cm->c,
+      c->d->c, c->cm->c, c->d->c, algo, c->workspace, c->workspace_bytes, (cudaStream_t)c->stream);
+  return s == CUBLAS_STATUS_SUCCESS ? JITOPS_SUCCESS : blas_fail(s, "cublasLtMatmul");
+}
+
+static jitops_status run_candidate(void *ctx, int index) {
+  const gemm_call *c = ctx;
+  return matmul(c, &c->candidates[index].algo);
+}
+
+/* A stored algorithm still suits these descriptors (a newer cuBLASLt has its own key, but a
+ * damaged or foreign row must not reach cublasLtMatmul). */
+static bool algo_usable(const gemm_call *c, const cublasLtMatmulAlgo_t *algo) {
+  cublasLtMatmulHeuristicResult_t check;
+  return cublasLtMatmulAlgoCheck(c->state->handle, c->d->op, c->d->a, c->d->b, c->d->c, c->d->c,
+                                 algo, &check) == CUBLAS_STATUS_SUCCESS &&
+         check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= c->workspace_bytes;
+}
+
+static void describe_gemm(const gemm_key *key, char *out, size_t size) {
+  snprintf(out, size, "cuBLASLt algorithm: %lld x %lld x %lld, op %c%c, lda %lld ldb %lld ldc %lld",
+           (long long)key->m, (long long)key->n, (long long)key->k, key->trans_a ? 'T' : 'N',
+           key->trans_b ? 'T' : 'N', (long long)key->lda, (long long)key->ldb, (long long)key->ldc);
+}
+
+/* The fastest of the heuristic's first candidates, timed now and stored for later calls. */
+static jitops_status tune(const gemm_call *c, cublasLtMatmulAlgo_t *algo) {
+  tuned_id id;
+  memset(&id, 0, sizeof id);
+  id.key = *c->key;
+  id.cublaslt_version = cublasLtGetVersion();
+  jitops__tuned tuned;
+  if (jitops__tuned_get(c->runtime, "cublaslt-algo", &id, sizeof id, algo, sizeof *algo, &tuned) &&
+      algo_usable(c, algo))
+    return JITOPS_SUCCESS;
+  cublasLtMatmulHeuristicResult_t candidates[TUNE_CANDIDATES];
+  int found = 0, best = 0;
+  jitops_status status = ask_heuristic(c->state, c->d, c->key, TUNE_CANDIDATES, candidates, &found);
+  gemm_call timed = *c;
+  timed.candidates = candidates;
+  if (status == JITOPS_SUCCESS && found > 1)
+    status = jitops__time_candidates(c->runtime, c->stream, found, TUNE_REPS, run_candidate, &timed,
+                                     &best);
+  if (status != JITOPS_SUCCESS) {
+    jitops__tuned_abandon(c->runtime, &tuned);
+    return status;
+  }
+  *algo = candidates[best].algo;
+  char description[160];
+  describe_gemm(c->key, description, sizeof description);
+  jitops__tuned_put(c->runtime, &tuned, "flce", description, algo, sizeof *algo);
+  return JITOPS_SUCCESS;
+}
+
+static jitops_status choose_algo(const gemm_call *c, cublasLtMatmulAlgo_t *algo) {
+  if (!c->key->accumulate && jitops__tuning_allowed(c->runtime, c->stream))
+    return tune(c, algo);
+  cublasLtMatmulHeuristicResult_t first;
+  int found = 0;
+  JITOPS__TRY(ask_heuristic(c->state, c->d, c->key, 1, &first, &found));
+  *algo = first.algo;
+  return JITOPS_SUCCESS;
+}
+
+/* The cached algorithm for the call's key, choosing it (under the lock, so a shape is
+ * chosen once per process) when it is new. */
+static jitops_status find_algo(const gemm_call *c, cublasLtMatmulAlgo_t *algo) {
+  blaslt_state *state = c->state;
   pthread_mutex_lock(&state->lock);
   for (size_t i = 0; i < ALGO_CACHE_ENTRIES; ++i) {
     algo_entry *e = &state->entries[i];
-    if (e->used && memcmp(&e->key, key, sizeof *key) == 0) {
+    if (e->used && memcmp(&e->key, c->key, sizeof *c->key) == 0) {
       *algo = e->algo;
       pthread_mutex_unlock(&state->lock);
       return JITOPS_SUCCESS;
     }
   }
-  jitops_status status = ask_heuristic(state, d, key, algo);
+  jitops_status status = choose_algo(c, algo);
   if (status == JITOPS_SUCCESS) {
     algo_entry *e = &state->entries[state->next];
     state->next = (state->next + 1) % ALGO_CACHE_ENTRIES;
-    e->key = *key;
+    e->key = *c->key;
     e->algo = *algo;
     e->used = true;
   }
@@ -260,26 +360,22 @@ static jitops_status run_in_context(jitops_runtime_t *runtime, const jitops__flc
   void *opaque = NULL;
   JITOPS__TRY(
       jitops__runtime_state(runtime, JITOPS__SLOT_CUBLASLT, state_create, state_destroy, &opaque));
-  blaslt_state *state = opaque;
   jitops__flce_cm_gemm cm;
   jitops__flce_gemm_to_column_major(g, &cm);
   gemm_descs d;
   JITOPS__TRY(descs_create(&cm, g, &d));
   gemm_key key = make_key(&cm, g, workspace_bytes);
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const double one_d = 1.0, zero_d = 0.0;
+  bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
+  const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
+  const void *beta = g->accumulate ? alpha : f64 ? (const void *)&zero_d : (const void *)&zero_f;
+  gemm_call call = {runtime,   opaque,          &d,     &cm, &key, alpha, beta,
+                    workspace, workspace_bytes, stream, NULL};
   cublasLtMatmulAlgo_t algo;
-  jitops_status status = find_algo(state, &d, &key, &algo);
-  if (status == JITOPS_SUCCESS) {
-    const float one_f = 1.0f, zero_f = 0.0f;
-    const double one_d = 1.0, zero_d = 0.0;
-    bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
-    const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
-    const void *beta = g->accumulate ? alpha : f64 ? (const void *)&zero_d : (const void *)&zero_f;
-    cublasStatus_t s =
-        cublasLtMatmul(state->handle, d.op, alpha, cm.a, d.a, cm.b, d.b, beta, cm.c, d.c, cm.c, d.c,
-                       &algo, workspace, workspace_bytes, (cudaStream_t)stream);
-    if (s != CUBLAS_STATUS_SUCCESS)
-      status = blas_fail(s, "cublasLtMatmul");
-  }
+  jitops_status status = find_algo(&call, &algo);
+  if (status == JITOPS_SUCCESS)
+    status = matmul(&call, &algo);
   descs_destroy(&d);
   return status;
 }
