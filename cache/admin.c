@@ -179,6 +179,8 @@ jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op, double o
     return sql_fail(cache, fn, "deleting entries");
   if (removed != NULL)
     *removed = sqlite3_changes(cache->db.handle);
+  if (op == NULL && older_than_days < 0)
+    jitops__db_prune_set_aside(cache->db.path, 0);
   return JITOPS_SUCCESS;
 }
 

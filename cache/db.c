@@ -1,6 +1,8 @@
 #include "cache/db.h"
 
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -203,19 +205,104 @@ void jitops__db_close(jitops__db *db) {
   db->handle = NULL;
 }
 
+/* Set-aside copies are kept for a post-mortem, but a cache that keeps getting damaged (a
+ * failing disk, a process writing over it) must not fill the disk with them. */
+enum { SET_ASIDE_KEPT = 2 };
+
+typedef struct aside_file {
+  char name[256];
+  time_t mtime;
+} aside_file;
+
+static int newest_first(const void *a, const void *b) {
+  const aside_file *x = a, *y = b;
+  if (x->mtime != y->mtime)
+    return x->mtime < y->mtime ? 1 : -1;
+  return -strcmp(x->name, y->name);
+}
+
+/* The directory part and the file name of `path`. */
+static void split_path(const char *path, char *dir, size_t dir_size, const char **base) {
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) {
+    snprintf(dir, dir_size, ".");
+    *base = path;
+  } else if (slash == path) {
+    snprintf(dir, dir_size, "/");
+    *base = path + 1;
+  } else {
+    snprintf(dir, dir_size, "%.*s", (int)(slash - path), path);
+    *base = slash + 1;
+  }
+}
+
+/* The set-aside copies of `path`, newest first, in a malloc'ed array (NULL if none). */
+static aside_file *list_set_aside(const char *path, size_t *count) {
+  char dir[4096], prefix[300], full[4400];
+  const char *base;
+  split_path(path, dir, sizeof dir, &base);
+  snprintf(prefix, sizeof prefix, "%s.corrupt-", base);
+  *count = 0;
+  DIR *d = opendir(dir);
+  if (d == NULL)
+    return NULL;
+  aside_file *files = NULL;
+  size_t capacity = 0;
+  struct dirent *e;
+  struct stat st;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 || strlen(e->d_name) >= 256)
+      continue;
+    snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+    if (lstat(full, &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    if (*count == capacity) {
+      capacity = capacity ? capacity * 2 : 8;
+      aside_file *grown = realloc(files, capacity * sizeof *files);
+      if (grown == NULL)
+        break;
+      files = grown;
+    }
+    snprintf(files[*count].name, sizeof files[*count].name, "%s", e->d_name);
+    files[(*count)++].mtime = st.st_mtime;
+  }
+  closedir(d);
+  if (*count > 1)
+    qsort(files, *count, sizeof *files, newest_first);
+  return files;
+}
+
+int64_t jitops__db_prune_set_aside(const char *path, size_t keep) {
+  size_t count = 0;
+  aside_file *files = list_set_aside(path, &count);
+  char dir[4096], full[4400];
+  const char *base;
+  split_path(path, dir, sizeof dir, &base);
+  int64_t removed = 0;
+  for (size_t i = keep; i < count; ++i) {
+    snprintf(full, sizeof full, "%s/%s", dir, files[i].name);
+    removed += unlink(full) == 0;
+  }
+  free(files);
+  return removed;
+}
+
 void jitops__db_set_aside(jitops__db *db) {
+  static unsigned sequence; /* tells apart copies set aside by one process within a second */
   jitops__db_close(db);
   struct stat st;
   if (stat(db->path, &st) != 0 || (db->inode != 0 && st.st_ino != db->inode))
     return;
   char aside[4200], companion[4200];
-  snprintf(aside, sizeof aside, "%s.corrupt-%ld-%d", db->path, (long)time(NULL), (int)getpid());
+  snprintf(aside, sizeof aside, "%s.corrupt-%ld-%d-%u", db->path, (long)time(NULL), (int)getpid(),
+           __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED));
   if (rename(db->path, aside) != 0)
     unlink(db->path);
   snprintf(companion, sizeof companion, "%s-wal", db->path);
   unlink(companion);
   snprintf(companion, sizeof companion, "%s-shm", db->path);
   unlink(companion);
+  jitops__db_prune_set_aside(db->path, SET_ASIDE_KEPT);
   jitops__log(JITOPS__LOG_WARN, "cache %s was damaged: set aside as %s and rebuilt", db->path,
               aside);
 }

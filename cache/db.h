@@ -12,6 +12,7 @@
 #define JITOPS_CACHE_DB_H
 
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,10 +43,13 @@ void jitops__db_close(jitops__db *db);
 /* 1 for SQLITE_CORRUPT and SQLITE_NOTADB, the results that mean the file is damaged. */
 int jitops__db_is_corruption(int rc);
 
-/* Renames a damaged database to "<path>.corrupt-<time>-<pid>" and removes its -wal and -shm,
- * unless the file at `path` is no longer the one `db` opened (another process already set
- * it aside). Closes `db`. */
+/* Renames a damaged database to "<path>.corrupt-<time>-<pid>-<n>" and removes its -wal and
+ * -shm, unless the file at `path` is no longer the one `db` opened (another process already
+ * set it aside). Keeps the 2 newest set-aside copies and deletes older ones. Closes `db`. */
 void jitops__db_set_aside(jitops__db *db);
+
+/* Deletes all but the `keep` newest set-aside copies of `path`; returns how many went. */
+int64_t jitops__db_prune_set_aside(const char *path, size_t keep);
 
 /* BEGIN IMMEDIATE, retried while SQLite reports the database busy beyond the busy timeout,
  * up to about a minute in all. */

@@ -160,7 +160,8 @@ static const char list_help[] =
 static const char clear_help[] =
     "Usage: " PROG " [--dir DIR] clear [--op OP] [--older-than DAYS]\n"
     "\n"
-    "Removes entries and prints how many. With neither option, removes everything.\n"
+    "Removes entries and prints how many. With neither option, removes everything,\n"
+    "including the damaged databases set aside beside the cache.\n"
     "\n"
     "  --op OP            only entries of this op\n"
     "  --older-than DAYS  only entries last used more than DAYS days ago (DAYS >= 0,\n"

@@ -284,7 +284,9 @@ JITOPS_API jitops_status jitops_cache_stats(jitops_cache_t *cache,
                                             void *user);
 
 /* Removes entries of `op` (NULL: any) last used more than `older_than_days` days ago (< 0:
- * regardless of age). `removed` may be NULL. */
+ * regardless of age). `removed` (may be NULL) counts them. Clearing everything (NULL, < 0)
+ * also deletes the damaged databases set aside beside the cache (at most the 2 newest are
+ * ever kept). */
 JITOPS_API jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op,
                                             double older_than_days, int64_t *removed);
 
