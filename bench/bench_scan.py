@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Scans and repeat: libjitops against PyTorch on the same tensors, in the same run.
 
-For every op it times libjitops and PyTorch with CUDA events (warm-up, then the median of many
-runs), checks that both agree, and reports the bytes each op must move at least (its byte
-floor), the achieved GB/s, and that bandwidth as a share of a plain device copy measured in
-the same run (torch's copy_ of the same tensor). Prints a markdown table; --json writes the
-rows.
+For every op it times libjitops and PyTorch with CUDA events, checks that both agree, and
+reports the bytes each op must move at least (its byte floor), the achieved GB/s, and that
+bandwidth as a share of a plain device copy measured in the same run (torch's copy_ of the same
+tensor). Two timings of each: "queued" (the main columns) is the device time per call with the
+calls queued back to back, as in a training step, so host latency overlaps the previous call;
+"synced" waits for every call before the next one is issued, so it adds the host's launch
+latency and, for libjitops ops that need scratch memory, the stream-ordered allocator's cost
+after each synchronization. Prints a markdown table; --json writes the rows.
 
     python3 bench/bench_scan.py [--n 8192] [--iters 20] [--json out.json]
 """
@@ -65,6 +68,29 @@ def make_input(op, n, seed):
     return x
 
 
+def time_queued_ms(fn, iters, reps=5):
+    """Device milliseconds per call: `iters` calls queued between two events, the median over
+    `reps` such batches."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        per_call.append(start.elapsed_time(end) / iters)
+    return sorted(per_call)[reps // 2]
+
+
+def timings(fn, iters):
+    """(queued, synced) milliseconds per call."""
+    return time_queued_ms(fn, iters), jc.time_ms(fn, iters=iters)
+
+
 def rel_err(a, b):
     a, b = a.double(), b.double()
     finite = torch.isfinite(b)
@@ -72,11 +98,13 @@ def rel_err(a, b):
     return float(((a - b)[finite]).abs().max() / scale)
 
 
-def row(kind, op, shape, axis, ours_ms, torch_ms, floor_bytes, copy_gbs, err):
+def row(kind, op, shape, axis, ours, theirs, floor_bytes, copy_gbs, err):
+    ours_ms, torch_ms = ours[0], theirs[0]
     gbs = floor_bytes / (ours_ms * 1e6)
     return {
         "kind": kind, "op": op, "shape": list(shape), "axis": axis,
         "ours_ms": round(ours_ms, 4), "torch_ms": round(torch_ms, 4),
+        "ours_synced_ms": round(ours[1], 4), "torch_synced_ms": round(theirs[1], 4),
         "speedup_vs_torch": round(torch_ms / ours_ms, 2),
         "floor_mb": round(floor_bytes / 1e6, 1), "ours_gbs": round(gbs, 1),
         "pct_of_copy": round(100 * gbs / copy_gbs, 1), "max_rel_err_vs_torch": err,
@@ -106,8 +134,8 @@ def bench_forward(lib, rt, stream, n, iters, copy_gbs):
                 err = float("nan")  # indices differ: reported, not hidden
             ty = torch.empty_like(x)
             ti = torch.empty_like(idx) if idx is not None else None
-            t_ours = jc.time_ms(ours, iters=iters)
-            t_torch = jc.time_ms(torch_forward(op, x, axis, ty, ti), iters=iters)
+            t_ours = timings(ours, iters)
+            t_torch = timings(torch_forward(op, x, axis, ty, ti), iters)
             floor = x.numel() * (4 + 4 + (8 if idx is not None else 0))
             rows.append(row("forward", op, x.shape, axis, t_ours, t_torch, floor, copy_gbs, err))
             print(rows[-1], file=sys.stderr)
@@ -140,8 +168,8 @@ def bench_backward(lib, rt, stream, n, iters, copy_gbs):
 
             ours()
             err = rel_err(dx, torch.autograd.grad(yv, xg, dy, retain_graph=True)[0])
-            t_ours = jc.time_ms(ours, iters=iters)
-            t_torch = jc.time_ms(theirs, iters=iters)
+            t_ours = timings(ours, iters)
+            t_torch = timings(theirs, iters)
             streams = {"cumsum": 8, "cumprod": 16, "cummax": 16, "logcumsumexp": 16}[op]
             rows.append(row("backward", op, x.shape, axis, t_ours, t_torch, x.numel() * streams,
                             copy_gbs, err))
@@ -162,8 +190,8 @@ def bench_repeat(lib, rt, stream, iters, copy_gbs):
 
     ours()
     err = rel_err(y, x.repeat(*reps))
-    t_ours = jc.time_ms(ours, iters=iters)
-    t_torch = jc.time_ms(lambda: x.repeat(*reps), iters=iters)
+    t_ours = timings(ours, iters)
+    t_torch = timings(lambda: x.repeat(*reps), iters)
     floor = (x.numel() + y.numel()) * 4
     rows.append(row("repeat", "repeat", x.shape, "4x4", t_ours, t_torch, floor, copy_gbs, err))
     print(rows[-1], file=sys.stderr)
@@ -180,8 +208,8 @@ def bench_repeat(lib, rt, stream, iters, copy_gbs):
 
     ours_bwd()
     err = rel_err(dx, torch.autograd.grad(yg, xg, dy, retain_graph=True)[0])
-    t_ours = jc.time_ms(ours_bwd, iters=iters)
-    t_torch = jc.time_ms(lambda: torch.autograd.grad(yg, xg, dy, retain_graph=True), iters=iters)
+    t_ours = timings(ours_bwd, iters)
+    t_torch = timings(lambda: torch.autograd.grad(yg, xg, dy, retain_graph=True), iters)
     rows.append(row("repeat", "repeat backward", x.shape, "4x4", t_ours, t_torch, floor, copy_gbs,
                     err))
     print(rows[-1], file=sys.stderr)
@@ -201,7 +229,7 @@ def main():
 
     x = torch.randn(args.n, args.n, device="cuda")
     y = torch.empty_like(x)
-    copy_ms = jc.time_ms(lambda: y.copy_(x), iters=args.iters)
+    copy_ms, copy_synced_ms = timings(lambda: y.copy_(x), args.iters)
     copy_gbs = 2 * x.numel() * 4 / (copy_ms * 1e6)
     del x, y
 
@@ -211,20 +239,21 @@ def main():
 
     gpu = torch.cuda.get_device_name()
     print("GPU: %s, PyTorch %s, %s; device copy of f32 %dx%d: %.4f ms = %.0f GB/s (read+write)"
-          % (gpu, torch.__version__, datetime.date.today().isoformat(), args.n, args.n, copy_ms,
-             copy_gbs))
+          " queued, %.4f ms synced" % (gpu, torch.__version__, datetime.date.today().isoformat(),
+                                       args.n, args.n, copy_ms, copy_gbs, copy_synced_ms))
     print()
     print("| kind | op | shape | axis | libjitops ms | PyTorch ms | speed-up | GB/s | % of copy |"
-          " rel. err |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " synced ms: libjitops / PyTorch | rel. err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %s | %s | %s | %s | %.4f | %.4f | %.2fx | %.0f | %.0f%% | %.1e |"
+        print("| %s | %s | %s | %s | %.4f | %.4f | %.2fx | %.0f | %.0f%% | %.4f / %.4f | %.1e |"
               % (r["kind"], r["op"], "x".join(map(str, r["shape"])), r["axis"], r["ours_ms"],
                  r["torch_ms"], r["speedup_vs_torch"], r["ours_gbs"], r["pct_of_copy"],
-                 r["max_rel_err_vs_torch"]))
+                 r["ours_synced_ms"], r["torch_synced_ms"], r["max_rel_err_vs_torch"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": gpu, "torch": torch.__version__, "copy_ms": copy_ms,
+                       "copy_synced_ms": copy_synced_ms,
                        "copy_gbs": copy_gbs, "rows": rows}, f, indent=1)
 
 

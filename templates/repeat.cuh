@@ -25,6 +25,15 @@ template <> struct alignas(4) Bits<4> { unsigned w; };
 template <> struct alignas(8) Bits<8> { unsigned long long w; };
 template <> struct alignas(16) Bits<16> { unsigned long long w0, w1; };
 
+// Stores one access. A 16-byte struct assignment compiles to two 8-byte stores; the inline
+// st.global.v2.u64 makes it one (half the store instructions of a copy-bound kernel).
+template <class V> __device__ __forceinline__ void put(V *p, const V &v) {
+  if constexpr (sizeof(V) == 16)
+    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.w0), "l"(v.w1) : "memory");
+  else
+    *p = v;
+}
+
 // Quotient and remainder, in 32 bits unless WIDE (64-bit division is a long subroutine that
 // also costs registers; the host picks WIDE only for extents beyond 2^31).
 template <bool WIDE> __device__ __forceinline__ i64 div_of(i64 a, i64 b) {
@@ -43,6 +52,7 @@ template <int NB> struct FwdGeom {
   i64 xs_w, ys_w; // innermost strides, in elements
   i64 tc;         // threads per row, a power of two dividing 256
   i64 col_blocks; // blocks along one row
+  i64 in_step;    // (tc · VEC) mod in_w: how far a thread's input column moves per vector
   i64 oshape[NB > 0 ? NB : 1], ishape[NB > 0 ? NB : 1];
   i64 xs[NB > 0 ? NB : 1], ys[NB > 0 ? NB : 1];
 };
@@ -69,29 +79,38 @@ __global__ void __launch_bounds__(THREADS) fwd(const FwdGeom<NB> g) {
   }
   const U *__restrict__ x = (const U *)g.x + xo;
   U *__restrict__ y = (U *)g.y + yo;
+  // A thread's columns are c0 + u·tc·VEC; their input columns step by in_step (mod in_w),
+  // so one remainder serves all of them. When in_step is 0 (the row's copies line up with
+  // the thread's stride) every column reads the same input vector: one load, UNROLL stores.
+  const i64 c0 = (cb * UNROLL * tc + tx) * VEC, cstep = tc * VEC;
+  const i64 ic0 = rem_of<WIDE>(c0, g.in_w);
+  const U *__restrict__ xv = VEC == 1 ? x + ic0 * g.xs_w : x + ic0;
+  U *yv = VEC == 1 ? y + c0 * g.ys_w : y + c0;
+  const i64 ystep = VEC == 1 ? cstep * g.ys_w : cstep;
+  if (g.in_step == 0) {
+    if (c0 < g.width) {
+      const V v = *(const V *)xv;
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        if (c0 + u * cstep < g.width)
+          put((V *)(yv + u * ystep), v);
+    }
+    return;
+  }
   V v[UNROLL];
-  i64 cols[UNROLL];
+  i64 ic = ic0;
 #pragma unroll
   for (int u = 0; u < UNROLL; ++u) {
-    const i64 c = ((cb * UNROLL + u) * tc + tx) * VEC;
-    cols[u] = c;
-    if (c < g.width) {
-      const i64 ic = rem_of<WIDE>(c, g.in_w);
-      if constexpr (VEC == 1)
-        v[u] = *(const V *)(x + ic * g.xs_w);
-      else
-        v[u] = *(const V *)(x + ic);
-    }
+    if (c0 + u * cstep < g.width)
+      v[u] = *(const V *)(VEC == 1 ? x + ic * g.xs_w : x + ic);
+    ic += g.in_step;
+    if (ic >= g.in_w)
+      ic -= g.in_w;
   }
 #pragma unroll
-  for (int u = 0; u < UNROLL; ++u) {
-    if (cols[u] < g.width) {
-      if constexpr (VEC == 1)
-        *(V *)(y + cols[u] * g.ys_w) = v[u];
-      else
-        *(V *)(y + cols[u]) = v[u];
-    }
-  }
+  for (int u = 0; u < UNROLL; ++u)
+    if (c0 + u * cstep < g.width)
+      put((V *)(yv + u * ystep), v[u]);
 }
 
 template <int D> struct BwdGeom {
@@ -221,7 +240,7 @@ __global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
         out.v[j] = from_acc<T>(sum[j]);
       V b;
       memcpy(&b, &out, sizeof b);
-      *(V *)dx = b;
+      put((V *)dx, b);
     }
   }
 }

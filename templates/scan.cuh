@@ -14,9 +14,10 @@
 //   cols  any other layout: lanes run across chains (coalesced when the chains are the unit
 //         stride dimension). A block stages a tile of 8·R positions × 32 chains in shared
 //         memory with cp.async (nothing held in registers while the loads fly), then each
-//         thread folds, and later scans, R consecutive positions of its chain. Without
-//         LOOKBACK a block walks its chains' whole axis tile by tile; with LOOKBACK the tiles
-//         of a long axis run in parallel.
+//         thread folds, and later scans, R consecutive positions of its chain. Two or three
+//         buffers: the next tiles' loads fly while the current one is scanned. Without LOOKBACK a
+//         block walks its chains' whole axis tile by tile; with LOOKBACK persistent blocks take the
+//         tiles of a long axis by ticket, and tiles are joined by look-back.
 //
 // Positions are counted in kernel order q (the scan's direction); m = reverse ? len-1-q : q is
 // the position in memory. Every result is a fixed combination order of fixed values, so reruns
@@ -517,115 +518,203 @@ template <class Op, int NB> struct ColsOut {
   }
 };
 
-// Dynamic shared memory: COLS_BY · R · COLS_BX positions of every input (the host sizes it).
-template <class Op, int NB, int R, bool LOOKBACK, int SBYTES>
-__global__ void __launch_bounds__(COLS_BX *COLS_BY)
-    cols(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
+// The fold, look-back (or carry) and second pass of one staged tile: tile `tile_index` of the
+// strip whose chain this thread runs (chain c, offsets `off`).
+template <class Op, int NB, int R, bool LOOKBACK>
+__device__ __forceinline__ void
+cols_scan_tile(const Geom<Op::NTENS, NB> &g, const Scratch &scratch, const i64 (&off)[Op::NTENS],
+               char *tile, i64 tile_index, i64 c, bool active, int tx, int ty,
+               Prefix<typename Op::State> &carry, typename Op::State (&s_agg)[COLS_BY][COLS_BX],
+               Prefix<typename Op::State> (&s_tile)[COLS_BX]) {
   typedef typename Op::State State;
-  static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
-  constexpr i64 SPAN = (i64)COLS_BY * R; // positions per tile
-  extern __shared__ __align__(16) char tile[];
-  __shared__ State s_agg[COLS_BY][COLS_BX];
-  __shared__ Prefix<State> s_tile[COLS_BX];
-  __shared__ i64 s_ticket;
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const i64 strips = (g.chains + COLS_BX - 1) / COLS_BX;
-  i64 strip, t0, t1;
-  if constexpr (LOOKBACK) {
-    if (tx == 0 && ty == 0)
-      s_ticket = take_ticket(scratch);
-    __syncthreads();
-    t0 = s_ticket / strips;
-    strip = s_ticket % strips;
-    t1 = t0 + 1;
-  } else {
-    strip = blockIdx.x;
-    t0 = 0;
-    t1 = (g.len + SPAN - 1) / SPAN;
-  }
-  const i64 c = strip * COLS_BX + tx;
-  const bool active = c < g.chains;
-  i64 off[Op::NTENS], step[Op::NTENS], first[Op::NTENS];
-  chain_offsets(g, active ? c : 0, off);
+  constexpr i64 SPAN = (i64)COLS_BY * R;
+  const i64 q0 = tile_index * SPAN;
+  const bool full = q0 + SPAN <= g.len;
+  // First pass: the fold of this thread's R positions, as Q independent folds of R/Q
+  // consecutive positions each, interleaved: Q dependency chains instead of one, so that a
+  // combine's latency (an exp in a log-sum-exp) overlaps the others'. The quarters are then
+  // folded in order, so the result is still a fixed left-to-right association.
+  constexpr int Q = 4, RQ = R / Q;
+  static_assert(R % Q == 0, "R is a multiple of the fold's quarters");
+  const int row1 = ty * R;
+  const i64 q1 = q0 + row1;
+  const int valid = !active ? 0
+                    : full  ? R
+                            : (int)(g.len - q1 < 0   ? 0
+                                    : g.len - q1 < R ? g.len - q1
+                                                     : R);
+  Prefix<State> part[Q];
 #pragma unroll
-  for (int k = 0; k < Op::NTENS; ++k)
-    step[k] = g.reverse ? -g.astride[k] : g.astride[k];
-  Prefix<State> carry{Op::identity(), false};
-  for (i64 tile_index = t0; tile_index < t1; ++tile_index) {
-    const i64 q0 = tile_index * SPAN;
-    const bool full = q0 + SPAN <= g.len;
-    if (active) {
-      if (full)
-        cols_stage<Op, 0, NB, R, true>(g, off, tile, q0, tx, ty);
-      else
-        cols_stage<Op, 0, NB, R, false>(g, off, tile, q0, tx, ty);
-    }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
-    // First pass: the fold of this thread's R positions.
-    const int row1 = ty * R;
-    const i64 q1 = q0 + row1;
-    const int valid = !active ? 0
-                      : full  ? R
-                              : (int)(g.len - q1 < 0   ? 0
-                                      : g.len - q1 < R ? g.len - q1
-                                                       : R);
-    State agg = Op::identity();
-    if (valid > 0) {
-      typename Op::Keep keep;
-      agg = Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q1, tx, row1}, q1, memory_pos(g, q1),
-                     keep);
-#pragma unroll 8
-      for (int r = 1; r < R; ++r)
-        if (r < valid)
-          agg = Op::combine(agg,
-                            Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q1 + r, tx, row1 + r},
-                                     q1 + r, memory_pos(g, q1 + r), keep));
-    }
-    s_agg[ty][tx] = agg;
-    __syncthreads();
-    Prefix<State> p;
-    if constexpr (LOOKBACK) {
-      if (ty == 0 && active) {
-        State all = s_agg[0][tx];
+  for (int k = 0; k < Q; ++k)
+    part[k] = Prefix<State>{Op::identity(), false};
+#pragma unroll 4
+  for (int r = 0; r < RQ; ++r) {
 #pragma unroll
-        for (int y = 1; y < COLS_BY; ++y)
-          all = Op::combine(all, s_agg[y][tx]);
-        s_tile[tx] = tile_prefix<Op>(scratch, c, tile_index, all);
+    for (int k = 0; k < Q; ++k) {
+      const int rr = k * RQ + r;
+      if (rr < valid) {
+        typename Op::Keep keep;
+        part[k] = extend<Op>(
+            part[k], Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q1 + rr, tx, row1 + rr},
+                              q1 + rr, memory_pos(g, q1 + rr), keep));
       }
-      __syncthreads();
-      p = s_tile[tx];
-    } else {
-      p = carry;
+    }
+  }
+  Prefix<State> all_parts = part[0];
+#pragma unroll
+  for (int k = 1; k < Q; ++k)
+    if (part[k].ok)
+      all_parts = extend<Op>(all_parts, part[k].s);
+  const State agg = all_parts.ok ? all_parts.s : Op::identity();
+  s_agg[ty][tx] = agg;
+  __syncthreads();
+  Prefix<State> p;
+  if constexpr (LOOKBACK) {
+    if (ty == 0 && active) {
       State all = s_agg[0][tx];
 #pragma unroll
       for (int y = 1; y < COLS_BY; ++y)
         all = Op::combine(all, s_agg[y][tx]);
-      carry = extend<Op>(carry, all);
+      s_tile[tx] = tile_prefix<Op>(scratch, c, tile_index, all);
     }
-    for (int y = 0; y < ty; ++y)
-      p = extend<Op>(p, s_agg[y][tx]);
-    // Second pass: scan from the prefix and store.
-    if (valid > 0) {
+    __syncthreads();
+    p = s_tile[tx];
+  } else {
+    p = carry;
+    State all = s_agg[0][tx];
 #pragma unroll
-      for (int k = 0; k < Op::NTENS; ++k)
-        first[k] = off[k] + memory_pos(g, q1) * g.astride[k];
-      State run = p.s;
-#pragma unroll 8
-      for (int r = 0; r < R; ++r) {
-        if (r < valid) {
+    for (int y = 1; y < COLS_BY; ++y)
+      all = Op::combine(all, s_agg[y][tx]);
+    carry = extend<Op>(carry, all);
+  }
+  for (int y = 0; y < ty; ++y)
+    p = extend<Op>(p, s_agg[y][tx]);
+  // Second pass: scan from the prefix and store, the Q parts again as independent chains,
+  // each from the prefix of the parts before it.
+  if (valid > 0) {
+    i64 first[Op::NTENS], step[Op::NTENS];
+#pragma unroll
+    for (int k = 0; k < Op::NTENS; ++k) {
+      first[k] = off[k] + memory_pos(g, q1) * g.astride[k];
+      step[k] = g.reverse ? -g.astride[k] : g.astride[k];
+    }
+    Prefix<State> run[Q];
+    run[0] = p;
+#pragma unroll
+    for (int k = 1; k < Q; ++k)
+      run[k] = part[k - 1].ok ? extend<Op>(run[k - 1], part[k - 1].s) : run[k - 1];
+#pragma unroll 4
+    for (int r = 0; r < RQ; ++r) {
+#pragma unroll
+      for (int k = 0; k < Q; ++k) {
+        const int rr = k * RQ + r;
+        if (rr < valid) {
           typename Op::Keep keep;
-          const i64 q = q1 + r, m = memory_pos(g, q);
+          const i64 q = q1 + rr, m = memory_pos(g, q);
           const State s =
-              Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q, tx, row1 + r}, q, m, keep);
-          run = r == 0 ? (p.ok ? Op::combine(run, s) : s) : Op::combine(run, s);
-          ColsOut<Op, NB> o{g, first, step, r};
-          Op::emit(o, run, keep, q, m);
+              Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q, tx, row1 + rr}, q, m, keep);
+          run[k] = extend<Op>(run[k], s);
+          ColsOut<Op, NB> o{g, first, step, rr};
+          Op::emit(o, run[k].s, keep, q, m);
         }
       }
     }
-    __syncthreads(); // the tile's shared memory is refilled next
   }
+}
+
+// A cols work item: tile `tile` of the strip of chains [strip·32, strip·32 + 32).
+struct ColsItem {
+  i64 strip, tile;
+};
+
+// Starts the cp.async loads of one work item's tile into `buf` as one commit group (an empty
+// group when there is nothing to load, so that waiting for "all but the newest group" always
+// means the current tile).
+template <class Op, int NB, int R>
+__device__ __forceinline__ void cols_prefetch(const Geom<Op::NTENS, NB> &g, const ColsItem &w,
+                                              bool valid, char *buf, int tx, int ty) {
+  constexpr i64 SPAN = (i64)COLS_BY * R;
+  const i64 c = w.strip * COLS_BX + tx;
+  if (valid && c < g.chains) {
+    i64 off[Op::NTENS];
+    chain_offsets(g, c, off);
+    const i64 q0 = w.tile * SPAN;
+    if (q0 + SPAN <= g.len)
+      cols_stage<Op, 0, NB, R, true>(g, off, buf, q0, tx, ty);
+    else
+      cols_stage<Op, 0, NB, R, false>(g, off, buf, q0, tx, ty);
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Dynamic shared memory: STAGES buffers of COLS_BY · R · COLS_BX positions of every input
+// (the host sizes them). A block has the loads of its next STAGES - 1 tiles in flight (cp.async)
+// while it scans the current one, so a tile's load latency hides behind the scans, look-backs
+// and stores before it. Without LOOKBACK block b walks strip b tile by tile with a carry; with
+// LOOKBACK the blocks are persistent and take tickets (tile-major: ticket = tile · strips +
+// strip) until the work runs out, and tiles are joined by look-back. A block scans its tickets
+// in the order it took them, so the smallest unfinished ticket always belongs to a block that
+// is scanning it: the look-back cannot deadlock, whether or not every block is resident.
+template <class Op, int NB, int R, int STAGES, bool LOOKBACK, int SBYTES>
+__global__ void __launch_bounds__(COLS_BX *COLS_BY)
+    cols(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
+  typedef typename Op::State State;
+  static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
+  static_assert(STAGES == 2 || STAGES == 3, "two or three tile buffers");
+  constexpr i64 SPAN = (i64)COLS_BY * R; // positions per tile
+  constexpr int TILE_BYTES = (int)SPAN * COLS_BX * bytes_of<Op, 0, Op::NIN>();
+  extern __shared__ __align__(16) char tiles[];
+  __shared__ State s_agg[COLS_BY][COLS_BX];
+  __shared__ Prefix<State> s_tile[COLS_BX];
+  __shared__ i64 s_ticket[STAGES]; // the work item of each buffer (LOOKBACK)
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const i64 strips = (g.chains + COLS_BX - 1) / COLS_BX;
+  const i64 ntiles = (g.len + SPAN - 1) / SPAN;
+  const i64 items = LOOKBACK ? strips * ntiles : ntiles;
+  // Work item n: a ticket with LOOKBACK, else the n-th tile of strip blockIdx.x.
+  auto item = [&](i64 n) {
+    return LOOKBACK ? ColsItem{n % strips, n / strips} : ColsItem{(i64)blockIdx.x, n};
+  };
+  if constexpr (LOOKBACK) {
+    if (tx == 0 && ty == 0)
+      for (int j = 0; j < STAGES - 1; ++j)
+        s_ticket[j] = take_ticket(scratch);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < STAGES - 1; ++j) {
+    const i64 n = LOOKBACK ? s_ticket[j] : j;
+    cols_prefetch<Op, NB, R>(g, item(n), n < items, tiles + j * TILE_BYTES, tx, ty);
+  }
+  Prefix<State> carry{Op::identity(), false};
+  // Buffer b holds work item k; buffer nb receives item k + STAGES - 1.
+  for (i64 k = 0, b = 0, nb = STAGES - 1;; ++k) {
+    const i64 cur = LOOKBACK ? s_ticket[b] : k;
+    if (cur >= items) // a block's items only grow
+      break;
+    if constexpr (LOOKBACK) {
+      if (tx == 0 && ty == 0)
+        s_ticket[nb] = take_ticket(scratch);
+    }
+    __syncthreads(); // the ticket is visible, and buffer nb's last tile has been read
+    const i64 next = LOOKBACK ? s_ticket[nb] : k + STAGES - 1;
+    cols_prefetch<Op, NB, R>(g, item(next), next < items, tiles + nb * TILE_BYTES, tx, ty);
+    if constexpr (STAGES == 2)
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    else
+      asm volatile("cp.async.wait_group 2;" ::: "memory");
+    __syncthreads(); // every thread's part of the current tile has landed
+    const ColsItem w = item(cur);
+    const i64 c = w.strip * COLS_BX + tx;
+    const bool active = c < g.chains;
+    i64 off[Op::NTENS];
+    chain_offsets(g, active ? c : 0, off);
+    cols_scan_tile<Op, NB, R, LOOKBACK>(g, scratch, off, tiles + b * TILE_BYTES, w.tile, c, active,
+                                        tx, ty, carry, s_agg, s_tile);
+    b = b + 1 == STAGES ? 0 : b + 1;
+    nb = nb + 1 == STAGES ? 0 : nb + 1;
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 } // namespace scan

@@ -632,7 +632,8 @@ static void build_cases(void) {
                            GT_SLICED, DATA_NORMAL);
             c->quick = dt == GT_F32 && (op == OP_CUMSUM || op == OP_CUMMAX);
           }
-  /* 3. Every dtype on every kernel path: rows, cols, rows look-back, cols look-back. */
+  /* 3. Every dtype on every kernel path: rows, cols, rows look-back, cols look-back (a few
+   * tiles per persistent block), and cols walking several tiles of one strip. */
   static const struct {
     int ndim;
     int64_t shape[3];
@@ -640,7 +641,7 @@ static void build_cases(void) {
   } paths[] = {{2, {7, 300}, 1, GT_CONTIGUOUS},   {2, {7, 300}, 0, GT_CONTIGUOUS},
                {3, {131, 2, 3}, 0, GT_PERMUTED},  {2, {3, 5000}, 1, GT_CONTIGUOUS},
                {2, {4099, 33}, 0, GT_CONTIGUOUS}, {2, {4099, 33}, 0, GT_SLICED},
-               {2, {5, 3000}, 1, GT_SLICED}};
+               {2, {5, 3000}, 1, GT_SLICED},      {2, {600, 40}, 0, GT_SLICED}};
   enum { N_PATHS = sizeof paths / sizeof paths[0] };
   for (int op = 0; op < OP_COUNT; ++op)
     for (int bw = 0; bw < 2; ++bw)
@@ -652,8 +653,24 @@ static void build_cases(void) {
             scase *c = add("dtypes", op, bw, dt, paths[p].ndim, paths[p].shape, paths[p].axis, rev,
                            paths[p].layout, paths[p].layout, DATA_NORMAL);
             c->quick = (dt == GT_F32 || dt == GT_BF16) && rev == p % 2;
-            c->race = dt == GT_F32 && rev == 0 && (p == 0 || p == 2 || p == 3 || p == 4);
           }
+  /* 3b. The racecheck set: f32 through every kernel path on small shapes (compute-sanitizer's
+   * racecheck runs a kernel orders of magnitude slower): rows, rows look-back, cols on one
+   * tile, cols walking several tiles of a strip (the backward ops' shorter tiles on {150, 5}),
+   * and cols look-back with several tickets per persistent block over two strips. */
+  static const struct {
+    int ndim;
+    int64_t shape[3];
+    int axis, layout;
+  } race[] = {{2, {3, 300}, 1, GT_CONTIGUOUS},  {2, {2, 4500}, 1, GT_CONTIGUOUS},
+              {3, {131, 2, 3}, 0, GT_PERMUTED}, {2, {600, 5}, 0, GT_SLICED},
+              {2, {150, 5}, 0, GT_SLICED},      {2, {1100, 40}, 0, GT_SLICED}};
+  for (int op = 0; op < OP_COUNT; ++op)
+    for (int bw = 0; bw < 2; ++bw)
+      for (size_t p = 0; p < sizeof race / sizeof race[0]; ++p)
+        add("race", op, bw, GT_F32, race[p].ndim, race[p].shape, race[p].axis, (int)p % 2,
+            race[p].layout, race[p].layout, DATA_NORMAL)
+            ->race = 1;
   /* 4. The semantics' corners. */
   static const int64_t s9[2] = {9, 333}, s3[2] = {3, 5000}, s41[2] = {4099, 33};
   for (int dt = GT_F32; dt <= GT_BF16; ++dt)
@@ -744,6 +761,8 @@ static void *work(void *arg) {
       continue;
     }
     run_case(w->rt, &cases[i], 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), stream);
+    if (w->quick == 2) /* the sanitizer's progress, should a time limit stop it */
+      printf("  race case %d done\n", i);
   }
   cudaStreamDestroy(stream);
   return NULL;

@@ -243,8 +243,8 @@ static void planning(void) {
   CHECK(g.bshape[1] == 12 && g.bstride[0][1] == 1);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.scratch_bytes == 0);
-  CHECK(strcmp(p.name, "jitops::scan::cols<jitops::scan::Cumsum<float>, 2, 64, false, 4>") == 0);
-  CHECK(p.shared_bytes == 8 * 64 * 32 * 4);
+  CHECK(strcmp(p.name, "jitops::scan::cols<jitops::scan::Cumsum<float>, 2, 32, 3, false, 4>") == 0);
+  CHECK(p.shared_bytes == 3 * 8 * 32 * 32 * 4); /* three 32 KiB tile buffers */
 
   /* The last axis of a matrix: the rows kernel, one batch dimension. */
   int64_t s2[2] = {8192, 8192};
@@ -255,16 +255,33 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_ROWS && !p.lookback && p.grid == 2048 && p.block_x == 128);
   CHECK(strcmp(p.name, "jitops::scan::rows<jitops::scan::Lcse<float>, 1, 4, 16, false, 8>") == 0);
-  /* Its first axis: the cols kernel with look-back (8192 chains are 256 strips of 32, tiles
-   * of 512 positions). */
+  /* Its first axis: 8192 chains are 256 strips of 32, which two blocks per SM (three 32 KiB
+   * buffers each) cover in one wave: blocks walk whole strips, no look-back, no scratch. */
   jitops__scan_geom_build(&g, 2, mm, 0, 0);
   CHECK(g.nb == 1 && g.astride[0] == 8192 && g.bstride[0][0] == 1);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 16 && p.grid == 256 * 16);
-  CHECK(p.scratch_bytes == p.inc_offset + 16 * 8192 * 4 && p.zero_words == 4 + 16 * 8192);
+  CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.grid == 256 && p.scratch_bytes == 0);
+  CHECK(strcmp(p.name, "jitops::scan::cols<jitops::scan::Cumsum<float>, 1, 32, 3, false, 4>") == 0);
   /* A backward with three inputs stages shorter tiles. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.items == 16 && p.shared_bytes == 49152 + 1024); /* 48 KiB tile, raised past 48 KiB */
+  CHECK(p.items == 8 && p.shared_bytes == 3 * 24576 && !p.lookback);
+  /* 2048 chains (64 strips) leave SMs idle: persistent blocks with look-back over tiles of 256
+   * positions, three per SM (two 32 KiB buffers each), each scanning at least two tiles. */
+  int64_t s2n[2] = {8192, 2048};
+  DLTensor mn = tensor(2, s2n, NULL, F32);
+  const DLTensor *mmn[2] = {&mn, &mn};
+  jitops__scan_geom_build(&g, 2, mmn, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 32 && p.grid == 3 * 132);
+  CHECK(p.shared_bytes == 2 * 32768);
+  CHECK(p.scratch_bytes == p.inc_offset + 32 * 2048 * 4 && p.zero_words == 4 + 32 * 2048);
+  /* 520 strips: more than one wave of walking blocks, so look-back again. */
+  int64_t s2w[2] = {4096, 16640};
+  DLTensor mw = tensor(2, s2w, NULL, F32);
+  const DLTensor *mmw[2] = {&mw, &mw};
+  jitops__scan_geom_build(&g, 2, mmw, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 16 && p.grid == 3 * 132);
 
   /* A transposed view: lanes still run along the unit stride. */
   int64_t st[3] = {1, 40, 4000};

@@ -208,7 +208,7 @@ jitops_status jitops_repeat(jitops_runtime_t *runtime, const DLTensor *x, const 
   if (col_blocks > 2147483647ll / row_blocks)
     return jitops__fail(JITOPS_ERR_UNSUPPORTED, "%s: the output is too large for one grid", fn);
 
-  int64_t words[8 + 4 * MAX_RANK];
+  int64_t words[10 + 4 * MAX_RANK];
   size_t n = 0;
   words[n++] = (int64_t)(uintptr_t)xp;
   words[n++] = (int64_t)(uintptr_t)yp;
@@ -219,6 +219,7 @@ jitops_status jitops_repeat(jitops_runtime_t *runtime, const DLTensor *x, const 
   words[n++] = w->out_stride;
   words[n++] = tc;
   words[n++] = col_blocks;
+  words[n++] = (tc * vec) % w->in;
   const int nbs = nb > 0 ? nb : 1;
   for (int part = 0; part < 4; ++part)
     for (int i = 0; i < nbs; ++i) {

@@ -7,13 +7,21 @@
  * layout) go to the cols kernel, whose lanes run across chains. */
 enum { ROWS_MIN_LEN = 128 };
 /* Fewer independent scans than this many per SM leave the GPU idle, so a long axis is then
- * split into tiles joined by look-back. */
+ * split into tiles joined by look-back (cols: unless the strips fill one wave exactly, see
+ * jitops__scan_plan_make). */
 enum { CHAINS_PER_SM = 16, STRIPS_PER_SM = 16 };
 /* ... provided the axis is long enough to be worth the scratch and its zeroing. */
 enum { COLS_MIN_TILES = 4 };
 /* Static shared memory a rows block may stage through (under the 48 KiB static limit), and
- * the dynamic shared memory of a cols tile. */
-enum { ROWS_STAGE_BUDGET = 40960, COLS_TILE_BUDGET = 65536 };
+ * the dynamic shared memory of one of a cols block's two tile buffers. */
+enum { ROWS_STAGE_BUDGET = 40960, COLS_TILE_BUDGET = 32768 };
+/* Tile buffers of a cols block: the loads of stages - 1 tiles fly while one is scanned. A block
+ * that walks a strip's whole axis keeps two tiles in flight (three buffers, measured best); the
+ * persistent look-back blocks do better with two buffers and more blocks per SM. */
+enum { COLS_STAGES_WALK = 3, COLS_STAGES_LOOKBACK = 2 };
+/* Shared memory per SM (sm_90: 228 KiB, of which the driver keeps 1 KiB per block), to size
+ * the persistent cols grid. A smaller GPU just runs fewer of those blocks at once. */
+enum { SM_SHARED = 233472, BLOCK_RESERVED_SHARED = 1024, COLS_MAX_BLOCKS_PER_SM = 8 };
 enum { COLS_BX = 32, COLS_BY = 8, ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
 #define GRID_MAX 2147483647ll
 
@@ -121,8 +129,8 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int warps) {
 }
 
 /* Cols: positions per thread and tile. A tile of 8·R positions × 32 chains of every input
- * fills up to 64 KiB of shared memory, so that few tiles need a look-back and much is in
- * flight. */
+ * fills up to 32 KiB of shared memory, and a block holds two or three (the next ones load
+ * while the current one is scanned). */
 static int cols_items(jitops__scan_kop kop, jitops__dtype dtype) {
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
@@ -132,15 +140,21 @@ static int cols_items(jitops__scan_kop kop, jitops__dtype dtype) {
   return r;
 }
 
-/* The dynamic shared memory a cols launch asks for. A request between 40 KiB and 48 KiB is
- * raised past 48 KiB: the core opts a kernel into more than the default 48 KiB only when the
- * dynamic request alone exceeds it, but the default limit covers static plus dynamic memory,
- * and a cols kernel has a few KiB of static memory of its own. */
-static size_t cols_shared_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
+/* The dynamic shared memory a cols launch asks for: its tile buffers. */
+static size_t cols_shared_bytes(jitops__scan_kop kop, jitops__dtype dtype, int stages) {
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
-  const size_t tile = (size_t)COLS_BY * (size_t)cols_items(kop, dtype) * COLS_BX * in;
-  return tile > 40960 && tile <= 49152 ? 49152 + 1024 : tile;
+  return (size_t)stages * (size_t)COLS_BY * (size_t)cols_items(kop, dtype) * COLS_BX * in;
+}
+
+/* Cols blocks one SM holds at once, bounded by shared memory: the tile buffers plus the
+ * kernel's static arrays (8×32 aggregates, 32 prefixes, the tickets). */
+static int64_t cols_blocks_per_sm(jitops__scan_kop kop, jitops__dtype dtype, int stages) {
+  const size_t sb = state_bytes(kop, dtype);
+  const size_t stat = (size_t)COLS_BY * COLS_BX * sb + COLS_BX * (sb + 8) + 16;
+  const size_t block = cols_shared_bytes(kop, dtype, stages) + stat + BLOCK_RESERVED_SHARED;
+  const int64_t n = (int64_t)(SM_SHARED / block);
+  return n < 1 ? 1 : n > COLS_MAX_BLOCKS_PER_SM ? COLS_MAX_BLOCKS_PER_SM : n;
 }
 
 static void op_expression(jitops__scan_kop kop, jitops__dtype dtype, char *buf, size_t size) {
@@ -163,8 +177,8 @@ void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops_
     snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps,
              rows_items(kop, dtype, warps), lb, sb);
   } else {
-    snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %s, %zu>", op, nb, cols_items(kop, dtype),
-             lb, sb);
+    snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %d, %s, %zu>", op, nb,
+             cols_items(kop, dtype), lookback ? COLS_STAGES_LOOKBACK : COLS_STAGES_WALK, lb, sb);
   }
 }
 
@@ -320,21 +334,32 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   } else {
     p->kind = JITOPS__SCAN_COLS;
     p->items = cols_items(kop, dtype);
-    p->shared_bytes = (uint32_t)cols_shared_bytes(kop, dtype);
     const int64_t span = (int64_t)COLS_BY * p->items;
     const int64_t tiles = (g->len + span - 1) / span;
     const int64_t strips = (g->chains + COLS_BX - 1) / COLS_BX;
-    if (tiles >= COLS_MIN_TILES && strips < (int64_t)sm_count * STRIPS_PER_SM &&
-        strips * tiles <= GRID_MAX) {
+    /* Blocks walking whole strips need no scratch and no look-back: they are chosen when the
+     * strips cover every SM in one wave (a second wave of whole-axis walks would double the
+     * time), or when there are so many that the last wave hardly matters. */
+    const int64_t one_wave = (int64_t)sm_count * cols_blocks_per_sm(kop, dtype, COLS_STAGES_WALK);
+    const int walk =
+        (strips >= sm_count && strips <= one_wave) || strips >= (int64_t)sm_count * STRIPS_PER_SM;
+    if (tiles >= COLS_MIN_TILES && !walk && strips * tiles <= GRID_MAX) {
+      /* Persistent blocks: as many as fit at once, and at most half the tiles, so that every
+       * block scans at least two (the prefetch always has work to overlap). */
+      const int64_t resident =
+          (int64_t)sm_count * cols_blocks_per_sm(kop, dtype, COLS_STAGES_LOOKBACK);
+      const int64_t half = (strips * tiles + 1) / 2;
+      p->shared_bytes = (uint32_t)cols_shared_bytes(kop, dtype, COLS_STAGES_LOOKBACK);
       p->lookback = 1;
       p->tiles = tiles;
-      p->grid = (uint32_t)(strips * tiles);
+      p->grid = (uint32_t)(half < resident ? half : resident);
       plan_scratch(p, g->chains);
     } else {
       if (strips > GRID_MAX)
         return jitops__fail(JITOPS_ERR_UNSUPPORTED,
                             "%s: %lld independent scans exceed the grid limit", fn,
                             (long long)g->chains);
+      p->shared_bytes = (uint32_t)cols_shared_bytes(kop, dtype, COLS_STAGES_WALK);
       p->grid = (uint32_t)strips;
     }
     p->block_x = COLS_BX;
