@@ -30,6 +30,10 @@ typedef struct jitops__driver {
                              unsigned, CUstream, void **, void **);
   CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*cuMemPoolCreate)(CUmemoryPool *, const CUmemPoolProps *);
+  CUresult (*cuMemPoolDestroy)(CUmemoryPool);
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
+  CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
   CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);

@@ -1,6 +1,7 @@
 /* Launches and the stream-ordered helpers ops use: scratch memory, memset, memcpy. All of it
  * runs in the runtime's primary context on the caller's stream, and never synchronizes. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/runtime_internal.h"
@@ -144,16 +145,66 @@ jitops_status jitops__launch(const jitops_kernel_t *kernel, uint32_t gx, uint32_
     return JITOPS_SUCCESS;                                                                         \
   } while (0)
 
+/* ---- the scratch pool ------------------------------------------------------------------ */
+
+#define SCRATCH_KEEP_DEFAULT ((uint64_t)256 << 20)
+
+static uint64_t scratch_keep_bytes(void) {
+  const char *env = getenv("JITOPS_SCRATCH_KEEP_BYTES");
+  if (env == NULL || *env == '\0')
+    return SCRATCH_KEEP_DEFAULT;
+  char *end = NULL;
+  unsigned long long v = strtoull(env, &end, 10);
+  return end != NULL && *end == '\0' && env[0] != '-' ? (uint64_t)v : SCRATCH_KEEP_DEFAULT;
+}
+
+static jitops_status pool_create(jitops_runtime_t *rt, void **out) {
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = rt->device;
+  CUmemoryPool pool = NULL;
+  CUresult r = rt->driver->cuMemPoolCreate(&pool, &props);
+  if (r != CUDA_SUCCESS)
+    return jitops__driver_fail(rt->driver, r, "creating the scratch memory pool");
+  cuuint64_t keep = scratch_keep_bytes();
+  r = rt->driver->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  if (r != CUDA_SUCCESS) {
+    rt->driver->cuMemPoolDestroy(pool);
+    return jitops__driver_fail(rt->driver, r, "setting the scratch pool's release threshold");
+  }
+  *out = pool;
+  return JITOPS_SUCCESS;
+}
+
+/* Allocations still in flight keep the pool's memory until they are freed (the driver
+ * releases a destroyed pool's resources once none remain). */
+static void pool_destroy(jitops_runtime_t *rt, void *pool) {
+  int pushed;
+  if (jitops__context_push(rt, &pushed) == JITOPS_SUCCESS) {
+    rt->driver->cuMemPoolDestroy((CUmemoryPool)pool);
+    jitops__context_restore(rt, pushed);
+  }
+}
+
 static jitops_status alloc_async(jitops_runtime_t *rt, size_t bytes, void *stream, void **out) {
   CUdeviceptr ptr = 0;
   if (rt->context == NULL)
     return no_device("allocating scratch memory");
   int pushed;
   JITOPS__TRY(jitops__context_push(rt, &pushed));
-  CUresult r = rt->driver->cuMemAllocAsync(&ptr, bytes, (CUstream)stream);
+  void *pool = NULL;
+  jitops_status status =
+      jitops__runtime_state(rt, JITOPS__SLOT_SCRATCH_POOL, pool_create, pool_destroy, &pool);
+  CUresult r = CUDA_SUCCESS;
+  if (status == JITOPS_SUCCESS)
+    r = rt->driver->cuMemAllocFromPoolAsync(&ptr, bytes, (CUmemoryPool)pool, (CUstream)stream);
   jitops__context_restore(rt, pushed);
+  JITOPS__TRY(status);
   if (r != CUDA_SUCCESS)
-    return jitops__driver_fail(rt->driver, r, "allocating scratch memory (cuMemAllocAsync)");
+    return jitops__driver_fail(rt->driver, r,
+                               "allocating scratch memory (cuMemAllocFromPoolAsync)");
   *out = (void *)(uintptr_t)ptr;
   return JITOPS_SUCCESS;
 }

@@ -43,9 +43,13 @@ jitops_status jitops__launch(const jitops_kernel_t *kernel, uint32_t gx, uint32_
                              uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared_bytes,
                              void *stream, void **args);
 
-/* Scratch memory: the caller's workspace when it is large enough, else cuMemAllocAsync on
- * `stream`. Release with jitops__scratch_release on the same stream (stream-ordered, so it
- * is safe to release right after the launches that use it, and graph-capturable). */
+/* Scratch memory: the caller's workspace when it is large enough, else a stream-ordered
+ * allocation on `stream` from the runtime's own memory pool. Release with
+ * jitops__scratch_release on the same stream (stream-ordered, so it is safe to release right
+ * after the launches that use it, and graph-capturable). The pool keeps up to
+ * $JITOPS_SCRATCH_KEEP_BYTES (default 256 MiB) of freed memory across synchronizations; the
+ * device's default pool keeps none, so each call after a synchronization paid for fresh
+ * memory (about 0.1 ms on an H100). */
 typedef struct jitops__scratch {
   void *ptr;
   size_t bytes;
@@ -77,6 +81,7 @@ typedef enum jitops__state_slot {
   JITOPS__SLOT_FAMILY_1 = 1,
   JITOPS__SLOT_FAMILY_2 = 2,
   JITOPS__SLOT_FAMILY_3 = 3,
+  JITOPS__SLOT_SCRATCH_POOL = 4, /* the core's: see jitops__scratch_acquire */
   JITOPS__SLOT_COUNT = 8
 } jitops__state_slot;
 

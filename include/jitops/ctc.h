@@ -61,7 +61,7 @@
  * device's opt-in limit, and in global memory beyond: there is no upper limit.
  *
  * Workspace: see jitops_ctc_workspace_size. With a NULL or too small workspace the scratch is
- * allocated with cuMemAllocAsync on `stream` and freed in stream order. The backward pass
+ * allocated from the runtime's memory pool on `stream` and freed in stream order. The backward pass
  * needs 2 * N * T * (2 * S_max + 1) accumulation-type values for alpha and beta, like
  * PyTorch's log_alpha and log_beta.
  *

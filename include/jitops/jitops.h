@@ -202,9 +202,11 @@ JITOPS_API const char *jitops_kernel_lowered_name(const jitops_kernel_t *kernel)
  * ---------------------------------------------------------------------------------------- */
 
 /* Device memory the caller lends to an op. An op that needs scratch takes a
- * `const jitops_workspace *`: NULL (or too small) makes it allocate with cuMemAllocAsync and
- * free with cuMemFreeAsync on the op's stream, which keeps it graph-capturable. Each op's
- * header says how many bytes it needs. */
+ * `const jitops_workspace *`: NULL (or too small) makes it allocate from the runtime's own
+ * memory pool (cuMemAllocFromPoolAsync) and free with cuMemFreeAsync on the op's stream,
+ * which keeps it graph-capturable; the pool keeps up to $JITOPS_SCRATCH_KEEP_BYTES (default
+ * 256 MiB) of freed memory for the next calls. Each op's header says how many bytes it
+ * needs. */
 typedef struct jitops_workspace {
   void *ptr;
   size_t bytes;

@@ -35,7 +35,7 @@
  * partial states (a few percent of the tensor's bytes at most; usually none).
  * jitops_scan_workspace_size and jitops_scan_backward_workspace_size give the exact number
  * of bytes for a call. Pass NULL (or a workspace too small) to have the library take it from
- * cuMemAllocAsync on `stream` and free it there.
+ * the runtime's memory pool, stream-ordered on `stream`, and free it there.
  *
  * Errors (each with a message that names the argument):
  *   JITOPS_ERR_INVALID_ARGUMENT  runtime or a required tensor NULL, op not a jitops_scan_op,
