@@ -8,6 +8,8 @@
  *   test_gpu_scan          everything
  *   test_gpu_scan quick    a small set that still takes every kernel path (for memcheck)
  *   test_gpu_scan race     a smaller one, f32 over each kernel path (for racecheck)
+ *   test_gpu_scan race K/N the race cases whose index is K modulo N, so that N sanitized
+ *                          processes can share the set
  *
  * Cases run on several threads, each with its own stream, so that the kernels' first
  * compiles overlap. Exits 77 without a GPU. */
@@ -44,7 +46,7 @@ typedef struct scase {
   int inplace;      /* y is x (forward) or dx is dy (backward) */
   int workspace;    /* pass a caller workspace of the queried size */
   int quick;        /* part of the memcheck set */
-  int race;         /* part of the racecheck set: each kernel path, f32, one direction */
+  int race;         /* > 0: the racecheck set's case number race (each kernel path, f32) */
   int compile_only; /* only prewarmed (the benchmark's shapes) */
   int64_t shape[8];
 } scase;
@@ -665,12 +667,13 @@ static void build_cases(void) {
   } race[] = {{2, {3, 300}, 1, GT_CONTIGUOUS},  {2, {2, 4500}, 1, GT_CONTIGUOUS},
               {3, {131, 2, 3}, 0, GT_PERMUTED}, {2, {600, 5}, 0, GT_SLICED},
               {2, {150, 5}, 0, GT_SLICED},      {2, {1100, 40}, 0, GT_SLICED}};
+  int race_ordinal = 0;
   for (int op = 0; op < OP_COUNT; ++op)
     for (int bw = 0; bw < 2; ++bw)
       for (size_t p = 0; p < sizeof race / sizeof race[0]; ++p)
         add("race", op, bw, GT_F32, race[p].ndim, race[p].shape, race[p].axis, (int)p % 2,
             race[p].layout, race[p].layout, DATA_NORMAL)
-            ->race = 1;
+            ->race = ++race_ordinal;
   /* 4. The semantics' corners. */
   static const int64_t s9[2] = {9, 333}, s3[2] = {3, 5000}, s41[2] = {4099, 33};
   for (int dt = GT_F32; dt <= GT_BF16; ++dt)
@@ -741,8 +744,19 @@ static void build_cases(void) {
 
 typedef struct worker {
   jitops_runtime_t *rt;
-  int quick; /* 1: the quick set, 2: the racecheck set */
+  int quick;         /* 1: the quick set, 2: the racecheck set */
+  int shard, shards; /* race cases counted modulo `shards` must equal `shard` */
 } worker;
+
+/* Whether this process runs case i: its set, and its shard of the race set. */
+static int selected(const worker *w, int i) {
+  if (cases[i].compile_only || (w->quick == 1 && !cases[i].quick) ||
+      (w->quick == 2 && !cases[i].race))
+    return 0;
+  if (w->quick != 2)
+    return 1;
+  return (cases[i].race - 1) % w->shards == w->shard;
+}
 
 static atomic_int next_case;
 
@@ -755,8 +769,7 @@ static void *work(void *arg) {
     const int i = atomic_fetch_add(&next_case, 1);
     if (i >= ncases)
       break;
-    if (cases[i].compile_only || (w->quick == 1 && !cases[i].quick) ||
-        (w->quick == 2 && !cases[i].race)) {
+    if (!selected(w, i)) {
       atomic_fetch_add(&cases_skipped, 1);
       continue;
     }
@@ -888,7 +901,12 @@ int main(int argc, char **argv) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   pthread_t threads[64];
-  worker w = {rt, quick};
+  worker w = {rt, quick, 0, 1};
+  if (quick == 2 && argc > 2 && sscanf(argv[2], "%d/%d", &w.shard, &w.shards) == 2 &&
+      (w.shards < 1 || w.shard < 0 || w.shard >= w.shards)) {
+    fprintf(stderr, "test_gpu_scan: bad shard %s (want K/N with 0 <= K < N)\n", argv[2]);
+    return 2;
+  }
   for (int i = 0; i < nthreads; ++i)
     pthread_create(&threads[i], NULL, work, &w);
   for (int i = 0; i < nthreads; ++i)
