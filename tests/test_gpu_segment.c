@@ -182,6 +182,26 @@ static const seg_case cases[] = {
      .sorted = true},
     {"one segment f32 D64 unsorted", F32, .id64 = true, SHAPE(300000, 64, 1), .ids = IDS_ONE},
     {"f64 D64 atomic u64", F64, SHAPE(300000, 64, 3000), .vals = VALS_RANDOM},
+    /* max/min backward with at least 2^22 result cells: over rows grouped by segment (the
+     * forward's sort, or sorted ids), tie counts in registers; segments crossing chunks are
+     * finished by the fix pass (one segment over every chunk; skewed ids; ties everywhere). */
+    {"runs f32 i64 D1024", F32, .id64 = true, SHAPE(6000, 1024, 4096), .quick = true},
+    {"runs bf16 D512 sorted first occurrence bad ids", BF16, SHAPE(6000, 512, 8192), .ids = IDS_BAD,
+     .sorted = true, .first_occurrence = true, .quick = true},
+    {"runs one segment f32 i64 D512 ties", F32, .id64 = true, SHAPE(8000, 512, 8192),
+     .ids = IDS_ONE, .vals = VALS_TIES, .quick = true},
+    {"runs one segment f32 D64 ties", F32, SHAPE(20000, 64, 65536), .ids = IDS_ONE,
+     .vals = VALS_TIES},
+    {"runs one segment f16 D64 ties first occurrence", F16, SHAPE(20000, 64, 65536), .ids = IDS_ONE,
+     .vals = VALS_TIES, .first_occurrence = true},
+    {"runs one segment f64 D64 ties sorted", F64, SHAPE(20000, 64, 65536), .ids = IDS_ONE,
+     .vals = VALS_TIES, .sorted = true},
+    {"runs skewed f64 i64 D32 padded", F64, .id64 = true, SHAPE(30000, 32, 131072),
+     .ids = IDS_SKEWED, .data_pad = 1, .out_pad = 2},
+    {"runs nan f32 D64 host ids", F32, SHAPE(5000, 64, 65536), .ids = IDS_NEGATIVE,
+     .vals = VALS_NAN, .host_ids = true},
+    {"runs ties bf16 i64 D8 many segments", BF16, .id64 = true, SHAPE(40000, 8, 600000),
+     .vals = VALS_TIES},
 };
 #undef ATOMIC
 #undef SORT

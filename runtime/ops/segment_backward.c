@@ -91,6 +91,72 @@ static jitops_status run_extreme(const bwd_ctx *c) {
   return seg_launch(c->k->split, c->blocks, 256, 0, c->stream, args);
 }
 
+/* max/min over rows grouped by segment: clear the sort's counters -> sort (unsorted ids) ->
+ * mark (dx, and counts in registers) -> fix the segments that cross chunks. */
+static jitops_status run_extreme_runs(const bwd_ctx *c) {
+  const seg_call *call = c->call;
+  const seg_forward_plan *g = &c->plan->grouped;
+  const int32_t *keys = NULL, *perm = NULL;
+  if (!call->sorted) {
+    JITOPS__TRY(
+        jitops__memset8_async(c->runtime, c->scratch + g->zeroed, 0, g->zeroed_bytes, c->stream));
+    const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
+    JITOPS__TRY(seg_run_radix_sort(g, &sk, c->scratch, c->ids, c->id_stride, NULL, 0, c->N, c->S,
+                                   c->stream, &keys, &perm));
+  }
+  /* Sorted ids are read through `ids`, unsorted ones through the sorted keys. */
+  const void *ids = call->sorted ? c->ids : NULL;
+  const int64_t id_stride = call->sorted ? c->id_stride : 0;
+  const int32_t CH = (int32_t)g->chunk_rows, chunks = (int32_t)g->chunks;
+  int32_t *counts = (int32_t *)(c->scratch + g->partials);
+  int32_t *seg_end = (int32_t *)(c->scratch + g->seg_end);
+  int32_t *owned = (int32_t *)(c->scratch + c->plan->owned);
+  int32_t *own_start = (int32_t *)(c->scratch + c->plan->own_start);
+  const void *x = call->x.ptr, *y = call->y.ptr, *dy = call->dy.ptr;
+  void *dx = call->dx.ptr;
+  const uint32_t blocks = (uint32_t)(((int64_t)chunks * c->plan->layout.lanes + 255) / 256);
+  void *mark_args[] = {(void *)&x,
+                       (void *)&call->x.stride,
+                       (void *)&y,
+                       (void *)&call->y.stride,
+                       (void *)&dy,
+                       (void *)&call->dy.stride,
+                       (void *)&ids,
+                       (void *)&id_stride,
+                       (void *)&keys,
+                       (void *)&perm,
+                       (void *)&c->N,
+                       (void *)&c->S,
+                       (void *)&c->D,
+                       (void *)&CH,
+                       (void *)&chunks,
+                       (void *)&dx,
+                       (void *)&call->dx.stride,
+                       (void *)&counts,
+                       (void *)&owned,
+                       (void *)&own_start,
+                       (void *)&seg_end};
+  JITOPS__TRY(seg_launch(c->k->runs_mark, blocks, 256, 0, c->stream, mark_args));
+  void *fix_args[] = {(void *)&x,
+                      (void *)&call->x.stride,
+                      (void *)&y,
+                      (void *)&call->y.stride,
+                      (void *)&dy,
+                      (void *)&call->dy.stride,
+                      (void *)&perm,
+                      (void *)&c->N,
+                      (void *)&c->D,
+                      (void *)&CH,
+                      (void *)&chunks,
+                      (void *)&dx,
+                      (void *)&call->dx.stride,
+                      (void *)&counts,
+                      (void *)&owned,
+                      (void *)&own_start,
+                      (void *)&seg_end};
+  return seg_launch(c->k->runs_fix, blocks, 256, 0, c->stream, fix_args);
+}
+
 static jitops_status run_backward(bwd_ctx *c) {
   const seg_call *call = c->call;
   c->ids = call->ids;
@@ -112,7 +178,7 @@ static jitops_status run_backward(bwd_ctx *c) {
     return run_mean(c);
   case JITOPS_SEGMENT_MAX:
   case JITOPS_SEGMENT_MIN:
-    return run_extreme(c);
+    return c->plan->runs ? run_extreme_runs(c) : run_extreme(c);
   }
   return jitops__fail(JITOPS_ERR_INTERNAL, "%s: unknown reduction", call->fn);
 }

@@ -35,40 +35,40 @@ static jitops_status run_empty(const fwd_ctx *c) {
 
 /* The digit counts of every pass, then one stable counting pass per `bits` bits of the keys;
  * returns the final keys and rows (or values). The counters and look-back words are zeroed. */
-static jitops_status run_radix_sort(const fwd_ctx *c, const int32_t **keys, const int32_t **vals) {
-  const seg_forward_plan *p = c->plan;
-  const seg_call *call = c->call;
-  int32_t *hist = (int32_t *)(c->scratch + p->hist);
-  int32_t *counters = (int32_t *)(c->scratch + p->tile_counters);
+jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kernels *k,
+                                 char *scratch, const void *ids, int64_t id_stride,
+                                 const void *data, int64_t data_stride, int32_t N, int32_t S,
+                                 void *stream, const int32_t **keys, const int32_t **vals) {
+  int32_t *hist = (int32_t *)(scratch + p->hist);
+  int32_t *counters = (int32_t *)(scratch + p->tile_counters);
   const int32_t passes = p->sort_passes, bits = p->sort_bits;
-  void *hist_args[] = {(void *)&c->ids, (void *)&c->id_stride, (void *)&c->N, (void *)&c->S,
-                       (void *)&passes, (void *)&bits,         (void *)&hist};
-  JITOPS__TRY(
-      seg_launch(c->k->histogram, p->hist_blocks, SEG_SORT_THREADS, 0, c->stream, hist_args));
+  void *hist_args[] = {(void *)&ids,    (void *)&id_stride, (void *)&N,   (void *)&S,
+                       (void *)&passes, (void *)&bits,      (void *)&hist};
+  JITOPS__TRY(seg_launch(k->histogram, p->hist_blocks, SEG_SORT_THREADS, 0, stream, hist_args));
   const int32_t *keys_in = NULL, *vals_in = NULL;
   for (int pass = 0; pass < passes; ++pass) {
     const int32_t shift = pass * bits;
-    int32_t *keys_out = (int32_t *)(c->scratch + p->keys[pass % 2]);
-    int32_t *vals_out = (int32_t *)(c->scratch + p->vals[pass % 2]);
+    int32_t *keys_out = (int32_t *)(scratch + p->keys[pass % 2]);
+    int32_t *vals_out = (int32_t *)(scratch + p->vals[pass % 2]);
     const bool first = pass == 0;
-    const void *ids = first ? c->ids : NULL;
-    const int64_t id_stride = first ? c->id_stride : 0;
-    const void *data = first ? call->data.ptr : NULL;
-    const int64_t data_stride = first ? call->data.stride : 0;
+    const void *pass_ids = first ? ids : NULL;
+    const int64_t pass_id_stride = first ? id_stride : 0;
+    const void *pass_data = first ? data : NULL;
+    const int64_t pass_data_stride = first ? data_stride : 0;
     const int32_t *pass_hist = hist + pass * SEG_SORT_RADIX_MAX;
-    uint64_t *lookback = (uint64_t *)(c->scratch + p->lookback[pass % 2]);
+    uint64_t *lookback = (uint64_t *)(scratch + p->lookback[pass % 2]);
     /* The other set was zeroed by the memset for pass 1; later passes are cleared by the pass
      * before them. */
-    uint64_t *clear = pass >= 1 && pass + 1 < passes
-                          ? (uint64_t *)(c->scratch + p->lookback[(pass + 1) % 2])
-                          : NULL;
+    uint64_t *clear =
+        pass >= 1 && pass + 1 < passes ? (uint64_t *)(scratch + p->lookback[(pass + 1) % 2]) : NULL;
     int32_t *counter = counters + pass;
-    void *args[] = {(void *)&ids,     (void *)&id_stride, (void *)&data,      (void *)&data_stride,
-                    (void *)&keys_in, (void *)&vals_in,   (void *)&c->N,      (void *)&c->S,
-                    (void *)&shift,   (void *)&bits,      (void *)&pass_hist, (void *)&lookback,
-                    (void *)&clear,   (void *)&counter,   (void *)&keys_out,  (void *)&vals_out};
-    JITOPS__TRY(seg_launch(first ? c->k->pass_first : c->k->pass, (uint32_t)p->sort_tiles,
-                           SEG_SORT_THREADS, 0, c->stream, args));
+    void *args[] = {
+        (void *)&pass_ids, (void *)&pass_id_stride, (void *)&pass_data, (void *)&pass_data_stride,
+        (void *)&keys_in,  (void *)&vals_in,        (void *)&N,         (void *)&S,
+        (void *)&shift,    (void *)&bits,           (void *)&pass_hist, (void *)&lookback,
+        (void *)&clear,    (void *)&counter,        (void *)&keys_out,  (void *)&vals_out};
+    JITOPS__TRY(seg_launch(first ? k->pass_first : k->pass, (uint32_t)p->sort_tiles,
+                           SEG_SORT_THREADS, 0, stream, args));
     keys_in = keys_out;
     vals_in = vals_out;
   }
@@ -214,8 +214,11 @@ static jitops_status run_forward(fwd_ctx *c) {
   case SEG_PATH_SORT: {
     JITOPS__TRY(clear_scratch(c));
     const int32_t *keys = NULL, *perm = NULL;
-    if (call->rows > 0)
-      JITOPS__TRY(run_radix_sort(c, &keys, &perm));
+    if (call->rows > 0) {
+      const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
+      JITOPS__TRY(seg_run_radix_sort(c->plan, &sk, c->scratch, c->ids, c->id_stride, call->data.ptr,
+                                     call->data.stride, c->N, c->S, c->stream, &keys, &perm));
+    }
     return run_grouped(c, keys, perm);
   }
   }

@@ -99,7 +99,15 @@ typedef struct seg_forward_plan {
 
 typedef struct seg_backward_plan {
   seg_layout layout;
-  int rows_in_flight;    /* max/min: rows a lane group takes at a time (RF) */
+  int rows_in_flight; /* max/min: rows a lane group takes at a time (RF) */
+  /* max/min with a large S x D table: over rows grouped by segment (the forward's sort or the
+   * boundaries of sorted ids) instead of a tie table. `grouped` holds that sort's plan and
+   * layout (its chunks, partials for the counts and seg_end); `runs_cpl` the accesses a lane
+   * takes per column tile. */
+  bool runs;
+  int runs_cpl;
+  seg_forward_plan grouped;
+  size_t owned, own_start;
   bool count_shared;     /* mean, unsorted: shared-memory row counts */
   uint32_t count_blocks; /* and their grid */
   size_t ids_copy, counts, ties, first_row, tie_flag;
@@ -154,13 +162,29 @@ typedef struct seg_forward_kernels {
 typedef struct seg_backward_kernels {
   jitops_kernel_t *offsets, *count_rows; /* mean */
   jitops_kernel_t *gather;               /* sum, mean */
-  jitops_kernel_t *mark, *split;         /* max, min */
+  jitops_kernel_t *mark, *split;         /* max, min by a tie table */
+  jitops_kernel_t *histogram, *pass_first, *pass, *runs_mark, *runs_fix; /* max, min by runs */
 } seg_backward_kernels;
 
 jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
                                       const seg_forward_plan *plan, seg_forward_kernels *out);
 jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
                                        const seg_backward_plan *plan, seg_backward_kernels *out);
+
+/* The radix sort's kernels: the digit histogram, the first pass and the later passes. */
+typedef struct seg_sort_kernels {
+  const jitops_kernel_t *histogram, *pass_first, *pass;
+} seg_sort_kernels;
+
+/* ---- segment_forward.c ------------------------------------------------------------------- */
+
+/* Sorts the ids by the plan's radix passes on `stream` (the plan's zeroed range cleared
+ * before); `data` is read only when the plan carries values. Returns the sorted keys and rows
+ * (or values). */
+jitops_status seg_run_radix_sort(const seg_forward_plan *plan, const seg_sort_kernels *k,
+                                 char *scratch, const void *ids, int64_t id_stride,
+                                 const void *data, int64_t data_stride, int32_t N, int32_t S,
+                                 void *stream, const int32_t **keys, const int32_t **vals);
 
 /* jitops__launch of a 1-D grid. */
 jitops_status seg_launch(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,

@@ -13,6 +13,7 @@
 #define SRC_ATOMIC   "jitops/segment_atomic.cuh"
 #define SRC_BACKWARD "jitops/segment_backward.cuh"
 #define SRC_TILES    "jitops/segment_tiles.cuh"
+#define SRC_RUNS     "jitops/segment_backward_runs.cuh"
 #define NS           "jitops::segment::"
 
 static jitops_status get(jitops_runtime_t *runtime, const char *source, jitops_kernel_t **out,
@@ -96,6 +97,28 @@ jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call 
                       (int)plan->path);
 }
 
+/* max/min over grouped rows: the sort (unsorted ids), then the mark and fix passes. */
+static jitops_status get_backward_runs(jitops_runtime_t *rt, const seg_call *call,
+                                       const seg_backward_plan *plan, seg_backward_kernels *k) {
+  const char *T = jitops__dtype_cname(call->dtype);
+  const char *I = jitops__dtype_cname(call->id_dtype);
+  const seg_layout *l = &plan->layout;
+  const char *key_type = call->sorted ? I : "int";
+  if (!call->sorted) {
+    seg_forward_kernels fk;
+    memset(&fk, 0, sizeof fk);
+    JITOPS__TRY(get_sort(rt, call, I, &plan->grouped, &fk));
+    k->histogram = fk.histogram;
+    k->pass_first = fk.pass_first;
+    k->pass = fk.pass;
+  }
+  JITOPS__TRY(get(rt, SRC_RUNS, &k->runs_mark,
+                  NS "segment_backward_runs_mark<%s, %s, %d, %d, %d, %s, %s>", T, key_type, l->vec,
+                  l->lanes, plan->runs_cpl, tf(call->sorted), tf(call->first_occurrence)));
+  return get(rt, SRC_RUNS, &k->runs_fix, NS "segment_backward_runs_fix<%s, %d, %d, %d, %s, %s>", T,
+             l->vec, l->lanes, plan->runs_cpl, tf(call->sorted), tf(call->first_occurrence));
+}
+
 jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
                                        const seg_backward_plan *plan, seg_backward_kernels *out) {
   memset(out, 0, sizeof *out);
@@ -120,6 +143,8 @@ jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call
                tf(call->sorted));
   case JITOPS_SEGMENT_MAX:
   case JITOPS_SEGMENT_MIN:
+    if (plan->runs)
+      return get_backward_runs(runtime, call, plan, out);
     JITOPS__TRY(get(runtime, SRC_BACKWARD, &out->mark,
                     NS "segment_backward_extreme_mark<%s, %s, %d, %d, %s, %d>", T, I, l->vec,
                     l->lanes, tf(call->first_occurrence), plan->rows_in_flight));

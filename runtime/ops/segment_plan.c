@@ -24,6 +24,17 @@
 #define SEG_ATOMIC_MIN_ROWS_PER_SEGMENT 16
 #define SEG_ATOMIC_ROWS_IN_FLIGHT       4 /* matches templates/segment_atomic.cuh */
 #define SEG_BACKWARD_BATCH              4 /* matches BATCH in templates/segment_backward.cuh */
+/* max/min backward: with at least this many result cells the tie table (4 bytes a cell, 8 with
+ * first_occurrence, cleared every call) and the per-row gathers of random result rows cost
+ * more than grouping the rows by segment (the forward's sort) and counting ties in registers.
+ * Measured on an H200 (N = 2^20, tie table): D = 1024 / S = 10^4 3.6x the forward, D = 64 /
+ * S = 10^6 2.6x; below, D = 64 / S = 10^4 1.2x and S = 100 1.8x. */
+#define SEG_BACKWARD_RUNS_MIN_CELLS ((int64_t)1 << 22)
+/* The runs kernels' chunks: sized as if 1024 threads an SM were resident (two waves of
+ * 512 at their ~128 registers, so a slow chunk delays little); at most 16 elements of a row
+ * per lane and column tile (f32 D = 1024: two tiles of 512 columns). */
+#define SEG_BACKWARD_RUNS_THREADS_PER_SM 1024
+#define SEG_BACKWARD_RUNS_LANE_ELEMENTS  16
 
 /* Unsorted sum and mean of one column take per-tile sorts and a tiles x S table of sums when
  * the table stays small: at most this many segments (keys of at most 15 bits, two passes in
@@ -94,8 +105,9 @@ uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, in
   return blocks < 1 ? 1u : (uint32_t)blocks;
 }
 
-static int64_t choose_chunk_rows(const jitops__device_props *props, int64_t rows, int lanes) {
-  const int64_t groups = sm_count(props) * SEG_THREADS_PER_SM / lanes;
+static int64_t choose_chunk_rows(const jitops__device_props *props, int64_t rows, int lanes,
+                                 int64_t threads_per_sm) {
+  const int64_t groups = sm_count(props) * threads_per_sm / lanes;
   const int64_t want = (rows + groups - 1) / groups;
   int64_t ch = SEG_MIN_CHUNK;
   while (ch < want && ch < SEG_MAX_CHUNK)
@@ -154,7 +166,7 @@ static void plan_atomic(const jitops__device_props *props, const seg_call *call,
 }
 
 static void plan_sort(const jitops__device_props *props, const seg_call *call,
-                      seg_forward_plan *plan, size_t *cursor) {
+                      int64_t threads_per_sm, seg_forward_plan *plan, size_t *cursor) {
   /* What starts zeroed comes first, in one range: the bounds of every segment (untouched
    * bounds mean an empty segment), then the sort's counters and look-back words. */
   plan->zeroed = *cursor;
@@ -185,7 +197,7 @@ static void plan_sort(const jitops__device_props *props, const seg_call *call,
   }
   plan->zeroed_bytes = *cursor - plan->zeroed;
 
-  plan->chunk_rows = choose_chunk_rows(props, call->rows, plan->layout.lanes);
+  plan->chunk_rows = choose_chunk_rows(props, call->rows, plan->layout.lanes, threads_per_sm);
   plan->chunks = (call->rows + plan->chunk_rows - 1) / plan->chunk_rows;
   plan->partials =
       take(cursor, (size_t)plan->chunks * 2 * (size_t)call->cols * acc_size(call->dtype));
@@ -252,8 +264,27 @@ void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
   else if (plan->path == SEG_PATH_TILES)
     plan_tiles(call, plan, &cursor);
   else if (plan->path == SEG_PATH_SORT || plan->path == SEG_PATH_BOUNDARIES)
-    plan_sort(props, call, plan, &cursor);
+    plan_sort(props, call, SEG_THREADS_PER_SM, plan, &cursor);
   plan->workspace_bytes = cursor;
+}
+
+/* max/min over grouped rows: the forward's sort plan (never carrying values: the kernels
+ * need the rows), with chunks for a fuller SM; the chunks' counts reuse its partials, the
+ * crossing segments' ends its seg_end. */
+static void plan_backward_runs(const jitops__device_props *props, const seg_call *call,
+                               seg_backward_plan *plan, size_t *cursor) {
+  seg_forward_plan *g = &plan->grouped;
+  plan->runs = true;
+  g->layout = plan->layout;
+  g->path = call->sorted ? SEG_PATH_BOUNDARIES : SEG_PATH_SORT;
+  plan_sort(props, call, SEG_BACKWARD_RUNS_THREADS_PER_SM, g, cursor);
+  g->sort_carry = false;
+  int cpl = SEG_BACKWARD_RUNS_LANE_ELEMENTS / plan->layout.vec;
+  if (cpl < 1)
+    cpl = 1;
+  plan->runs_cpl = cpl < plan->layout.cpl ? cpl : plan->layout.cpl;
+  plan->owned = take(cursor, (size_t)g->chunks * sizeof(int32_t));
+  plan->own_start = take(cursor, (size_t)g->chunks * sizeof(int32_t));
 }
 
 void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
@@ -288,6 +319,10 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
     break;
   case JITOPS_SEGMENT_MAX:
   case JITOPS_SEGMENT_MIN:
+    if ((int64_t)cells >= SEG_BACKWARD_RUNS_MIN_CELLS) {
+      plan_backward_runs(props, call, plan, &cursor);
+      break;
+    }
     plan->ties = take(&cursor, cells * sizeof(int32_t));
     if (call->first_occurrence)
       plan->first_row = take(&cursor, cells * sizeof(int32_t));
