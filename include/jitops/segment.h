@@ -39,7 +39,7 @@
  *
  * Work and memory: O(N x D) time for every variant (no per-cell scans), on the caller's
  * stream, never synchronizing. Scratch comes from `workspace` when it is at least as large
- * as the *_workspace_size functions say, else from cuMemAllocAsync on `stream` (freed
+ * as the *_workspace_size functions say, else from the runtime's memory pool on `stream` (freed
  * stream-ordered, so every call can be captured in a CUDA graph — except with ids in
  * pageable host memory, whose copy is not capturable). Sizes, roughly:
  *   forward, unsorted ids, sort algorithm:   17 N + 8 S + 2 (N / chunk) D a  bytes
