@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# One device call over everything: the GPU tests of the core and of every op family, the
-# core's compute-sanitizer runs, the quickstart, and the benchmarks named in $BENCHES (default:
-# jit ctc). Run from the repository root on the GPU machine with `build` carried. Each step
+# One device call over everything: the GPU tests of the core and of every op family, their
+# compute-sanitizer runs, the quickstart, and the benchmarks named in $BENCHES (default:
+# jit ctc). Run from a directory holding `build` and `bench`. The scan racecheck set runs as
+# $RACE_SHARDS sanitized processes in the background while the other tests run (racecheck is
+# far too slow for it in one process); the benchmarks run after it, on a quiet GPU. Each step
 # has a time limit; logs are packed into $OUT/logs.tgz and a summary is printed last.
 set -uo pipefail
 HERE=$PWD
@@ -27,30 +29,61 @@ step() { # name limit command...
 }
 STEPS=${STEPS:-core ctc flce segment scan}
 BENCHES=${BENCHES:-jit ctc}
+CTC_ARGS=${CTC_ARGS:-}
+MC="compute-sanitizer --tool memcheck --error-exitcode 9"
+RC="compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9"
+has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+race_pids=()
+if has scan; then
+  # Compile the race set's kernels once, unsanitized; the shards then find them in the cache.
+  step scan_race_plain 120 "$T/test_gpu_scan" race
+  n=${RACE_SHARDS:-12}
+  for ((k = 0; k < n; ++k)); do
+    (timeout "${RACE_TIMEOUT:-300}" $RC "$T/test_gpu_scan" race "$k/$n" >"$LOGS/scan_race_$k.log" 2>&1
+      echo "rc=$?" >>"$LOGS/scan_race_$k.log") &
+    race_pids+=($!)
+  done
+fi
 for s in $STEPS; do
   case $s in
   core)
     step core_test 60 "$T/test_gpu_jit_launch"
-    step core_memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$T/test_gpu_jit_launch"
-    step core_racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T/test_gpu_jit_launch"
+    step core_memcheck 120 $MC "$T/test_gpu_jit_launch"
+    step core_racecheck 120 $RC "$T/test_gpu_jit_launch"
     step quickstart_1 30 build/examples/quickstart
     step quickstart_2 30 build/examples/quickstart
     ;;
   ctc)
-    step ctc_test 180 "$T/test_gpu_ctc"
-    step ctc_racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T/test_gpu_ctc" --quick
+    step ctc_test 180 "$T/test_gpu_ctc" $CTC_ARGS
+    step ctc_memcheck 150 $MC "$T/test_gpu_ctc" --quick
     ;;
-  flce) step flce_test 150 "$T/test_gpu_flce" ;;
+  flce)
+    step flce_test 150 "$T/test_gpu_flce"
+    step flce_memcheck 120 $MC "$T/test_gpu_flce" --small
+    ;;
   segment)
     step segment_test 150 "$T/test_gpu_segment"
-    step segment_racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T/test_gpu_segment" --quick
+    step segment_memcheck 150 $MC "$T/test_gpu_segment" --quick
+    step segment_racecheck 150 $RC "$T/test_gpu_segment" --quick
     ;;
   scan)
     step scan_test 170 "$T/test_gpu_scan"
     step repeat_test 60 "$T/test_gpu_repeat"
+    step scan_memcheck 150 $MC "$T/test_gpu_scan" quick
+    step repeat_memcheck 90 $MC "$T/test_gpu_repeat" quick
+    step repeat_racecheck 90 $RC "$T/test_gpu_repeat" quick
     ;;
   esac
 done
+if [ ${#race_pids[@]} -gt 0 ]; then
+  t0=$SECONDS
+  wait "${race_pids[@]}"
+  cases=$(cat "$LOGS"/scan_race_*.log | grep -c "race case .* done")
+  bad=$(grep -L "rc=0" "$LOGS"/scan_race_*.log | wc -l)
+  hazards=$(grep -h "RACECHECK SUMMARY" "$LOGS"/scan_race_*.log | sort | uniq -c | tr '\n' ' ')
+  printf '%-28s rc=%-3s %4ss  %s cases done; %s\n' scan_racecheck_shards "$bad" "$((SECONDS - t0))" \
+    "$cases" "$hazards" | tee -a "$SUMMARY"
+fi
 for b in $BENCHES; do
   case $b in
   jit) step bench_jit 90 build/bench/bench_jit_overhead ;;
