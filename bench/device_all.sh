@@ -28,7 +28,7 @@ step() { # name limit command...
     tee -a "$SUMMARY"
 }
 STEPS=${STEPS:-core ctc flce segment scan}
-BENCHES=${BENCHES:-jit ctc}
+BENCHES=${BENCHES-jit ctc}
 CTC_ARGS=${CTC_ARGS:-}
 MC="compute-sanitizer --tool memcheck --error-exitcode 9"
 RC="compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9"
@@ -78,9 +78,9 @@ done
 if [ ${#race_pids[@]} -gt 0 ]; then
   t0=$SECONDS
   wait "${race_pids[@]}"
-  cases=$(cat "$LOGS"/scan_race_*.log | grep -c "race case .* done")
-  bad=$(grep -L "rc=0" "$LOGS"/scan_race_*.log | wc -l)
-  hazards=$(grep -h "RACECHECK SUMMARY" "$LOGS"/scan_race_*.log | sort | uniq -c | tr '\n' ' ')
+  cases=$(cat "$LOGS"/scan_race_[0-9]*.log | grep -c "race case .* done")
+  bad=$(grep -L "rc=0" "$LOGS"/scan_race_[0-9]*.log | wc -l)
+  hazards=$(grep -h "RACECHECK SUMMARY" "$LOGS"/scan_race_[0-9]*.log | sort | uniq -c | tr '\n' ' ')
   printf '%-28s rc=%-3s %4ss  %s cases done; %s\n' scan_racecheck_shards "$bad" "$((SECONDS - t0))" \
     "$cases" "$hazards" | tee -a "$SUMMARY"
 fi

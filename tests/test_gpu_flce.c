@@ -195,6 +195,8 @@ static int64_t dev_index(const dev *x, int64_t r, int64_t c) {
 
 static void dev_upload(dev *x) {
   CHECK(cudaMemcpy(x->ptr, x->host, x->bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  /* A pageable copy may still be in flight, unordered with the non-blocking test stream. */
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
 static void dev_download(dev *x) {
@@ -204,6 +206,7 @@ static void dev_download(dev *x) {
 /* 0xff bytes: NaN in every float dtype, so an element never written shows. */
 static void dev_poison(dev *x) {
   CHECK(cudaMemset(x->ptr, 0xff, x->bytes) == cudaSuccess);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess); /* the test stream does not wait for it */
 }
 
 /* ---- a case --------------------------------------------------------------------------- */

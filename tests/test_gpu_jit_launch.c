@@ -121,6 +121,9 @@ static void user_reverse_tile(jitops_kernel_t *k, int tile, uint64_t *seed) {
   CUDA_OK(cudaMalloc((void **)&dout, bytes));
   CUDA_OK(cudaMemcpy(din, in, bytes, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout, 0xff, bytes));
+  /* The copy and the memset run on the legacy stream, which a non-blocking stream does not
+   * wait for: without this the poison could land after the kernel's writes. */
+  CUDA_OK(cudaDeviceSynchronize());
   void *args[] = {&din, &dout, &tile};
   jitops_launch_params p = {{BLOCKS, 1, 1}, {512, 1, 1}, (uint32_t)(tile * sizeof(float)), stream};
   CHECK_OK(jitops_kernel_launch(k, &p, args));

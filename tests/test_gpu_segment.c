@@ -234,6 +234,8 @@ static void dev_free(void *p) {
 static void to_dev(void *dst, const void *src, size_t bytes) {
   if (!prewarm && bytes > 0)
     CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  if (!prewarm) /* a pageable copy may still be in flight, unordered with the test's stream */
+    CUDA_OK(cudaDeviceSynchronize());
 }
 
 static void to_host(void *dst, const void *src, size_t bytes) {
@@ -245,6 +247,8 @@ static void poison(void *p, size_t bytes) {
   /* 0x7b in every byte: a large finite value in every float type, never a result here. */
   if (!prewarm && bytes > 0)
     CUDA_OK(cudaMemset(p, 0x7b, bytes));
+  if (!prewarm) /* cudaMemset is asynchronous, and the test's stream does not wait for it */
+    CUDA_OK(cudaDeviceSynchronize());
 }
 
 /* A call's status: success on a GPU; on the compile-only runtime, kernels compile and the
