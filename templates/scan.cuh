@@ -532,11 +532,9 @@ cols_scan_tile(const Geom<Op::NTENS, NB> &g, const Scratch &scratch, const i64 (
   const bool full = q0 + SPAN <= g.len;
   // First pass: the fold of this thread's R positions, as Q independent folds of R/Q
   // consecutive positions each, interleaved: Q dependency chains instead of one, so that a
-  // combine's latency (an exp in a log-sum-exp) could overlap the others'. The parts are then
-  // folded in order, so the result is still a fixed left-to-right association. Q = 4 was
-  // measured slower than one chain on the H100 (cummax axis 0: 81% -> 74% of copy,
-  // logcumsumexp 60% -> 54%: more registers, fewer blocks an SM), so Q = 1.
-  constexpr int Q = 1, RQ = R / Q;
+  // combine's latency (an exp in a log-sum-exp) overlaps the others'. The quarters are then
+  // folded in order, so the result is still a fixed left-to-right association.
+  constexpr int Q = 4, RQ = R / Q;
   static_assert(R % Q == 0, "R is a multiple of the fold's quarters");
   const int row1 = ty * R;
   const i64 q1 = q0 + row1;
