@@ -236,11 +236,9 @@ static void split_path(const char *path, char *dir, size_t dir_size, const char 
   }
 }
 
-/* The set-aside copies of `path`, newest first, in a malloc'ed array (NULL if none). */
-static aside_file *list_set_aside(const char *path, size_t *count) {
-  char dir[4096], prefix[300], full[4400];
-  const char *base;
-  split_path(path, dir, sizeof dir, &base);
+/* The set-aside copies of <dir>/<base>, newest first, in a malloc'ed array (NULL if none). */
+static aside_file *list_set_aside(const char *dir, const char *base, size_t *count) {
+  char prefix[300], full[4400];
   snprintf(prefix, sizeof prefix, "%s.corrupt-", base);
   *count = 0;
   DIR *d = opendir(dir);
@@ -273,11 +271,11 @@ static aside_file *list_set_aside(const char *path, size_t *count) {
 }
 
 int64_t jitops__db_prune_set_aside(const char *path, size_t keep) {
-  size_t count = 0;
-  aside_file *files = list_set_aside(path, &count);
   char dir[4096], full[4400];
   const char *base;
   split_path(path, dir, sizeof dir, &base);
+  size_t count = 0;
+  aside_file *files = list_set_aside(dir, base, &count);
   int64_t removed = 0;
   for (size_t i = keep; i < count; ++i) {
     snprintf(full, sizeof full, "%s/%s", dir, files[i].name);

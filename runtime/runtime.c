@@ -271,16 +271,24 @@ jitops_status jitops__runtime_state(jitops_runtime_t *rt, jitops__state_slot slo
                                     void (*destroy)(jitops_runtime_t *, void *), void **out) {
   if ((unsigned)slot >= JITOPS__SLOT_COUNT)
     return jitops__fail(JITOPS_ERR_INTERNAL, "runtime state slot %d out of range", (int)slot);
+  /* Ops ask on every call (the scratch pool, cuBLASLt's handle): once a slot is set it never
+   * changes until the runtime is destroyed, so a set slot is read without the lock. */
+  *out = __atomic_load_n(&rt->states[slot], __ATOMIC_ACQUIRE);
+  if (*out != NULL)
+    return JITOPS_SUCCESS;
   pthread_mutex_lock(&rt->state_lock);
   jitops_status status = JITOPS_SUCCESS;
-  if (rt->states[slot] == NULL) {
-    status = create(rt, &rt->states[slot]);
-    if (status == JITOPS_SUCCESS)
+  void *state = rt->states[slot];
+  if (state == NULL) {
+    status = create(rt, &state);
+    if (status == JITOPS_SUCCESS) {
       rt->state_destroy[slot] = destroy;
-    else
-      rt->states[slot] = NULL;
+      __atomic_store_n(&rt->states[slot], state, __ATOMIC_RELEASE);
+    } else {
+      state = NULL;
+    }
   }
-  *out = rt->states[slot];
+  *out = state;
   pthread_mutex_unlock(&rt->state_lock);
   return status;
 }
