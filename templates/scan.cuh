@@ -78,6 +78,15 @@ template <class Op, int B, int E> __host__ __device__ constexpr int bytes_of() {
     return (int)sizeof(tensor_t<Op, B>) + bytes_of<Op, B + 1, E>();
 }
 
+// The element size of tensor k (k need not be a constant expression: an unrolled loop's
+// index folds it to one).
+template <class Op, int K = 0> __host__ __device__ constexpr int elem_size(int k) {
+  if constexpr (K >= Op::NTENS)
+    return 0;
+  else
+    return k == K ? (int)sizeof(tensor_t<Op, K>) : elem_size<Op, K + 1>(k);
+}
+
 // ---- shuffles of whole states -------------------------------------------------------------
 
 template <class S> __device__ __forceinline__ S shfl_up_state(const S &v, int delta) {
@@ -506,17 +515,125 @@ template <class Op, int NB, int R> struct ColsFetch {
   }
 };
 
-// Output J of the position r steps after the thread's first: a cursor instead of a multiply.
-template <class Op, int NB> struct ColsOut {
-  const Geom<Op::NTENS, NB> &g;
-  const i64 (&first)[Op::NTENS]; // element index of the thread's first position
-  const i64 (&step)[Op::NTENS];
-  int r;
+// Output J at a cursor: the pointers advance by one step per position instead of being
+// recomputed from the position (a 64-bit multiply) for every store.
+template <class Op> struct ColsCursor {
+  static constexpr int NOUT = Op::NTENS - Op::NIN;
+  char *(&at)[NOUT];
   template <int J> __device__ __forceinline__ void put(acc_t<tensor_t<Op, Op::NIN + J>> v) {
-    constexpr int K = Op::NIN + J;
-    store((tensor_t<Op, K> *)g.ptr[K] + first[K] + r * step[K], v);
+    store((tensor_t<Op, Op::NIN + J> *)at[J], v);
   }
 };
+
+// One thread's view of a staged tile: its R consecutive positions from q1 (row1 in the tile).
+template <class Op, int NB, int R> struct ColsThread {
+  typedef typename Op::State State;
+  const Geom<Op::NTENS, NB> &g;
+  const i64 (&off)[Op::NTENS];
+  char *tile;
+  i64 q0, q1;
+  int row1, tx;
+  // The state of the thread's position rr.
+  __device__ __forceinline__ State make(int rr, typename Op::Keep &keep) const {
+    const i64 q = q1 + rr;
+    return Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q, tx, row1 + rr}, q, memory_pos(g, q),
+                    keep);
+  }
+  __device__ __forceinline__ void emit_at(int rr, const State &s, const typename Op::Keep &keep,
+                                          char *(&at)[ColsCursor<Op>::NOUT]) const {
+    const i64 q = q1 + rr;
+    ColsCursor<Op> o{at};
+    Op::emit(o, s, keep, q, memory_pos(g, q));
+  }
+  // The output cursors of position rr.
+  __device__ __forceinline__ void cursors(int rr, char *(&at)[ColsCursor<Op>::NOUT]) const {
+#pragma unroll
+    for (int j = 0; j < ColsCursor<Op>::NOUT; ++j) {
+      const int k = Op::NIN + j;
+      const i64 step = g.reverse ? -g.astride[k] : g.astride[k];
+      at[j] = g.ptr[k] +
+              (off[k] + memory_pos(g, q1) * g.astride[k] + rr * step) * (i64)elem_size<Op>(k);
+    }
+  }
+  __device__ __forceinline__ void advance(char *(&at)[ColsCursor<Op>::NOUT],
+                                          const i64 (&step_bytes)[ColsCursor<Op>::NOUT]) const {
+#pragma unroll
+    for (int j = 0; j < ColsCursor<Op>::NOUT; ++j)
+      at[j] += step_bytes[j];
+  }
+};
+
+// The fold of a thread's R positions runs as Q independent folds of R/Q consecutive positions,
+// interleaved: Q dependency chains instead of one, so that a combine's latency (an exp in a
+// log-sum-exp) overlaps the others'. The parts are then folded in order, so the result is
+// still a fixed left-to-right association.
+constexpr int COLS_Q = 4;
+
+// Either pass over a tile that is whole and whose chain exists: the fold (EMIT false: `run`
+// starts absent) or the scan from the prefixes in `run`, storing at cursors. Every position
+// is valid and only the first step of a part may meet an absent prefix, so that step is
+// peeled and the rest are unconditional: the compiler can interleave the Q chains freely.
+template <class Op, int NB, int R, bool EMIT>
+__device__ __forceinline__ void cols_pass_full(const ColsThread<Op, NB, R> &t,
+                                               Prefix<typename Op::State> (&run)[COLS_Q]) {
+  constexpr int RQ = R / COLS_Q, NOUT = ColsCursor<Op>::NOUT;
+  char *at[COLS_Q][NOUT];
+  i64 step_bytes[NOUT];
+#pragma unroll
+  for (int j = 0; j < NOUT; ++j) {
+    const int k = Op::NIN + j;
+    step_bytes[j] = (t.g.reverse ? -t.g.astride[k] : t.g.astride[k]) * (i64)elem_size<Op>(k);
+  }
+  typename Op::State s[COLS_Q];
+#pragma unroll
+  for (int k = 0; k < COLS_Q; ++k) {
+    typename Op::Keep keep;
+    s[k] = apply<Op>(run[k], t.make(k * RQ, keep));
+    if constexpr (EMIT) {
+      t.cursors(k * RQ, at[k]);
+      t.emit_at(k * RQ, s[k], keep, at[k]);
+    }
+  }
+#pragma unroll
+  for (int r = 1; r < RQ; ++r) {
+#pragma unroll
+    for (int k = 0; k < COLS_Q; ++k) {
+      typename Op::Keep keep;
+      s[k] = Op::combine(s[k], t.make(k * RQ + r, keep));
+      if constexpr (EMIT) {
+        t.advance(at[k], step_bytes);
+        t.emit_at(k * RQ + r, s[k], keep, at[k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < COLS_Q; ++k)
+    run[k] = Prefix<typename Op::State>{s[k], true};
+}
+
+// Either pass over the first `valid` positions (a tile's end, or no chain at all): the fold
+// (EMIT false: `run` starts absent) or the scan from the prefixes in `run`, with its stores.
+template <class Op, int NB, int R, bool EMIT>
+__device__ __forceinline__ void cols_pass_partial(const ColsThread<Op, NB, R> &t, int valid,
+                                                  Prefix<typename Op::State> (&run)[COLS_Q]) {
+  constexpr int RQ = R / COLS_Q, NOUT = ColsCursor<Op>::NOUT;
+#pragma unroll 4
+  for (int r = 0; r < RQ; ++r) {
+#pragma unroll
+    for (int k = 0; k < COLS_Q; ++k) {
+      const int rr = k * RQ + r;
+      if (rr < valid) {
+        typename Op::Keep keep;
+        run[k] = extend<Op>(run[k], t.make(rr, keep));
+        if constexpr (EMIT) {
+          char *at[NOUT];
+          t.cursors(rr, at);
+          t.emit_at(rr, run[k].s, keep, at);
+        }
+      }
+    }
+  }
+}
 
 // The fold, look-back (or carry) and second pass of one staged tile: tile `tile_index` of the
 // strip whose chain this thread runs (chain c, offsets `off`).
@@ -527,15 +644,10 @@ cols_scan_tile(const Geom<Op::NTENS, NB> &g, const Scratch &scratch, const i64 (
                Prefix<typename Op::State> &carry, typename Op::State (&s_agg)[COLS_BY][COLS_BX],
                Prefix<typename Op::State> (&s_tile)[COLS_BX]) {
   typedef typename Op::State State;
+  static_assert(R % COLS_Q == 0, "R is a multiple of the fold's parts");
   constexpr i64 SPAN = (i64)COLS_BY * R;
   const i64 q0 = tile_index * SPAN;
   const bool full = q0 + SPAN <= g.len;
-  // First pass: the fold of this thread's R positions, as Q independent folds of R/Q
-  // consecutive positions each, interleaved: Q dependency chains instead of one, so that a
-  // combine's latency (an exp in a log-sum-exp) overlaps the others'. The quarters are then
-  // folded in order, so the result is still a fixed left-to-right association.
-  constexpr int Q = 4, RQ = R / Q;
-  static_assert(R % Q == 0, "R is a multiple of the fold's quarters");
   const int row1 = ty * R;
   const i64 q1 = q0 + row1;
   const int valid = !active ? 0
@@ -543,26 +655,18 @@ cols_scan_tile(const Geom<Op::NTENS, NB> &g, const Scratch &scratch, const i64 (
                             : (int)(g.len - q1 < 0   ? 0
                                     : g.len - q1 < R ? g.len - q1
                                                      : R);
-  Prefix<State> part[Q];
+  const ColsThread<Op, NB, R> t{g, off, tile, q0, q1, row1, tx};
+  Prefix<State> part[COLS_Q];
 #pragma unroll
-  for (int k = 0; k < Q; ++k)
+  for (int k = 0; k < COLS_Q; ++k)
     part[k] = Prefix<State>{Op::identity(), false};
-#pragma unroll 4
-  for (int r = 0; r < RQ; ++r) {
-#pragma unroll
-    for (int k = 0; k < Q; ++k) {
-      const int rr = k * RQ + r;
-      if (rr < valid) {
-        typename Op::Keep keep;
-        part[k] = extend<Op>(
-            part[k], Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q1 + rr, tx, row1 + rr},
-                              q1 + rr, memory_pos(g, q1 + rr), keep));
-      }
-    }
-  }
+  if (valid == R)
+    cols_pass_full<Op, NB, R, false>(t, part);
+  else
+    cols_pass_partial<Op, NB, R, false>(t, valid, part);
   Prefix<State> all_parts = part[0];
 #pragma unroll
-  for (int k = 1; k < Q; ++k)
+  for (int k = 1; k < COLS_Q; ++k)
     if (part[k].ok)
       all_parts = extend<Op>(all_parts, part[k].s);
   const State agg = all_parts.ok ? all_parts.s : Op::identity();
@@ -589,37 +693,17 @@ cols_scan_tile(const Geom<Op::NTENS, NB> &g, const Scratch &scratch, const i64 (
   }
   for (int y = 0; y < ty; ++y)
     p = extend<Op>(p, s_agg[y][tx]);
-  // Second pass: scan from the prefix and store, the Q parts again as independent chains,
-  // each from the prefix of the parts before it.
-  if (valid > 0) {
-    i64 first[Op::NTENS], step[Op::NTENS];
+  if (valid == 0)
+    return;
+  Prefix<State> run[COLS_Q];
+  run[0] = p;
 #pragma unroll
-    for (int k = 0; k < Op::NTENS; ++k) {
-      first[k] = off[k] + memory_pos(g, q1) * g.astride[k];
-      step[k] = g.reverse ? -g.astride[k] : g.astride[k];
-    }
-    Prefix<State> run[Q];
-    run[0] = p;
-#pragma unroll
-    for (int k = 1; k < Q; ++k)
-      run[k] = part[k - 1].ok ? extend<Op>(run[k - 1], part[k - 1].s) : run[k - 1];
-#pragma unroll 4
-    for (int r = 0; r < RQ; ++r) {
-#pragma unroll
-      for (int k = 0; k < Q; ++k) {
-        const int rr = k * RQ + r;
-        if (rr < valid) {
-          typename Op::Keep keep;
-          const i64 q = q1 + rr, m = memory_pos(g, q);
-          const State s =
-              Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q, tx, row1 + rr}, q, m, keep);
-          run[k] = extend<Op>(run[k], s);
-          ColsOut<Op, NB> o{g, first, step, rr};
-          Op::emit(o, run[k].s, keep, q, m);
-        }
-      }
-    }
-  }
+  for (int k = 1; k < COLS_Q; ++k)
+    run[k] = part[k - 1].ok ? extend<Op>(run[k - 1], part[k - 1].s) : run[k - 1];
+  if (valid == R)
+    cols_pass_full<Op, NB, R, true>(t, run);
+  else
+    cols_pass_partial<Op, NB, R, true>(t, valid, run);
 }
 
 // A cols work item: tile `tile` of the strip of chains [strip·32, strip·32 + 32).
@@ -655,8 +739,10 @@ __device__ __forceinline__ void cols_prefetch(const Geom<Op::NTENS, NB> &g, cons
 // strip) until the work runs out, and tiles are joined by look-back. A block scans its tickets
 // in the order it took them, so the smallest unfinished ticket always belongs to a block that
 // is scanning it: the look-back cannot deadlock, whether or not every block is resident.
+// Shared memory admits two or three blocks an SM; the register bound keeps the unrolled
+// whole-tile passes (which would take up to 164 registers) from admitting fewer.
 template <class Op, int NB, int R, int STAGES, bool LOOKBACK, int SBYTES>
-__global__ void __launch_bounds__(COLS_BX *COLS_BY)
+__global__ void __launch_bounds__(COLS_BX *COLS_BY, 3)
     cols(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
   typedef typename Op::State State;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");

@@ -182,22 +182,23 @@ template <class T, bool MAX> struct Extremum {
 
 // log(sum(exp)) kept as (m, t), meaning exp(m)·(1 + t): m is the running maximum and t the
 // sum of the other terms scaled by exp(-m). One exp per combine, and y = m + log1p(t) keeps
-// full relative accuracy when y is near 0. Empty is (-inf, 0); an infinite maximum absorbs.
+// full relative accuracy when y is near 0. Empty is (-inf, 0).
+//
+// Invariants, which keep the combine free of branches (so that independent chains of them
+// interleave): a NaN lives in m, never in t, and t is finite. The maximum's selection sends a
+// NaN m from either operand to the result's m, where it stays; an infinite maximum (or a
+// NaN) absorbs the rest with t = 0, which also covers inf - inf, the NaN difference of two
+// equal infinite maxima, and makes -inf combined with -inf the empty state again.
 template <class A> struct LogSumExp { A m, t; };
 template <class A>
 __device__ __forceinline__ LogSumExp<A> lse_combine(const LogSumExp<A> &a, const LogSumExp<A> &b) {
-  // Selects by value: a reference to either operand would put both in local memory. A NaN
-  // makes the comparison false: a NaN in b.m lands in hm (caught below), one in a.m in lm,
-  // where it turns t into NaN and so the output.
-  const bool a_hi = a.m >= b.m;
+  // Selects by value: a reference to either operand would put both in local memory.
+  const bool a_hi = a.m >= b.m || is_nan(a.m);
   const A hm = a_hi ? a.m : b.m, ht = a_hi ? a.t : b.t;
   const A lm = a_hi ? b.m : a.m, lt = a_hi ? b.t : a.t;
-  if (!(abs_acc(hm) < limits<A>::infinity())) { // rare: ±inf absorbs, -inf and -inf is empty
-    const bool nan = is_nan(a.m) || is_nan(b.m) || is_nan(a.t) || is_nan(b.t);
-    return LogSumExp<A>{nan ? limits<A>::quiet_nan() : hm, A(0)};
-  }
   const A e = exp_nonpos(lm - hm);
-  return LogSumExp<A>{hm, ht + (lt * e + e)};
+  const bool finite = abs_acc(hm) < limits<A>::infinity();
+  return LogSumExp<A>{hm, finite ? ht + (lt * e + e) : A(0)};
 }
 
 // Tensors: x, y.
@@ -284,44 +285,52 @@ template <class T> struct ExtremumBackward {
   }
 };
 
-// logcumsumexp backward: dx_j = Σ_{i ≥ j} dy_i·exp(x_j − y_i), computed stably as two reverse
-// log-sum-exps, of log(dy_i) − y_i over positive dy and of log(−dy_i) − y_i over negative dy:
-// dx_j = exp(x_j + P_j) − exp(x_j + N_j). A position with x_j = −inf gets 0 (its term is 0
-// whenever y_i is finite; where every x up to i is −inf the gradient is undefined and 0 is
-// the limit we pick), and a position with y_i = −inf adds nothing. Tensors: dy, x, y, dx.
+// A signed sum in the log domain, exp(m)·s: m is the running maximum of the terms' logs and
+// s the signed sum of the terms scaled by exp(-m), so |s| is at most their count. One exp per
+// combine. Empty is (-inf, 0). Equal maxima combine with a scale of 1 rather than
+// exp(m - m), which for infinite maxima would be NaN: two empty states stay empty, and two
+// infinite terms add their signs. A NaN m travels as in LogSumExp.
+template <class A> struct SignedLogSum { A m, s; };
+template <class A>
+__device__ __forceinline__ SignedLogSum<A> sls_combine(const SignedLogSum<A> &a,
+                                                       const SignedLogSum<A> &b) {
+  const bool a_hi = a.m >= b.m || is_nan(a.m);
+  const A hm = a_hi ? a.m : b.m, hs = a_hi ? a.s : b.s;
+  const A lm = a_hi ? b.m : a.m, ls = a_hi ? b.s : a.s;
+  const A e = lm == hm ? A(1) : exp_nonpos(lm - hm);
+  return SignedLogSum<A>{hm, hs + ls * e};
+}
+
+// logcumsumexp backward: dx_j = Σ_{i ≥ j} dy_i·exp(x_j − y_i), computed stably as a reverse
+// signed log-domain sum of dy_i·exp(−y_i) (terms log|dy_i| − y_i with the sign of dy_i):
+// dx_j = exp(x_j + m_j)·s_j. Since y_i ≥ x_j for i ≥ j, exp(x_j + m_j) ≤ max |dy|: no overflow.
+// A position with x_j = −inf gets 0 (its term is 0 whenever y_i is finite; where every x up
+// to i is −inf the gradient is undefined and 0 is the limit we pick), and a position with
+// y_i = −inf or dy_i = 0 adds nothing. Tensors: dy, x, y, dx.
 template <class T> struct LcseBackward {
   typedef types<T, T, T, T> Tensors;
   static constexpr int NIN = 3, NTENS = 4;
   typedef acc_t<T> A;
-  struct State {
-    LogSumExp<A> p, n;
-  };
+  typedef SignedLogSum<A> State;
   struct Keep {
     A x;
   };
   __device__ static State identity() {
-    const LogSumExp<A> e{-limits<A>::infinity(), A(0)};
-    return State{e, e};
+    return State{-limits<A>::infinity(), A(0)};
   }
   __device__ static State combine(const State &a, const State &b) {
-    return State{lse_combine(a.p, b.p), lse_combine(a.n, b.n)};
+    return sls_combine(a, b);
   }
   template <class F> __device__ static State make(const F &f, i64, i64, Keep &k) {
     const A g = f.template get<0>(0, A(0));
     const A y = f.template get<2>(0, A(0));
     k.x = f.template get<1>(0, A(0));
-    const A ninf = -limits<A>::infinity();
-    const bool live = y != ninf;
-    const A l = log_acc(abs_acc(g)) - y;
-    const A pos = (live && (g > A(0) || is_nan(g))) ? l : ninf;
-    const A neg = (live && g < A(0)) ? l : ninf;
-    return State{LogSumExp<A>{pos, A(0)}, LogSumExp<A>{neg, A(0)}};
+    const bool term = y != -limits<A>::infinity() && g != A(0);
+    return State{term ? log_acc(abs_acc(g)) - y : -limits<A>::infinity(),
+                 term ? (g > A(0) ? A(1) : A(-1)) : A(0)};
   }
   template <class O> __device__ static void emit(O &o, const State &s, const Keep &k, i64, i64) {
-    A d = A(0);
-    if (k.x != -limits<A>::infinity())
-      d = exp_acc(k.x + s.p.m) * (A(1) + s.p.t) - exp_acc(k.x + s.n.m) * (A(1) + s.n.t);
-    o.template put<0>(d);
+    o.template put<0>(k.x == -limits<A>::infinity() ? A(0) : exp_acc(k.x + s.m) * s.s);
   }
 };
 

@@ -34,11 +34,12 @@ enum {
   DATA_ZERO_SEVERAL,
   DATA_ZERO_ALL,
   DATA_NEG_INF,
+  DATA_INF_NAN,
   DATA_WRAP,
   DATA_COUNT
 };
 static const char *const data_names[DATA_COUNT] = {"normal",    "ties+nan", "one zero", "3 zeros",
-                                                   "all zeros", "-inf",     "overflow"};
+                                                   "all zeros", "-inf",     "inf+nan",  "overflow"};
 
 typedef struct scase {
   const char *group;
@@ -122,6 +123,10 @@ static void generate_x(const scase *c, const lines *l, uint64_t *rng, double *x,
       v = test_rand_uniform(rng, -3, 3);
       if (c->data == DATA_NEG_INF && test_rand_uniform(rng, 0, 1) < 0.25)
         v = -INFINITY;
+      if (c->data == DATA_INF_NAN) {
+        const double r = test_rand_uniform(rng, 0, 1);
+        v = r < 0.0003 ? NAN : r < 0.0009 ? INFINITY : r < 0.2 ? -INFINITY : v;
+      }
       break;
     default:
       if (c->data == DATA_WRAP)
@@ -143,7 +148,7 @@ static void generate_x(const scase *c, const lines *l, uint64_t *rng, double *x,
         x[at(l, 0, o, i, p)] = 0;
         xi[at(l, 0, o, i, p)] = 0;
       }
-      if (c->data == DATA_NEG_INF && (o * l->inner + i) % 5 == 0)
+      if ((c->data == DATA_NEG_INF || c->data == DATA_INF_NAN) && (o * l->inner + i) % 5 == 0)
         for (int64_t p = 0; p < l->len; ++p)
           x[at(l, 0, o, i, p)] = p < l->len / 2 || (o + i) % 2 ? -INFINITY : x[at(l, 0, o, i, p)];
     }
@@ -699,7 +704,17 @@ static void build_cases(void) {
         add("-inf", OP_LCSE, bw, dt, 2, s9, 1, rev, 0, 0, DATA_NEG_INF)->quick = dt == GT_F32;
         add("-inf", OP_LCSE, bw, dt, 2, s9, 0, rev, 2, 1, DATA_NEG_INF);
         add("-inf", OP_LCSE, bw, dt, 2, s3, 1, rev, 0, 0, DATA_NEG_INF);
+        add("-inf", OP_LCSE, bw, dt, 2, s41, 0, rev, 0, 0, DATA_NEG_INF);
       }
+  /* +inf and NaN inside whole tiles of every kernel path (the forward: the gradient of an
+   * infinite or NaN input has no reference). */
+  for (int dt = GT_F32; dt <= GT_BF16; ++dt)
+    for (int rev = 0; rev < 2; ++rev) {
+      add("inf+nan", OP_LCSE, 0, dt, 2, s9, 1, rev, 0, 0, DATA_INF_NAN)->quick = dt == GT_F32;
+      add("inf+nan", OP_LCSE, 0, dt, 2, s3, 1, rev, 0, 0, DATA_INF_NAN);
+      add("inf+nan", OP_LCSE, 0, dt, 2, s41, 0, rev, 0, 0, DATA_INF_NAN);
+      add("inf+nan", OP_LCSE, 0, dt, 2, s41, 0, rev, 1, 2, DATA_INF_NAN);
+    }
   for (int dt = GT_I32; dt <= GT_I64; ++dt)
     for (int axis = 0; axis < 2; ++axis)
       add("overflow", OP_CUMSUM, 0, dt, 2, s41, axis, axis, 0, 0, DATA_WRAP);

@@ -66,11 +66,10 @@ static size_t state_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
     return 16; /* value, padding, int64 index */
   case JITOPS__SCAN_K_LCSE:
   case JITOPS__SCAN_K_CUMPROD_BWD:
+  case JITOPS__SCAN_K_LCSE_BWD:
     return 2 * a;
   case JITOPS__SCAN_K_EXTREMUM_BWD:
     return a == 4 ? 8 : 16; /* int flag, value */
-  case JITOPS__SCAN_K_LCSE_BWD:
-    return 4 * a;
   default:
     return a;
   }
