@@ -390,6 +390,19 @@ __device__ void fill_outside(const alpha_args &a, int n, const sample &sm, bool 
   }
 }
 
+// A sample whose labels turned out invalid on the device: its loss (the forward thread 0)
+// and, when the caller wants them, its alpha or beta rows become the invalid sample's values.
+template <class A, class O, int MODE>
+__device__ void finish_invalid_sample(const alpha_args &a, int n, const sample &sm, bool rev) {
+  typedef logmath<A> M;
+  sample inv = sm;
+  inv.valid = false;
+  if (!rev && threadIdx.x == 0)
+    finish_sample<A, O, MODE>(a, n, inv, M::ninf(), M::ninf());
+  if (MODE == MODE_AB && a.fill)
+    fill_outside<A>(a, n, inv, rev);
+}
+
 // ---- register tier --------------------------------------------------------------------------
 
 // One direction of the recursion for one sample, K states per thread in registers.
@@ -425,12 +438,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   if (lane == 31)
     halo[0][warp] = M::ninf();
   if (__syncthreads_or(bad)) {
-    sample inv = sm;
-    inv.valid = false;
-    if (!REV && tid == 0)
-      finish_sample<A, O, MODE>(a, n, inv, M::ninf(), M::ninf());
-    if (MODE == MODE_AB && a.fill)
-      fill_outside<A>(a, n, inv, REV);
+    finish_invalid_sample<A, O, MODE>(a, n, sm, REV);
     return;
   }
 
@@ -612,12 +620,7 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
     fin[1] = M::ninf();
   halo[0][tid] = M::ninf();
   if (__syncthreads_or(bad)) {
-    sample inv = sm;
-    inv.valid = false;
-    if (!REV && tid == 0)
-      finish_sample<A, O, MODE>(a, n, inv, M::ninf(), M::ninf());
-    if (MODE == MODE_AB && a.fill)
-      fill_outside<A>(a, n, inv, REV);
+    finish_invalid_sample<A, O, MODE>(a, n, sm, REV);
     return;
   }
 
