@@ -731,6 +731,20 @@ __device__ __forceinline__ void cols_prefetch(const Geom<Op::NTENS, NB> &g, cons
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
+// The cols blocks that shared memory admits on an SM (228 KiB on sm_90, less 1 KiB the driver
+// keeps per block), at most 3. The kernel asks the compiler for registers that admit as many:
+// the unrolled whole-tile passes would otherwise take up to 164 registers and let registers,
+// not shared memory, bound the blocks. (runtime/ops/scan_plan.c sizes grids by the same count.)
+template <class Op, int R, int STAGES> __host__ __device__ constexpr int cols_blocks_per_sm() {
+  typedef typename Op::State State;
+  constexpr int tile = COLS_BY * R * COLS_BX * bytes_of<Op, 0, Op::NIN>();
+  constexpr int fixed = (int)(sizeof(State) * COLS_BY * COLS_BX + sizeof(Prefix<State>) * COLS_BX +
+                              sizeof(i64) * STAGES) +
+                        1024;
+  constexpr int n = 233472 / (STAGES * tile + fixed);
+  return n < 1 ? 1 : n > 3 ? 3 : n;
+}
+
 // Dynamic shared memory: STAGES buffers of COLS_BY · R · COLS_BX positions of every input
 // (the host sizes them). A block has the loads of its next STAGES - 1 tiles in flight (cp.async)
 // while it scans the current one, so a tile's load latency hides behind the scans, look-backs
@@ -739,10 +753,8 @@ __device__ __forceinline__ void cols_prefetch(const Geom<Op::NTENS, NB> &g, cons
 // strip) until the work runs out, and tiles are joined by look-back. A block scans its tickets
 // in the order it took them, so the smallest unfinished ticket always belongs to a block that
 // is scanning it: the look-back cannot deadlock, whether or not every block is resident.
-// Shared memory admits two or three blocks an SM; the register bound keeps the unrolled
-// whole-tile passes (which would take up to 164 registers) from admitting fewer.
 template <class Op, int NB, int R, int STAGES, bool LOOKBACK, int SBYTES>
-__global__ void __launch_bounds__(COLS_BX *COLS_BY, 3)
+__global__ void __launch_bounds__(COLS_BX *COLS_BY, cols_blocks_per_sm<Op, R, STAGES>())
     cols(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
   typedef typename Op::State State;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
