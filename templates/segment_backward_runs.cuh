@@ -53,29 +53,50 @@ rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
       seen[e] = false;
-    for (int j = a; j < b; ++j) {
-      const i64 row = SORTED ? (i64)j : (i64)perm[j];
-      A xv[VEC], r[VEC];
-      load_pack<T, VEC>(x + row * x_stride + col, xv);
+    // RB rows' loads at a time: one row at a time would make a walk over a long segment one
+    // memory latency per row (a tied column of a 100-row segment took ~80 us).
+    constexpr int RB = 4;
+    for (int j0 = a; j0 < b; j0 += RB) {
+      i64 row[RB];
+      A xv[RB][VEC];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const bool match = xv[e] == yv[e];
-        if (FIRST)
-          r[e] = match && !seen[e] ? g[e] : A(0);
-        else
-          r[e] = match ? (ties[k][e] > 1 ? g[e] / (A)ties[k][e] : g[e]) : A(0);
-        seen[e] |= match;
+      for (int u = 0; u < RB; ++u) {
+        row[u] = 0;
+        if (j0 + u < b) {
+          row[u] = SORTED ? (i64)(j0 + u) : (i64)perm[j0 + u];
+          load_pack<T, VEC>(x + row[u] * x_stride + col, xv[u]);
+        }
       }
-      store_pack<T, VEC>(dx + row * dx_stride + col, r);
+#pragma unroll
+      for (int u = 0; u < RB; ++u) {
+        if (j0 + u >= b)
+          break;
+        A r[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const bool match = xv[u][e] == yv[e];
+          if (FIRST)
+            r[e] = match && !seen[e] ? g[e] : A(0);
+          else
+            r[e] = match ? (ties[k][e] > 1 ? g[e] / (A)ties[k][e] : g[e]) : A(0);
+          seen[e] |= match;
+        }
+        store_pack<T, VEC>(dx + row[u] * dx_stride + col, r);
+      }
     }
   }
 }
+
+// Threads a block of the mark pass runs. Its lanes hold about 150 registers (a group's
+// accesses of several rows in flight); with 128-thread blocks three fit an SM (12 warps), with
+// 256 only one (8 warps) — a stream of wide rows needs the bytes the extra warps keep in flight.
+constexpr int RUNS_THREADS = 128;
 
 // The mark pass (see the top). `counts` is [nchunks][2][D]; `owned[c]` gets the segment that
 // starts in chunk c and crosses its end (or -1) and `own_start[c]` where it starts;
 // `seg_end[s]` gets the end of every segment that crosses a chunk boundary.
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(RUNS_THREADS, 3)
     segment_backward_runs_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
                                i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
                                const I *__restrict__ ids, i64 id_stride,
@@ -84,18 +105,17 @@ __global__ void __launch_bounds__(256)
                                int *__restrict__ counts, int *__restrict__ owned,
                                int *__restrict__ own_start, int *__restrict__ seg_end) {
   typedef acc_t<T> A;
-  // Rows a lane keeps in flight: in a general batch about 16 loaded elements of data (and as
-  // many of the result); wide rows (8 elements a lane) take one row at a time there, but
-  // 4 in a batch that continues the current run (its result and dy rows come from shared
-  // memory), which is what long segments of wide rows take. Narrow rows have no such fast
-  // batch: their general batches already fill the registers.
+  // Rows a lane keeps in flight: narrow rows take general batches of about 16 loaded elements
+  // of data (and as many of the result). Wide rows (>= 8 elements a lane) take only batches of
+  // up to 32/(elements a lane) rows of one run, whose result and dy rows come from shared
+  // memory (staged once a run), so they hold no result or dy loads.
   constexpr bool WIDE = CPL * VEC >= 8;
   constexpr int U = WIDE ? 1 : (16 / (CPL * VEC) > 8 ? 8 : 16 / (CPL * VEC));
   constexpr int UF = WIDE ? (32 / (CPL * VEC) > 1 ? 32 / (CPL * VEC) : 1) : 1;
   constexpr int COLS = G * CPL * VEC;
   // Per group: the current run's result row and dy row in the group's columns; each lane only
   // touches its own elements, so no barrier is needed.
-  __shared__ A run_rows[256 / G][2][COLS];
+  __shared__ A run_rows[RUNS_THREADS / G][2][COLS];
   A *run_y = run_rows[threadIdx.x / G][0];
   A *run_dy = run_rows[threadIdx.x / G][1];
   const i64 chunk = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
@@ -151,9 +171,9 @@ __global__ void __launch_bounds__(256)
       }
     };
 
-    // UF rows of segment s (valid or not) at positions [j, j + UF): compare with the staged
-    // result row, write dy or 0, count.
-    auto fast_batch = [&](int s, int j, int &staged_key) {
+    // n <= UF rows of segment s (valid or not) at positions [j, j + n): compare with the
+    // staged result row, write dy or 0, count.
+    auto fast_batch = [&](int s, int j, int n, int &staged_key) {
       const bool valid = s >= 0 && s < S;
       if (valid && staged_key != s) {
 #pragma unroll
@@ -176,8 +196,8 @@ __global__ void __launch_bounds__(256)
       A xv[UF][CPL][VEC];
 #pragma unroll
       for (int u = 0; u < UF; ++u) {
-        row[u] = SORTED ? (i64)(j + u) : (i64)perm[j + u];
-        if (valid)
+        row[u] = SORTED || u >= n ? (i64)(j + u) : (i64)perm[j + u];
+        if (valid && u < n)
 #pragma unroll
           for (int k = 0; k < CPL; ++k) {
             const int col = c0 + (k * G + lane) * VEC;
@@ -198,6 +218,8 @@ __global__ void __launch_bounds__(256)
         }
 #pragma unroll
         for (int u = 0; u < UF; ++u) {
+          if (u >= n)
+            break;
           A r[VEC];
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
@@ -214,17 +236,23 @@ __global__ void __launch_bounds__(256)
     int run_key = key_at<I, SORTED>(ids, id_stride, keys, lo, S), run_start = lo;
     int staged = -1; // the segment whose rows run_y / run_dy hold
     for (int j0 = lo; j0 < hi;) {
-      // Fast batch: the next UF positions all continue the current run (long segments).
-      bool fast = false;
-      if (WIDE && j0 + UF <= hi) {
-        fast = true;
+      if constexpr (WIDE) {
+        // Wide rows take only batches of one run: the positions from j0 that share its key
+        // (at most UF), so that a run's first and last rows cost no extra round trips.
+        const int k0 = key_at<I, SORTED>(ids, id_stride, keys, j0, S);
+        int n = 1;
 #pragma unroll
-        for (int u = 0; u < UF; ++u)
-          fast &= key_at<I, SORTED>(ids, id_stride, keys, j0 + u, S) == run_key;
-      }
-      if (fast) {
-        fast_batch(run_key, j0, staged);
-        j0 += UF;
+        for (int u = 1; u < UF; ++u)
+          if (n == u && j0 + u < hi && key_at<I, SORTED>(ids, id_stride, keys, j0 + u, S) == k0)
+            ++n;
+        if (k0 != run_key) {
+          close(run_key, run_start, j0);
+          reset();
+          run_key = k0;
+          run_start = j0;
+        }
+        fast_batch(run_key, j0, n, staged);
+        j0 += n;
         continue;
       }
       int key[U];
