@@ -28,9 +28,12 @@ namespace segment {
 
 // Writes the final gradient of segment s's positions [a, b) in the lane's columns whose
 // match count `ties` exceeds 1: dy / ties at every match (split), or dy at the first match
-// and 0 at the others (FIRST). Other columns keep what the mark pass wrote.
+// and 0 at the others (FIRST). Other columns keep what the mark pass wrote. RB rows' loads go
+// out at a time: one at a time makes a walk over a long segment one memory latency a row (the
+// fix pass took 80 us at D = 1024, S = 10^4 so, 53 us with 4); the mark pass, whose walks are
+// of segments inside one chunk, keeps 1 (4 cost its loop registers, and 5% of its time).
 // Not inlined: a rare path (ties), kept out of the mark loop's registers.
-template <class T, int VEC, int G, int CPL, bool SORTED, bool FIRST>
+template <class T, int VEC, int G, int CPL, bool SORTED, bool FIRST, int RB>
 __device__ __noinline__ void
 rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64 y_stride,
              const T *__restrict__ dy, i64 dy_stride, const int *__restrict__ perm, int s, int a,
@@ -53,9 +56,6 @@ rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
       seen[e] = false;
-    // RB rows' loads at a time: one row at a time would make a walk over a long segment one
-    // memory latency per row (a tied column of a 100-row segment took ~80 us).
-    constexpr int RB = 4;
     for (int j0 = a; j0 < b; j0 += RB) {
       i64 row[RB];
       A xv[RB][VEC];
@@ -87,16 +87,21 @@ rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64
   }
 }
 
-// Threads a block of the mark pass runs. Its lanes hold about 150 registers (a group's
+// Threads a block of the mark pass runs. Its lanes hold about 165 registers (a group's
 // accesses of several rows in flight); with 128-thread blocks three fit an SM (12 warps), with
 // 256 only one (8 warps) — a stream of wide rows needs the bytes the extra warps keep in flight.
 constexpr int RUNS_THREADS = 128;
+// Three blocks an SM for 4-byte accumulators; 8-byte ones (f64) need more registers than that
+// allows (hundreds of bytes of spills), so they keep two.
+template <class T> struct runs_min_blocks {
+  static constexpr int value = sizeof(acc_t<T>) == 4 ? 3 : 2;
+};
 
 // The mark pass (see the top). `counts` is [nchunks][2][D]; `owned[c]` gets the segment that
 // starts in chunk c and crosses its end (or -1) and `own_start[c]` where it starts;
 // `seg_end[s]` gets the end of every segment that crosses a chunk boundary.
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
-__global__ void __launch_bounds__(RUNS_THREADS, 3)
+__global__ void __launch_bounds__(RUNS_THREADS, (runs_min_blocks<T>::value))
     segment_backward_runs_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
                                i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
                                const I *__restrict__ ids, i64 id_stride,
@@ -105,10 +110,11 @@ __global__ void __launch_bounds__(RUNS_THREADS, 3)
                                int *__restrict__ counts, int *__restrict__ owned,
                                int *__restrict__ own_start, int *__restrict__ seg_end) {
   typedef acc_t<T> A;
-  // Rows a lane keeps in flight: narrow rows take general batches of about 16 loaded elements
-  // of data (and as many of the result). Wide rows (>= 8 elements a lane) take only batches of
-  // up to 32/(elements a lane) rows of one run, whose result and dy rows come from shared
-  // memory (staged once a run), so they hold no result or dy loads.
+  // Rows a lane keeps in flight: in a general batch about 16 loaded elements of data (and as
+  // many of the result); wide rows (8 elements a lane) take one row at a time there, but
+  // 4 in a batch that continues the current run (its result and dy rows come from shared
+  // memory), which is what long segments of wide rows take. Narrow rows have no such fast
+  // batch: their general batches already fill the registers.
   constexpr bool WIDE = CPL * VEC >= 8;
   constexpr int U = WIDE ? 1 : (16 / (CPL * VEC) > 8 ? 8 : 16 / (CPL * VEC));
   constexpr int UF = WIDE ? (32 / (CPL * VEC) > 1 ? 32 / (CPL * VEC) : 1) : 1;
@@ -153,8 +159,9 @@ __global__ void __launch_bounds__(RUNS_THREADS, 3)
       }
       if (starts && ends) {
         if (!FIRST)
-          rewrite_tied<T, VEC, G, CPL, SORTED, FIRST>(x, x_stride, y, y_stride, dy, dy_stride, perm,
-                                                      s, a, b, D, c0, lane, cnt, dx, dx_stride);
+          rewrite_tied<T, VEC, G, CPL, SORTED, FIRST, 1>(x, x_stride, y, y_stride, dy, dy_stride,
+                                                         perm, s, a, b, D, c0, lane, cnt, dx,
+                                                         dx_stride);
         return;
       }
       int *p = counts + (chunk * 2 + (a == lo ? 0 : 1)) * D;
@@ -171,9 +178,9 @@ __global__ void __launch_bounds__(RUNS_THREADS, 3)
       }
     };
 
-    // n <= UF rows of segment s (valid or not) at positions [j, j + n): compare with the
-    // staged result row, write dy or 0, count.
-    auto fast_batch = [&](int s, int j, int n, int &staged_key) {
+    // UF rows of segment s (valid or not) at positions [j, j + UF): compare with the staged
+    // result row, write dy or 0, count.
+    auto fast_batch = [&](int s, int j, int &staged_key) {
       const bool valid = s >= 0 && s < S;
       if (valid && staged_key != s) {
 #pragma unroll
@@ -196,8 +203,8 @@ __global__ void __launch_bounds__(RUNS_THREADS, 3)
       A xv[UF][CPL][VEC];
 #pragma unroll
       for (int u = 0; u < UF; ++u) {
-        row[u] = SORTED || u >= n ? (i64)(j + u) : (i64)perm[j + u];
-        if (valid && u < n)
+        row[u] = SORTED ? (i64)(j + u) : (i64)perm[j + u];
+        if (valid)
 #pragma unroll
           for (int k = 0; k < CPL; ++k) {
             const int col = c0 + (k * G + lane) * VEC;
@@ -218,8 +225,6 @@ __global__ void __launch_bounds__(RUNS_THREADS, 3)
         }
 #pragma unroll
         for (int u = 0; u < UF; ++u) {
-          if (u >= n)
-            break;
           A r[VEC];
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
@@ -236,23 +241,17 @@ __global__ void __launch_bounds__(RUNS_THREADS, 3)
     int run_key = key_at<I, SORTED>(ids, id_stride, keys, lo, S), run_start = lo;
     int staged = -1; // the segment whose rows run_y / run_dy hold
     for (int j0 = lo; j0 < hi;) {
-      if constexpr (WIDE) {
-        // Wide rows take only batches of one run: the positions from j0 that share its key
-        // (at most UF), so that a run's first and last rows cost no extra round trips.
-        const int k0 = key_at<I, SORTED>(ids, id_stride, keys, j0, S);
-        int n = 1;
+      // Fast batch: the next UF positions all continue the current run (long segments).
+      bool fast = false;
+      if (WIDE && j0 + UF <= hi) {
+        fast = true;
 #pragma unroll
-        for (int u = 1; u < UF; ++u)
-          if (n == u && j0 + u < hi && key_at<I, SORTED>(ids, id_stride, keys, j0 + u, S) == k0)
-            ++n;
-        if (k0 != run_key) {
-          close(run_key, run_start, j0);
-          reset();
-          run_key = k0;
-          run_start = j0;
-        }
-        fast_batch(run_key, j0, n, staged);
-        j0 += n;
+        for (int u = 0; u < UF; ++u)
+          fast &= key_at<I, SORTED>(ids, id_stride, keys, j0 + u, S) == run_key;
+      }
+      if (fast) {
+        fast_batch(run_key, j0, staged);
+        j0 += UF;
         continue;
       }
       int key[U];
@@ -389,8 +388,8 @@ __global__ void __launch_bounds__(256)
           for (int e = 0; e < VEC; ++e)
             ties[k][e] += v[b][k].v[e];
     }
-    rewrite_tied<T, VEC, G, CPL, SORTED, FIRST>(x, x_stride, y, y_stride, dy, dy_stride, perm, s,
-                                                st, en, D, c0, lane, ties, dx, dx_stride);
+    rewrite_tied<T, VEC, G, CPL, SORTED, FIRST, 4>(x, x_stride, y, y_stride, dy, dy_stride, perm, s,
+                                                   st, en, D, c0, lane, ties, dx, dx_stride);
   }
 }
 
