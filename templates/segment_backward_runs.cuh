@@ -28,9 +28,12 @@ namespace segment {
 
 // Writes the final gradient of segment s's positions [a, b) in the lane's columns whose
 // match count `ties` exceeds 1: dy / ties at every match (split), or dy at the first match
-// and 0 at the others (FIRST). Other columns keep what the mark pass wrote.
+// and 0 at the others (FIRST). Other columns keep what the mark pass wrote. RB rows' loads go
+// out at a time: one at a time makes a walk over a long segment one memory latency a row (the
+// fix pass took 80 us at D = 1024, S = 10^4 so, 53 us with 4); the mark pass, whose walks are
+// of segments inside one chunk, keeps 1 (4 cost its loop registers, and 5% of its time).
 // Not inlined: a rare path (ties), kept out of the mark loop's registers.
-template <class T, int VEC, int G, int CPL, bool SORTED, bool FIRST>
+template <class T, int VEC, int G, int CPL, bool SORTED, bool FIRST, int RB>
 __device__ __noinline__ void
 rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64 y_stride,
              const T *__restrict__ dy, i64 dy_stride, const int *__restrict__ perm, int s, int a,
@@ -53,29 +56,52 @@ rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
       seen[e] = false;
-    for (int j = a; j < b; ++j) {
-      const i64 row = SORTED ? (i64)j : (i64)perm[j];
-      A xv[VEC], r[VEC];
-      load_pack<T, VEC>(x + row * x_stride + col, xv);
+    for (int j0 = a; j0 < b; j0 += RB) {
+      i64 row[RB];
+      A xv[RB][VEC];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const bool match = xv[e] == yv[e];
-        if (FIRST)
-          r[e] = match && !seen[e] ? g[e] : A(0);
-        else
-          r[e] = match ? (ties[k][e] > 1 ? g[e] / (A)ties[k][e] : g[e]) : A(0);
-        seen[e] |= match;
+      for (int u = 0; u < RB; ++u) {
+        row[u] = 0;
+        if (j0 + u < b) {
+          row[u] = SORTED ? (i64)(j0 + u) : (i64)perm[j0 + u];
+          load_pack<T, VEC>(x + row[u] * x_stride + col, xv[u]);
+        }
       }
-      store_pack<T, VEC>(dx + row * dx_stride + col, r);
+#pragma unroll
+      for (int u = 0; u < RB; ++u) {
+        if (j0 + u >= b)
+          break;
+        A r[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const bool match = xv[u][e] == yv[e];
+          if (FIRST)
+            r[e] = match && !seen[e] ? g[e] : A(0);
+          else
+            r[e] = match ? (ties[k][e] > 1 ? g[e] / (A)ties[k][e] : g[e]) : A(0);
+          seen[e] |= match;
+        }
+        store_pack<T, VEC>(dx + row[u] * dx_stride + col, r);
+      }
     }
   }
 }
+
+// Threads a block of the mark pass runs. Its lanes hold about 165 registers (a group's
+// accesses of several rows in flight); with 128-thread blocks three fit an SM (12 warps), with
+// 256 only one (8 warps) — a stream of wide rows needs the bytes the extra warps keep in flight.
+constexpr int RUNS_THREADS = 128;
+// Three blocks an SM for 4-byte accumulators; 8-byte ones (f64) need more registers than that
+// allows (hundreds of bytes of spills), so they keep two.
+template <class T> struct runs_min_blocks {
+  static constexpr int value = sizeof(acc_t<T>) == 4 ? 3 : 2;
+};
 
 // The mark pass (see the top). `counts` is [nchunks][2][D]; `owned[c]` gets the segment that
 // starts in chunk c and crosses its end (or -1) and `own_start[c]` where it starts;
 // `seg_end[s]` gets the end of every segment that crosses a chunk boundary.
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(RUNS_THREADS, (runs_min_blocks<T>::value))
     segment_backward_runs_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
                                i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
                                const I *__restrict__ ids, i64 id_stride,
@@ -95,7 +121,7 @@ __global__ void __launch_bounds__(256)
   constexpr int COLS = G * CPL * VEC;
   // Per group: the current run's result row and dy row in the group's columns; each lane only
   // touches its own elements, so no barrier is needed.
-  __shared__ A run_rows[256 / G][2][COLS];
+  __shared__ A run_rows[RUNS_THREADS / G][2][COLS];
   A *run_y = run_rows[threadIdx.x / G][0];
   A *run_dy = run_rows[threadIdx.x / G][1];
   const i64 chunk = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
@@ -133,8 +159,9 @@ __global__ void __launch_bounds__(256)
       }
       if (starts && ends) {
         if (!FIRST)
-          rewrite_tied<T, VEC, G, CPL, SORTED, FIRST>(x, x_stride, y, y_stride, dy, dy_stride, perm,
-                                                      s, a, b, D, c0, lane, cnt, dx, dx_stride);
+          rewrite_tied<T, VEC, G, CPL, SORTED, FIRST, 1>(x, x_stride, y, y_stride, dy, dy_stride,
+                                                         perm, s, a, b, D, c0, lane, cnt, dx,
+                                                         dx_stride);
         return;
       }
       int *p = counts + (chunk * 2 + (a == lo ? 0 : 1)) * D;
@@ -361,8 +388,8 @@ __global__ void __launch_bounds__(256)
           for (int e = 0; e < VEC; ++e)
             ties[k][e] += v[b][k].v[e];
     }
-    rewrite_tied<T, VEC, G, CPL, SORTED, FIRST>(x, x_stride, y, y_stride, dy, dy_stride, perm, s,
-                                                st, en, D, c0, lane, ties, dx, dx_stride);
+    rewrite_tied<T, VEC, G, CPL, SORTED, FIRST, 4>(x, x_stride, y, y_stride, dy, dy_stride, perm, s,
+                                                   st, en, D, c0, lane, ties, dx, dx_stride);
   }
 }
 

@@ -11,14 +11,21 @@
 //   - a segment that starts and ends inside the chunk is finished and written directly;
 //   - a segment that crosses the chunk's start or end leaves a partial in slot 0 (the
 //     chunk's first run) or slot 1 (its last run) of partials[chunk];
+// and the empty segments between two consecutive keys (at most FILL_MAX of them) are written
+// by the chunk holding the second key (the first key of all is -1, the one after the last S);
 // then segment_reduce_fixup combines each crossing segment's partials in chunk order and
-// writes empty segments (those whose bounds nobody recorded). Every order is fixed by the
-// positions, never by scheduling.
+// writes the remaining empty segments (those whose bounds nobody recorded: long gaps). Every
+// order is fixed by the positions, never by scheduling.
 #pragma once
 #include "jitops/segment_common.cuh"
 
 namespace jitops {
 namespace segment {
+
+// Empty segments a chunk writes itself per gap between consecutive keys. Short gaps are what
+// many segments of about one row leave (S = 10^6 over 2^20 rows: a third of the segments);
+// longer ones stay with the fixup, so that no chunk writes many more rows than it reads.
+constexpr int FILL_MAX = 8;
 
 template <class I, bool SORTED>
 __device__ __forceinline__ int key_at(const I *ids, i64 id_stride, const int *keys, i64 j, int S) {
@@ -78,20 +85,29 @@ __global__ void __launch_bounds__(256)
     add_to_counter(counter64, counter32, local);
 }
 
+// Blocks of the chunked reduction an SM should hold: narrow rows (<= 4 accumulated values a
+// lane, 4-byte accumulators) fit in 80 registers, and three blocks keep more rows in flight than
+// two (the host sizes the chunks for this: SEG_REDUCE_NARROW_THREADS_PER_SM).
+template <class T, int VEC, int CPL> struct reduce_min_blocks {
+  static constexpr int value = sizeof(acc_t<T>) == 4 && CPL * VEC <= 4 ? 3 : 1;
+};
+
 // The chunked reduction. Besides the results and partials it records where each segment
 // starts and ends (seg_start/seg_end, zeroed before: an untouched segment is empty) — the
 // run that begins a segment writes its start, the run that ends it its end, so no search is
 // needed — and counts the dropped ids that are too large (key S + 1 after the radix sort, S
 // for sorted ids) into the caller's counter. With CARRY (one column, unsorted ids) `perm`
-// holds the rows' values themselves (float bits), which the sort carried along.
+// holds the rows' values themselves (float bits), which the sort carried along. Empty segments
+// of short gaps get `empty_value`, and bounds [0, 1) that tell the fixup they are done.
 template <class T, class I, int OP, int VEC, int G, int CPL, bool SORTED, bool CARRY>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
     segment_reduce_chunks(const T *__restrict__ data, i64 data_stride, int D,
                           const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys,
                           const int *__restrict__ perm, int N, int S, int CH, int nchunks,
                           T *__restrict__ out, i64 out_stride, acc_t<T> *__restrict__ partials,
                           int *__restrict__ seg_start, int *__restrict__ seg_end,
-                          unsigned long long *counter64, unsigned *counter32) {
+                          unsigned long long *counter64, unsigned *counter32,
+                          acc_t<T> empty_value) {
   typedef acc_t<T> A;
   // Rows in flight per lane: enough independent loads to cover memory latency, within about
   // 32 loaded values per lane.
@@ -152,8 +168,32 @@ __global__ void __launch_bounds__(256)
       }
     };
 
+    // The empty segments strictly between keys a < b (in segment order), if few.
+    auto fill_gap = [&](int a, int b) {
+      const int from = max(a + 1, 0), to = min(b, S);
+      if (to <= from || to - from > FILL_MAX)
+        return;
+      A r[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        r[e] = empty_value;
+      for (int s = from; s < to; ++s) {
+        if (c0 == 0 && lane == 0) {
+          seg_start[s] = 0;
+          seg_end[s] = 1;
+        }
+#pragma unroll
+        for (int k = 0; k < CPL; ++k) {
+          const int col = c0 + (k * G + lane) * VEC;
+          if (col < D)
+            store_pack<T, VEC>(out + (i64)s * out_stride + col, r);
+        }
+      }
+    };
+
     reset();
     int run_key = key_at<I, SORTED>(ids, id_stride, keys, lo, S), run_start = lo;
+    fill_gap(lo == 0 ? -1 : key_at<I, SORTED>(ids, id_stride, keys, lo - 1, S), run_key);
     for (int j0 = lo; j0 < hi; j0 += U) {
       int key[U];
       A v[U][CPL][VEC];
@@ -183,6 +223,7 @@ __global__ void __launch_bounds__(256)
           break;
         if (key[u] != run_key) {
           emit(run_key, run_start, j);
+          fill_gap(run_key, key[u]);
           reset();
           run_key = key[u];
           run_start = j;
@@ -198,6 +239,8 @@ __global__ void __launch_bounds__(256)
       }
     }
     emit(run_key, run_start, hi);
+    if (hi == N)
+      fill_gap(run_key, S);
   }
   add_to_counter(counter64, counter32, dropped);
 }
@@ -255,32 +298,18 @@ __device__ __forceinline__ void store_columns(T *o, int D, int c0, int cl,
   }
 }
 
-// Segments that are empty or cross a chunk boundary. A warp looks after SEGS consecutive
-// segments (fewer for wide rows, so that wide rows still spread over many warps); its 32/G
-// groups of G lanes take the short ones, one group per segment, in parallel. Segments with
-// more than LONG partials (a few huge segments) are then taken by the whole warp: row lane r
-// combines partials r, r + 32/G, ... and a fixed butterfly combines the row lanes. Every order
-// is fixed. `empty_value` is 0 for sum and mean, the fill for max/min.
+// The fixup of one warp's 32 consecutive segments from `first_segment`: `todo` and `is_long`
+// say this lane's segment's case (see segment_reduce_fixup).
 template <class T, int OP, int VEC, int G, int CPL>
-__global__ void __launch_bounds__(256)
-    segment_reduce_fixup(const int *__restrict__ seg_start, const int *__restrict__ seg_end, int S,
-                         int D, int CH, const acc_t<T> *__restrict__ partials, T *__restrict__ out,
-                         i64 out_stride, acc_t<T> empty_value) {
+__device__ __forceinline__ void
+fixup_segments(const int *__restrict__ seg_start, const int *__restrict__ seg_end, int D, int CH,
+               const acc_t<T> *__restrict__ partials, T *__restrict__ out, i64 out_stride,
+               acc_t<T> empty_value, i64 first_segment, bool todo, bool is_long) {
   typedef acc_t<T> A;
   constexpr int GROUPS = 32 / G;
-  constexpr int SEGS = GROUPS * 4 < 32 ? GROUPS * 4 : 32; // matches the host's grid
   constexpr int COLS = G * CPL * VEC;
   constexpr int U = CPL * VEC >= 16 ? 1 : 16 / (CPL * VEC) > 4 ? 4 : 16 / (CPL * VEC);
-  constexpr int LONG = GROUPS > 1 ? 4 * U : 1 << 30;
   const int lane = threadIdx.x & 31, group = lane / G, cl = lane % G;
-  const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const i64 first_segment = warp * SEGS;
-  bool todo = false, is_long = false;
-  if (lane < SEGS && first_segment + lane < S) {
-    const int st = seg_start[first_segment + lane], en = seg_end[first_segment + lane];
-    todo = en == st || st / CH != (en - 1) / CH;
-    is_long = todo && en > st && (en - 1) / CH - st / CH + 1 > LONG;
-  }
   const unsigned shorts = __ballot_sync(0xffffffffu, todo && !is_long);
   unsigned longs = __ballot_sync(0xffffffffu, is_long);
 
@@ -343,6 +372,46 @@ __global__ void __launch_bounds__(256)
       if (group == 0)
         store_columns<T, VEC, G, CPL>(o, D, c0, cl, acc);
     }
+  }
+}
+
+// Segments that are empty or cross a chunk boundary. A warp looks after `segs` (<= 32, or a
+// multiple of 32 up to 32 * FIXUP_ROUNDS) consecutive segments, 32 at a time: the host's choice,
+// fewer for wide rows, so that wide rows still spread over many warps; 128 when such segments
+// are sparse, so that the warps mostly just look (their bounds loaded at once). For each 32,
+// the warp's 32/G groups of G lanes take the short ones, one group per segment, in parallel.
+// Segments with more than LONG partials (a few huge segments) are then taken by the whole warp:
+// row lane r combines partials r, r + 32/G, ... and a fixed butterfly combines the row lanes.
+// Every order is fixed. `empty_value` is 0 for sum and mean, the fill for max/min.
+constexpr int FIXUP_ROUNDS = 4;
+
+template <class T, int OP, int VEC, int G, int CPL>
+__global__ void __launch_bounds__(256)
+    segment_reduce_fixup(const int *__restrict__ seg_start, const int *__restrict__ seg_end, int S,
+                         int D, int CH, const acc_t<T> *__restrict__ partials, T *__restrict__ out,
+                         i64 out_stride, acc_t<T> empty_value, int segs) {
+  constexpr int GROUPS = 32 / G;
+  constexpr int U = CPL * VEC >= 16 ? 1 : 16 / (CPL * VEC) > 4 ? 4 : 16 / (CPL * VEC);
+  constexpr int LONG = GROUPS > 1 ? 4 * U : 1 << 30;
+  const int lane = threadIdx.x & 31;
+  const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  bool todo[FIXUP_ROUNDS], is_long[FIXUP_ROUNDS];
+#pragma unroll
+  for (int r = 0; r < FIXUP_ROUNDS; ++r) {
+    const i64 s = warp * segs + r * 32 + lane;
+    todo[r] = is_long[r] = false;
+    if (r * 32 + lane < segs && s < S) {
+      const int st = seg_start[s], en = seg_end[s];
+      todo[r] = en == st || st / CH != (en - 1) / CH;
+      is_long[r] = todo[r] && en > st && (en - 1) / CH - st / CH + 1 > LONG;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < FIXUP_ROUNDS; ++r) {
+    if (r * 32 >= segs)
+      break;
+    fixup_segments<T, OP, VEC, G, CPL>(seg_start, seg_end, D, CH, partials, out, out_stride,
+                                       empty_value, warp * segs + r * 32, todo[r], is_long[r]);
   }
 }
 

@@ -114,7 +114,9 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
   int32_t *own_start = (int32_t *)(c->scratch + c->plan->own_start);
   const void *x = call->x.ptr, *y = call->y.ptr, *dy = call->dy.ptr;
   void *dx = call->dx.ptr;
-  const uint32_t blocks = (uint32_t)(((int64_t)chunks * c->plan->layout.lanes + 255) / 256);
+  const int64_t lanes = (int64_t)chunks * c->plan->layout.lanes;
+  const uint32_t mark_blocks = (uint32_t)((lanes + SEG_RUNS_THREADS - 1) / SEG_RUNS_THREADS);
+  const uint32_t fix_blocks = (uint32_t)((lanes + 255) / 256);
   void *mark_args[] = {(void *)&x,
                        (void *)&call->x.stride,
                        (void *)&y,
@@ -136,7 +138,7 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
                        (void *)&owned,
                        (void *)&own_start,
                        (void *)&seg_end};
-  JITOPS__TRY(seg_launch(c->k->runs_mark, blocks, 256, 0, c->stream, mark_args));
+  JITOPS__TRY(seg_launch(c->k->runs_mark, mark_blocks, SEG_RUNS_THREADS, 0, c->stream, mark_args));
   void *fix_args[] = {(void *)&x,
                       (void *)&call->x.stride,
                       (void *)&y,
@@ -154,7 +156,7 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
                       (void *)&owned,
                       (void *)&own_start,
                       (void *)&seg_end};
-  return seg_launch(c->k->runs_fix, blocks, 256, 0, c->stream, fix_args);
+  return seg_launch(c->k->runs_fix, fix_blocks, 256, 0, c->stream, fix_args);
 }
 
 static jitops_status run_backward(bwd_ctx *c) {

@@ -92,6 +92,11 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
   const int32_t CH = (int32_t)p->chunk_rows, chunks = (int32_t)p->chunks;
   const void *data = call->data.ptr;
   void *out = call->out.ptr;
+  /* What empty segments get, in the accumulator type (both kernels write short gaps or the
+   * rest). */
+  const float empty32 = (float)call->empty_value;
+  const double empty64 = call->empty_value;
+  const void *empty = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&empty64 : &empty32;
   if (chunks > 0) {
     void *red_args[] = {(void *)&data,
                         (void *)&call->data.stride,
@@ -110,20 +115,18 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
                         (void *)&seg_start,
                         (void *)&seg_end,
                         (void *)&c->c64,
-                        (void *)&c->c32};
+                        (void *)&c->c32,
+                        (void *)empty};
     const int64_t threads = (int64_t)chunks * p->layout.lanes;
     JITOPS__TRY(
         seg_launch(c->k->reduce, (uint32_t)((threads + 255) / 256), 256, 0, c->stream, red_args));
   }
 
-  const float empty32 = (float)call->empty_value;
-  const double empty64 = call->empty_value;
-  const void *empty = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&empty64 : &empty32;
+  const int32_t per_warp = seg_fixup_segments_per_warp(p->layout.lanes, call->segments, chunks);
   void *fix_args[] = {
       (void *)&seg_start, (void *)&seg_end,  (void *)&c->S, (void *)&c->D,
       (void *)&CH,        (void *)&partials, (void *)&out,  (void *)&call->out.stride,
-      (void *)empty};
-  const int64_t per_warp = seg_fixup_segments_per_warp(p->layout.lanes);
+      (void *)empty,      (void *)&per_warp};
   const int64_t warps = (call->segments + per_warp - 1) / per_warp;
   return seg_launch(c->k->fixup, (uint32_t)((warps * 32 + 255) / 256), 256, 0, c->stream, fix_args);
 }

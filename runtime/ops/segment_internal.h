@@ -25,6 +25,9 @@
 #define SEG_SORT_RADIX_MAX  256
 #define SEG_SORT_PASSES_MAX 4
 #define SEG_HIST_ROWS       (SEG_SORT_THREADS * 16) /* rows a histogram block takes at a time */
+/* Threads a block of the max/min backward's mark pass (RUNS_THREADS in
+ * templates/segment_backward_runs.cuh). */
+#define SEG_RUNS_THREADS 128
 /* Shared memory a block may use for the atomic path's and the row counts' local tables. */
 #define SEG_SHARED_TABLE_BYTES (48 * 1024)
 
@@ -146,8 +149,8 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
 /* A grid of `blocks` for `work` groups of `lanes` lanes, 256 threads a block, capped at
  * `per_sm` blocks per SM (grid-stride loops cover the rest). */
 uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, int per_sm);
-/* How many consecutive segments one warp of segment_reduce_fixup looks after. */
-int seg_fixup_segments_per_warp(int lanes);
+/* How many consecutive segments (<= 32, or 128) one warp of segment_reduce_fixup looks after. */
+int seg_fixup_segments_per_warp(int lanes, int64_t segments, int64_t chunks);
 
 /* ---- segment_kernels.c ------------------------------------------------------------------- */
 

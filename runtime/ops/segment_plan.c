@@ -6,12 +6,17 @@
 
 #include <string.h>
 
-/* Threads one SM keeps resident for the chunked reduction (about 100 registers a thread);
- * the chunk size aims at about one such wave, which keeps enough rows in flight for full
- * bandwidth while making each chunk long (fewer partials for the fixup). */
-#define SEG_THREADS_PER_SM 512
-#define SEG_MIN_CHUNK      32
-#define SEG_MAX_CHUNK      2048
+/* Threads one SM keeps resident for the chunked reduction: about 100 registers a thread in
+ * general (two blocks), at most 80 for narrow rows (three blocks: reduce_min_blocks in
+ * templates/segment_reduce.cuh). The chunk size aims at one such wave, which keeps enough rows
+ * in flight for full bandwidth while making each chunk long (fewer partials for the fixup). */
+#define SEG_THREADS_PER_SM               512
+#define SEG_REDUCE_NARROW_THREADS_PER_SM 768
+#define SEG_REDUCE_NARROW_LANE_ELEMENTS  4
+#define SEG_MIN_CHUNK                    32
+#define SEG_MAX_CHUNK                    2048
+/* The fixup treats its segments as sparse from this many segments a chunk on. */
+#define SEG_FIXUP_SPARSE_SEGMENTS_PER_CHUNK 32
 /* The atomic path's shared table pays for itself when each block brings at least this many
  * row elements per table cell (it initializes and merges every cell once). */
 #define SEG_SHARED_ELEMENTS_PER_CELL 16
@@ -30,10 +35,11 @@
  * Measured on an H200 (N = 2^20, tie table): D = 1024 / S = 10^4 3.6x the forward, D = 64 /
  * S = 10^6 2.6x; below, D = 64 / S = 10^4 1.2x and S = 100 1.8x. */
 #define SEG_BACKWARD_RUNS_MIN_CELLS ((int64_t)1 << 22)
-/* The runs kernels' chunks: sized as if 1024 threads an SM were resident (two waves of
- * 512 at their ~128 registers, so a slow chunk delays little); at most 16 elements of a row
- * per lane and column tile (f32 D = 1024: two tiles of 512 columns). */
-#define SEG_BACKWARD_RUNS_THREADS_PER_SM 1024
+/* The runs kernels' chunks: three full waves of the mark pass's three 128-thread blocks an SM
+ * (~150 registers), so a slow chunk delays little and the last wave is as full as the others.
+ * At most 16 elements of a row per lane and column tile (f32 D = 1024: two tiles of 512
+ * columns). */
+#define SEG_BACKWARD_RUNS_THREADS_PER_SM (3 * 3 * SEG_RUNS_THREADS)
 #define SEG_BACKWARD_RUNS_LANE_ELEMENTS  16
 
 /* Unsorted sum and mean of one column take per-tile sorts and a tiles x S table of sums when
@@ -92,9 +98,16 @@ seg_layout seg_choose_layout(int64_t cols, int vec_max) {
   return l;
 }
 
-int seg_fixup_segments_per_warp(int lanes) {
+int seg_fixup_segments_per_warp(int lanes, int64_t segments, int64_t chunks) {
+  /* At most one segment a chunk crosses into the next; with many more segments than that the
+   * fixup's segments are sparse (crossing ones and long gaps: the reduction writes short gaps),
+   * and its warps mostly read bounds: a warp looks at 128, 32 at a time (FIXUP_ROUNDS). Not
+   * below 32 segments a chunk: with one in 4 segments crossing, a warp's groups combined ~32
+   * segments' partials one after another (H100, D = 1024, S = 10^4: 117 us against 15 us). */
+  if (segments >= SEG_FIXUP_SPARSE_SEGMENTS_PER_CHUNK * chunks)
+    return 128;
   const int groups = 32 / lanes;
-  return groups * 4 < 32 ? groups * 4 : 32; /* matches SEGS in segment_reduce_fixup */
+  return groups * 4 < 32 ? groups * 4 : 32;
 }
 
 uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, int per_sm) {
@@ -105,13 +118,17 @@ uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, in
   return blocks < 1 ? 1u : (uint32_t)blocks;
 }
 
+/* The rows spread evenly over the groups `threads_per_sm` make on every SM, rounded up to a
+ * multiple of 8: the last wave is as full as the others (rounding up to a power of two could
+ * leave a third of the SMs' slots empty, or the SMs one block short of full). */
 static int64_t choose_chunk_rows(const jitops__device_props *props, int64_t rows, int lanes,
                                  int64_t threads_per_sm) {
   const int64_t groups = sm_count(props) * threads_per_sm / lanes;
-  const int64_t want = (rows + groups - 1) / groups;
-  int64_t ch = SEG_MIN_CHUNK;
-  while (ch < want && ch < SEG_MAX_CHUNK)
-    ch <<= 1;
+  int64_t ch = ((rows + groups - 1) / groups + 7) & ~(int64_t)7;
+  if (ch < SEG_MIN_CHUNK)
+    ch = SEG_MIN_CHUNK;
+  if (ch > SEG_MAX_CHUNK)
+    ch = SEG_MAX_CHUNK;
   return ch;
 }
 
@@ -251,6 +268,13 @@ static seg_path choose_path(const jitops__device_props *props, const seg_call *c
   return SEG_PATH_SORT;
 }
 
+/* Matches reduce_min_blocks in templates/segment_reduce.cuh. */
+static int64_t reduce_threads_per_sm(const seg_call *call, const seg_layout *layout) {
+  const bool narrow = call->dtype != JITOPS__DTYPE_F64 &&
+                      layout->cpl * layout->vec <= SEG_REDUCE_NARROW_LANE_ELEMENTS;
+  return narrow ? SEG_REDUCE_NARROW_THREADS_PER_SM : SEG_THREADS_PER_SM;
+}
+
 void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
                       seg_forward_plan *plan) {
   memset(plan, 0, sizeof *plan);
@@ -264,7 +288,7 @@ void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
   else if (plan->path == SEG_PATH_TILES)
     plan_tiles(call, plan, &cursor);
   else if (plan->path == SEG_PATH_SORT || plan->path == SEG_PATH_BOUNDARIES)
-    plan_sort(props, call, SEG_THREADS_PER_SM, plan, &cursor);
+    plan_sort(props, call, reduce_threads_per_sm(call, &plan->layout), plan, &cursor);
   plan->workspace_bytes = cursor;
 }
 
@@ -277,12 +301,12 @@ static void plan_backward_runs(const jitops__device_props *props, const seg_call
   plan->runs = true;
   g->layout = plan->layout;
   g->path = call->sorted ? SEG_PATH_BOUNDARIES : SEG_PATH_SORT;
-  plan_sort(props, call, SEG_BACKWARD_RUNS_THREADS_PER_SM, g, cursor);
-  g->sort_carry = false;
   int cpl = SEG_BACKWARD_RUNS_LANE_ELEMENTS / plan->layout.vec;
   if (cpl < 1)
     cpl = 1;
   plan->runs_cpl = cpl < plan->layout.cpl ? cpl : plan->layout.cpl;
+  plan_sort(props, call, SEG_BACKWARD_RUNS_THREADS_PER_SM, g, cursor);
+  g->sort_carry = false;
   plan->owned = take(cursor, (size_t)g->chunks * sizeof(int32_t));
   plan->own_start = take(cursor, (size_t)g->chunks * sizeof(int32_t));
 }
@@ -319,6 +343,9 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
     break;
   case JITOPS_SEGMENT_MAX:
   case JITOPS_SEGMENT_MIN:
+    /* Sorted ids keep the tie table below the threshold too: the runs kernels (no sort needed)
+     * measured 0.247 ms against its 0.245 at N = 2^20, D = 64, S = 10^4 (H100), and they walk
+     * the tied columns of long segments row by row. */
     if ((int64_t)cells >= SEG_BACKWARD_RUNS_MIN_CELLS) {
       plan_backward_runs(props, call, plan, &cursor);
       break;
