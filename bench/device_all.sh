@@ -62,7 +62,7 @@ for s in $STEPS; do
     step flce_memcheck 120 $MC "$T/test_gpu_flce" --small
     ;;
   segment)
-    step segment_test 150 "$T/test_gpu_segment"
+    step segment_test 300 "$T/test_gpu_segment"
     step segment_memcheck 150 $MC "$T/test_gpu_segment" --quick
     step segment_racecheck 150 $RC "$T/test_gpu_segment" --quick
     ;;

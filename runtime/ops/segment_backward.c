@@ -64,10 +64,9 @@ static jitops_status run_extreme(const bwd_ctx *c) {
   int32_t *ties = (int32_t *)(c->scratch + p->ties);
   int32_t *first_row = call->first_occurrence ? (int32_t *)(c->scratch + p->first_row) : NULL;
   int32_t *tie_flag = (int32_t *)(c->scratch + p->tie_flag);
-  JITOPS__TRY(jitops__memset8_async(c->runtime, ties, 0, cells * sizeof(int32_t), c->stream));
+  JITOPS__TRY(jitops__memset8_async(c->runtime, ties, 0, (cells + 1) * sizeof(int32_t), c->stream));
   if (first_row != NULL)
     JITOPS__TRY(jitops__memset32_async(c->runtime, first_row, 0x7fffffffu, cells, c->stream));
-  JITOPS__TRY(jitops__memset8_async(c->runtime, tie_flag, 0, sizeof(int32_t), c->stream));
 
   const void *x = call->x.ptr, *y = call->y.ptr, *dy = call->dy.ptr;
   void *dx = call->dx.ptr;
@@ -88,7 +87,10 @@ static jitops_status run_extreme(const bwd_ctx *c) {
                   (void *)&first_row,
                   (void *)&tie_flag};
   JITOPS__TRY(seg_launch(c->k->mark, c->blocks, 256, 0, c->stream, args));
-  return seg_launch(c->k->split, c->blocks, 256, 0, c->stream, args);
+  /* The split usually finds no tie and returns at once: one wave of blocks (it loops over
+   * the rows) costs less to launch and retire than the mark's several. */
+  const uint32_t wave = seg_grid(c->props, call->rows, c->plan->layout.lanes, 8);
+  return seg_launch(c->k->split, wave, 256, 0, c->stream, args);
 }
 
 /* max/min over rows grouped by segment: clear the sort's counters -> sort (unsorted ids) ->

@@ -350,10 +350,11 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
       plan_backward_runs(props, call, plan, &cursor);
       break;
     }
-    plan->ties = take(&cursor, cells * sizeof(int32_t));
+    /* The tie flag follows the tie counts, so that one memset clears both. */
+    plan->ties = take(&cursor, (cells + 1) * sizeof(int32_t));
+    plan->tie_flag = plan->ties + cells * sizeof(int32_t);
     if (call->first_occurrence)
       plan->first_row = take(&cursor, cells * sizeof(int32_t));
-    plan->tie_flag = take(&cursor, sizeof(int32_t));
     break;
   default:
     break;
