@@ -545,14 +545,18 @@ template <class Op, int NB, int R> struct ColsThread {
     ColsCursor<Op> o{at};
     Op::emit(o, s, keep, q, memory_pos(g, q));
   }
+  // Bytes from one position of output j to the next in kernel order.
+  __device__ __forceinline__ i64 step_bytes(int j) const {
+    const int k = Op::NIN + j;
+    return (g.reverse ? -g.astride[k] : g.astride[k]) * (i64)elem_size<Op>(k);
+  }
   // The output cursors of position rr.
   __device__ __forceinline__ void cursors(int rr, char *(&at)[ColsCursor<Op>::NOUT]) const {
 #pragma unroll
     for (int j = 0; j < ColsCursor<Op>::NOUT; ++j) {
       const int k = Op::NIN + j;
-      const i64 step = g.reverse ? -g.astride[k] : g.astride[k];
-      at[j] = g.ptr[k] +
-              (off[k] + memory_pos(g, q1) * g.astride[k] + rr * step) * (i64)elem_size<Op>(k);
+      at[j] = g.ptr[k] + (off[k] + memory_pos(g, q1) * g.astride[k]) * (i64)elem_size<Op>(k) +
+              rr * step_bytes(j);
     }
   }
   __device__ __forceinline__ void advance(char *(&at)[ColsCursor<Op>::NOUT],
@@ -580,10 +584,8 @@ __device__ __forceinline__ void cols_pass_full(const ColsThread<Op, NB, R> &t,
   char *at[COLS_Q][NOUT];
   i64 step_bytes[NOUT];
 #pragma unroll
-  for (int j = 0; j < NOUT; ++j) {
-    const int k = Op::NIN + j;
-    step_bytes[j] = (t.g.reverse ? -t.g.astride[k] : t.g.astride[k]) * (i64)elem_size<Op>(k);
-  }
+  for (int j = 0; j < NOUT; ++j)
+    step_bytes[j] = t.step_bytes(j);
   typename Op::State s[COLS_Q];
 #pragma unroll
   for (int k = 0; k < COLS_Q; ++k) {

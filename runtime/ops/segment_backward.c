@@ -63,7 +63,7 @@ static jitops_status run_extreme(const bwd_ctx *c) {
   const size_t cells = (size_t)(call->segments * call->cols);
   int32_t *ties = (int32_t *)(c->scratch + p->ties);
   int32_t *first_row = call->first_occurrence ? (int32_t *)(c->scratch + p->first_row) : NULL;
-  int32_t *tie_flag = (int32_t *)(c->scratch + p->tie_flag);
+  int32_t *tie_flag = ties + cells; /* the plan puts it after the counts */
   JITOPS__TRY(jitops__memset8_async(c->runtime, ties, 0, (cells + 1) * sizeof(int32_t), c->stream));
   if (first_row != NULL)
     JITOPS__TRY(jitops__memset32_async(c->runtime, first_row, 0x7fffffffu, cells, c->stream));

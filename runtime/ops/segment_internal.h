@@ -113,7 +113,8 @@ typedef struct seg_backward_plan {
   size_t owned, own_start;
   bool count_shared;     /* mean, unsorted: shared-memory row counts */
   uint32_t count_blocks; /* and their grid */
-  size_t ids_copy, counts, ties, first_row, tie_flag;
+  /* Scratch offsets; `ties` holds S x D counts and then the tie flag. */
+  size_t ids_copy, counts, ties, first_row;
   size_t workspace_bytes;
 } seg_backward_plan;
 

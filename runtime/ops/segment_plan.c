@@ -350,9 +350,8 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
       plan_backward_runs(props, call, plan, &cursor);
       break;
     }
-    /* The tie flag follows the tie counts, so that one memset clears both. */
+    /* The tie flag follows the tie counts (ties[cells]), so that one memset clears both. */
     plan->ties = take(&cursor, (cells + 1) * sizeof(int32_t));
-    plan->tie_flag = plan->ties + cells * sizeof(int32_t);
     if (call->first_occurrence)
       plan->first_row = take(&cursor, cells * sizeof(int32_t));
     break;
