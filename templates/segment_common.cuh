@@ -128,6 +128,14 @@ __device__ __forceinline__ void add_to_counter(unsigned long long *c64, unsigned
     atomicAdd(c32, (unsigned)n);
 }
 
+// The shuffle mask of the calling lane's group of G consecutive lanes (G divides 32).
+template <int G> __device__ __forceinline__ unsigned group_mask() {
+  if constexpr (G >= 32)
+    return 0xffffffffu;
+  else
+    return ((1u << G) - 1u) << ((threadIdx.x & 31) / G * G);
+}
+
 __device__ __forceinline__ int warp_sum(int v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1)
