@@ -107,8 +107,14 @@ __global__ void __launch_bounds__(256)
 // has BATCH accesses in flight. data and grad_data stream through (evict-first), which keeps
 // the result rows — read once per row of their segment — in L2; dy is read only where a value
 // matches (one row per cell, usually).
+// Blocks an SM for the mark pass: three (80 registers) while a lane keeps at most 16 loaded
+// elements of data in flight, two above.
+template <int VEC, int RF> struct mark_min_blocks {
+  static constexpr int value = RF * (BATCH / RF) * VEC <= 16 ? 3 : 2;
+};
+
 template <class T, class I, int VEC, int G, bool FIRST, int RF>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, (mark_min_blocks<VEC, RF>::value))
     segment_backward_extreme_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
                                   i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
                                   const I *__restrict__ ids, i64 id_stride, int N, int S, int D,
@@ -136,11 +142,12 @@ __global__ void __launch_bounds__(256)
       for (int r = 0; r < RF; ++r)
 #pragma unroll
         for (int b = 0; b < B; ++b) {
+          // The data load waits for nothing (its address is the row); the result's for the id.
           const int ch = ch0 + b * G;
-          if (valid[r] && ch < nch) {
+          if (row0 + r * groups < N && ch < nch)
             load_pack_stream<T, VEC>(x + (row0 + r * groups) * x_stride + ch * VEC, xv[r][b]);
+          if (valid[r] && ch < nch)
             load_pack<T, VEC>(y + (i64)id[r] * y_stride + ch * VEC, yv[r][b]);
-          }
         }
 #pragma unroll
       for (int r = 0; r < RF; ++r) {

@@ -1,5 +1,5 @@
-// jitops/segment_backward_runs.cuh — the max/min gradient over rows grouped by segment, for
-// large result tables (S x D cells): no S x D tie table, no atomics.
+// jitops/segment_backward_runs.cuh — the max/min gradient over rows grouped by segment: no
+// S x D tie table, no atomics.
 //
 //   dx[i, d] = dy[s, d] / ties(s, d) where data[i, d] == out[s, d] (s = ids[i]), else 0;
 //   with FIRST only the first such row (in row order) gets dy[s, d].
@@ -7,148 +7,215 @@
 // Positions 0..N-1 are rows in segment order, as in the forward's chunked reduction: for
 // sorted ids the rows themselves, for unsorted ids the forward's stable radix sort (keys[j],
 // row perm[j]), so a segment's rows are consecutive and in row order. A group of G lanes
-// owns a chunk of CH positions and walks it once per column tile:
-//   mark — reads each row and its segment's result row (the same row for the whole run, so
-//          it stays in L1), writes dx = dy where they match, else 0, and counts the matches
-//          of each column in registers. A run that is a whole segment is finished at once:
-//          only columns with ties (rare) are walked again to divide. A run that crosses the
-//          chunk's start or end leaves its counts in slot 0 (the chunk's first run) or 1 (its
-//          last run); the chunk where such a segment starts records it (`owned`).
-//   fix  — per chunk that owns a crossing segment: adds its counts over the segment's chunks
-//          in order; for columns with more than one match, walks the segment's rows again and
-//          writes dy / ties (or, with FIRST, dy at the first match and 0 at the others).
-// Every element is written by one lane per kernel and every count is an integer in a fixed
-// order, so results are deterministic. A NaN result equals nothing and routes no gradient;
-// rows with dropped ids get 0.
+// owns a chunk of CH positions and walks it once per column tile; a lane owns E = CPL x VEC
+// columns of a tile.
+//   mark — reads each row once, compares it with its segment's result, writes dx = dy where
+//          they match (with FIRST, at a run's first match of each column) and 0 elsewhere, and
+//          keeps two bits a column: matched once, matched again. Exact tie counts matter only
+//          where a column ties, which is rare, so they are recomputed there rather than
+//          counted for every column (counters took a quarter of the registers). A run that
+//          crosses the chunk's start or end leaves its bits in slot 0 (the chunk's first run)
+//          or 1 (its last run), and the chunk where such a segment starts records it
+//          (`owned`); a whole segment with tied columns goes on the chunk's list.
+//   fix  — rewrites the tied columns of the listed segments, and of the crossing segments the
+//          chunk owns once their chunks' bits are merged in chunk order.
+// A rewrite walks the segment's rows with the whole group — lanes take rows, not columns — so a
+// tied column costs two round trips, not one per row: first the exact count and first matching
+// row, then dy / ties (or dy at the first match, 0 elsewhere) at every match.
+// Every element is written by one lane per kernel and every count is an integer, so results
+// are deterministic. A NaN result equals nothing and routes no gradient; rows with dropped ids
+// get 0.
 #pragma once
 #include "jitops/segment_reduce.cuh"
 
 namespace jitops {
 namespace segment {
 
-// Writes the final gradient of segment s's positions [a, b) in the lane's columns whose
-// match count `ties` exceeds 1: dy / ties at every match (split), or dy at the first match
-// and 0 at the others (FIRST). Other columns keep what the mark pass wrote. RB rows' loads go
-// out at a time: one at a time makes a walk over a long segment one memory latency a row (the
-// fix pass took 80 us at D = 1024, S = 10^4 so, 53 us with 4); the mark pass, whose walks are
-// of segments inside one chunk, keeps 1 (4 cost its loop registers, and 5% of its time).
-// Not inlined: a rare path (ties), kept out of the mark loop's registers.
-template <class T, int VEC, int G, int CPL, bool SORTED, bool FIRST, int RB>
+// Threads a block of the mark pass runs, and how a lane batches its rows. What keeps a row stream
+// at full bandwidth is the bytes in flight an SM (about 100 KB on an H100), not the warps:
+// wide rows (E >= 8) keep 64 loaded elements a lane in two blocks an SM (128 registers), narrow
+// rows 24 (half data, half their result columns) in three (80 registers; a fourth row spilled).
+constexpr int RUNS_THREADS = 256;
+template <class T, int E> struct runs_shape {
+  static constexpr bool wide = E >= 8;
+  static constexpr int min_blocks = wide || sizeof(acc_t<T>) == 8 ? 2 : 3;
+  static constexpr int budget = sizeof(acc_t<T>) == 4 ? (wide ? 64 : 32) : (wide ? 32 : 16);
+  static constexpr int u0 = wide ? budget / E : (budget - 8) / (2 * E);
+  static constexpr int rows = u0 < 1 ? 1 : (u0 > 8 ? 8 : u0); // rows a batch (U)
+};
+
+// The tie bits of a run that crosses chunks: bit k * VEC + e of a lane's words is its column
+// (k, e) of the tile — `once` where some row matched, `twice` where two did.
+struct tie_bits {
+  unsigned once, twice;
+};
+
+__device__ __forceinline__ void merge_bits(tie_bits &acc, tie_bits b) {
+  acc.twice |= b.twice | (acc.once & b.once);
+  acc.once |= b.once;
+}
+
+template <class T, int VEC, bool SORTED, int RB>
+__device__ __forceinline__ void load_walk_rows(const T *__restrict__ x, i64 x_stride,
+                                               const int *__restrict__ perm, int j0, int step,
+                                               int b, int col, acc_t<T> (&xv)[RB][VEC]) {
+#pragma unroll
+  for (int r = 0; r < RB; ++r) {
+    const int j = j0 + r * step;
+    if (j < b) {
+      const i64 row = SORTED ? (i64)j : (i64)perm[j];
+      load_pack<T, VEC>(x + row * x_stride + col, xv[r]);
+    }
+  }
+}
+
+// Rewrites dx over positions [a, b) of segment s in every column some lane of the group marks
+// in `tied` (its bits, as in tie_bits): each tied VEC-column access is walked by the whole
+// group, lanes taking rows a + lane, a + lane + G, ... (RB at a time). Called by all G lanes of
+// the group together, from the fix pass only: its code in the mark pass's loop, even never run,
+// made the compiler keep that loop's rows in flight in local memory.
+template <class T, int VEC, int G, bool SORTED, bool FIRST>
 __device__ __noinline__ void
 rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64 y_stride,
              const T *__restrict__ dy, i64 dy_stride, const int *__restrict__ perm, int s, int a,
-             int b, int D, int c0, int lane, const int (&ties)[CPL][VEC], T *__restrict__ dx,
-             i64 dx_stride) {
+             int b, int c0, int lane, unsigned tied, T *__restrict__ dx, i64 dx_stride) {
   typedef acc_t<T> A;
+  constexpr int RB = 4;
+  const unsigned mask = group_mask<G>();
+  const bool one_round = b - a <= G * RB; // the first walk's rows are the whole segment
+  // Lanes of the group may have stored to these rows in this kernel: those stores come first.
+  __syncwarp(mask);
+  for (int owner = 0; owner < G; ++owner) {
+    unsigned t = __shfl_sync(mask, tied, owner, G);
+    while (t != 0) {
+      const int k = (__ffs(t) - 1) / VEC;
+      t &= ~(((1u << VEC) - 1u) << (k * VEC));
+      const int col = c0 + (k * G + owner) * VEC;
+      A yv[VEC], g[VEC], xv[RB][VEC];
+      load_pack<T, VEC>(y + (i64)s * y_stride + col, yv);
+      load_pack<T, VEC>(dy + (i64)s * dy_stride + col, g);
+      int count[VEC], first[VEC];
 #pragma unroll
-  for (int k = 0; k < CPL; ++k) {
-    const int col = c0 + (k * G + lane) * VEC;
-    bool tied = false;
+      for (int e = 0; e < VEC; ++e) {
+        count[e] = 0;
+        first[e] = 0x7fffffff;
+      }
+      for (int j0 = a + lane; j0 < b; j0 += G * RB) {
+        load_walk_rows<T, VEC, SORTED, RB>(x, x_stride, perm, j0, G, b, col, xv);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      tied |= ties[k][e] > 1;
-    if (col >= D || !tied)
-      continue;
-    A yv[VEC], g[VEC];
-    load_pack<T, VEC>(y + (i64)s * y_stride + col, yv);
-    load_pack<T, VEC>(dy + (i64)s * dy_stride + col, g);
-    bool seen[VEC];
+        for (int r = 0; r < RB; ++r)
 #pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      seen[e] = false;
-    for (int j0 = a; j0 < b; j0 += RB) {
-      i64 row[RB];
-      A xv[RB][VEC];
-#pragma unroll
-      for (int u = 0; u < RB; ++u) {
-        row[u] = 0;
-        if (j0 + u < b) {
-          row[u] = SORTED ? (i64)(j0 + u) : (i64)perm[j0 + u];
-          load_pack<T, VEC>(x + row[u] * x_stride + col, xv[u]);
-        }
+          for (int e = 0; e < VEC; ++e)
+            if (j0 + r * G < b && xv[r][e] == yv[e]) {
+              ++count[e];
+              first[e] = min(first[e], j0 + r * G);
+            }
       }
 #pragma unroll
-      for (int u = 0; u < RB; ++u) {
-        if (j0 + u >= b)
-          break;
-        A r[VEC];
+      for (int m = 1; m < G; m <<= 1)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const bool match = xv[u][e] == yv[e];
-          if (FIRST)
-            r[e] = match && !seen[e] ? g[e] : A(0);
-          else
-            r[e] = match ? (ties[k][e] > 1 ? g[e] / (A)ties[k][e] : g[e]) : A(0);
-          seen[e] |= match;
+          count[e] += __shfl_xor_sync(mask, count[e], m, G);
+          first[e] = min(first[e], __shfl_xor_sync(mask, first[e], m, G));
         }
-        store_pack<T, VEC>(dx + row[u] * dx_stride + col, r);
+      for (int j0 = a + lane; j0 < b; j0 += G * RB) {
+        if (!one_round)
+          load_walk_rows<T, VEC, SORTED, RB>(x, x_stride, perm, j0, G, b, col, xv);
+#pragma unroll
+        for (int r = 0; r < RB; ++r) {
+          const int j = j0 + r * G;
+          if (j >= b)
+            break;
+          A out[VEC];
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const bool match = xv[r][e] == yv[e];
+            out[e] = !match  ? A(0)
+                     : FIRST ? (j == first[e] ? g[e] : A(0))
+                             : divide_by_count(g[e], count[e]);
+          }
+          const i64 row = SORTED ? (i64)j : (i64)perm[j];
+          store_pack<T, VEC>(dx + row * dx_stride + col, out);
+        }
       }
     }
   }
 }
 
-// Threads a block of the mark pass runs. Its lanes hold about 165 registers (a group's
-// accesses of several rows in flight); with 128-thread blocks three fit an SM (12 warps), with
-// 256 only one (8 warps) — a stream of wide rows needs the bytes the extra warps keep in flight.
-constexpr int RUNS_THREADS = 128;
-// Three blocks an SM for 4-byte accumulators; 8-byte ones (f64) need more registers than that
-// allows (hundreds of bytes of spills), so they keep two.
-template <class T> struct runs_min_blocks {
-  static constexpr int value = sizeof(acc_t<T>) == 4 ? 3 : 2;
+// Tied whole segments a chunk lists for the fix pass, per column tile (SEG_RUNS_TIED_LIST on the
+// host); a count of one more means the list overflowed and the fix pass finds them itself.
+constexpr int TIED_LIST = 4;
+
+// Where a chunk's tile keeps its list: `count[ct]` entries (TIED_LIST + 1: overflowed),
+// `runs[ct][i]` = {segment, first position, end}, `bits[ct][i][lane]` the lanes' tie bits, where
+// ct = chunk * tiles + tile.
+struct tied_list {
+  int *count;
+  int *runs;
+  unsigned *bits;
 };
 
-// The mark pass (see the top). `counts` is [nchunks][2][D]; `owned[c]` gets the segment that
-// starts in chunk c and crosses its end (or -1) and `own_start[c]` where it starts;
-// `seg_end[s]` gets the end of every segment that crosses a chunk boundary.
+// Whether the run [a, b) of segment s, inside chunk [lo, hi), starts and ends the segment.
+template <class I, bool SORTED>
+__device__ __forceinline__ void run_extent(const I *ids, i64 id_stride, const int *keys, int N,
+                                           int S, int lo, int hi, int s, int a, int b, bool &starts,
+                                           bool &ends) {
+  starts = a > lo || lo == 0 || key_at<I, SORTED>(ids, id_stride, keys, lo - 1, S) != s;
+  ends = b < hi || hi == N || key_at<I, SORTED>(ids, id_stride, keys, hi, S) != s;
+}
+
+// The mark pass (see the top). `bits` is [nchunks][2][tiles][G]; `owned[c]` gets the segment
+// that starts in chunk c and crosses its end (or -1) and `own_start[c]` where it starts;
+// `seg_end[s]` gets the end of every segment that crosses a chunk boundary; `tied` lists the
+// chunk's whole segments with tied columns.
+//
+// U rows a batch: every row's data loads go out at once (they wait for nothing: a row's address
+// does not depend on its segment), then each row is compared with its segment's result and its
+// dx written, and the match bits feed the runs' bookkeeping. No rewrite happens here: its code in
+// this loop, even cold, made the compiler keep the rows in flight in local memory. Narrow rows
+// (E < 8) load each row's result columns beside its data (L1 hits within a run); wide rows keep
+// the current segment's result and dy columns in shared memory (each lane its own, no barrier).
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
-__global__ void __launch_bounds__(RUNS_THREADS, (runs_min_blocks<T>::value))
+__global__ void __launch_bounds__(RUNS_THREADS, (runs_shape<T, CPL * VEC>::min_blocks))
     segment_backward_runs_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
                                i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
                                const I *__restrict__ ids, i64 id_stride,
                                const int *__restrict__ keys, const int *__restrict__ perm, int N,
                                int S, int D, int CH, int nchunks, T *__restrict__ dx, i64 dx_stride,
-                               int *__restrict__ counts, int *__restrict__ owned,
-                               int *__restrict__ own_start, int *__restrict__ seg_end) {
+                               tie_bits *__restrict__ bits, int *__restrict__ owned,
+                               int *__restrict__ own_start, int *__restrict__ seg_end,
+                               tied_list tied) {
   typedef acc_t<T> A;
-  // Rows a lane keeps in flight: in a general batch about 16 loaded elements of data (and as
-  // many of the result); wide rows (8 elements a lane) take one row at a time there, but
-  // 4 in a batch that continues the current run (its result and dy rows come from shared
-  // memory), which is what long segments of wide rows take. Narrow rows have no such fast
-  // batch: their general batches already fill the registers.
-  constexpr bool WIDE = CPL * VEC >= 8;
-  constexpr int U = WIDE ? 1 : (16 / (CPL * VEC) > 8 ? 8 : 16 / (CPL * VEC));
-  constexpr int UF = WIDE ? (32 / (CPL * VEC) > 1 ? 32 / (CPL * VEC) : 1) : 1;
-  constexpr int COLS = G * CPL * VEC;
-  // Per group: the current run's result row and dy row in the group's columns; each lane only
-  // touches its own elements, so no barrier is needed.
-  __shared__ A run_rows[RUNS_THREADS / G][2][COLS];
-  A *run_y = run_rows[threadIdx.x / G][0];
-  A *run_dy = run_rows[threadIdx.x / G][1];
+  constexpr int E = CPL * VEC;
+  static_assert(E <= 32, "a lane's columns must fit the 32 tie bits");
+  constexpr bool WIDE = runs_shape<T, E>::wide;
+  constexpr int U = runs_shape<T, E>::rows;
+  constexpr int COLS = G * E;
+  // WIDE: the current segment's result and dy columns, per group (sized 1 otherwise).
+  __shared__ A seg_rows[WIDE ? RUNS_THREADS / G : 1][2][WIDE ? COLS : 1];
   const i64 chunk = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
   const int lane = threadIdx.x % G;
   if (chunk >= nchunks)
     return;
+  A *seg_y = seg_rows[WIDE ? threadIdx.x / G : 0][0];
+  A *seg_dy = seg_rows[WIDE ? threadIdx.x / G : 0][1];
+  const unsigned mask = group_mask<G>();
+  const int tiles = (D + COLS - 1) / COLS;
   const int lo = (int)(chunk * CH);
   const int hi = (int)min((i64)N, chunk * CH + CH);
   if (lane == 0)
     owned[chunk] = -1;
 
   for (int c0 = 0; c0 < D; c0 += COLS) {
-    int cnt[CPL][VEC];
-    auto reset = [&]() {
-#pragma unroll
-      for (int k = 0; k < CPL; ++k)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          cnt[k][e] = 0;
-    };
-    // The run [a, b) of segment s ends: finish a whole segment, else leave its counts.
-    auto close = [&](int s, int a, int b) {
+    const i64 ct = chunk * tiles + c0 / COLS;
+    int listed = 0;
+    // The run [a, b) of segment s ends with tie bits tb: list a whole segment with tied
+    // columns, leave a crossing run's bits for the fix pass.
+    auto end_run = [&](int s, int a, int b, tie_bits tb) {
       if (s < 0 || s >= S)
         return;
-      const bool starts =
-          a > lo || lo == 0 || key_at<I, SORTED>(ids, id_stride, keys, lo - 1, S) != s;
-      const bool ends = b < hi || hi == N || key_at<I, SORTED>(ids, id_stride, keys, hi, S) != s;
+      bool starts, ends;
+      run_extent<I, SORTED>(ids, id_stride, keys, N, S, lo, hi, s, a, b, starts, ends);
       if (c0 == 0 && lane == 0) {
         if (starts && !ends) {
           owned[chunk] = s;
@@ -157,196 +224,219 @@ __global__ void __launch_bounds__(RUNS_THREADS, (runs_min_blocks<T>::value))
         if (ends && !starts)
           seg_end[s] = b;
       }
-      if (starts && ends) {
-        if (!FIRST)
-          rewrite_tied<T, VEC, G, CPL, SORTED, FIRST, 1>(x, x_stride, y, y_stride, dy, dy_stride,
-                                                         perm, s, a, b, D, c0, lane, cnt, dx,
-                                                         dx_stride);
-        return;
-      }
-      int *p = counts + (chunk * 2 + (a == lo ? 0 : 1)) * D;
-#pragma unroll
-      for (int k = 0; k < CPL; ++k) {
-        const int col = c0 + (k * G + lane) * VEC;
-        if (col >= D)
-          continue;
-        pack<int, VEC> r;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          r.v[e] = cnt[k][e];
-        *reinterpret_cast<pack<int, VEC> *>(p + col) = r;
+      if (!(starts && ends)) {
+        bits[((chunk * 2 + (a == lo ? 0 : 1)) * tiles + c0 / COLS) * G + lane] = tb;
+      } else if (!FIRST && __any_sync(mask, tb.twice != 0u)) { // FIRST holds within a run
+        if (listed < TIED_LIST) {
+          if (lane == 0) {
+            int *r = tied.runs + (ct * TIED_LIST + listed) * 3;
+            r[0] = s;
+            r[1] = a;
+            r[2] = b;
+          }
+          tied.bits[(ct * TIED_LIST + listed) * G + lane] = tb.twice;
+        }
+        listed = min(listed + 1, TIED_LIST + 1);
       }
     };
 
-    // UF rows of segment s (valid or not) at positions [j, j + UF): compare with the staged
-    // result row, write dy or 0, count.
-    auto fast_batch = [&](int s, int j, int &staged_key) {
-      const bool valid = s >= 0 && s < S;
-      if (valid && staged_key != s) {
-#pragma unroll
-        for (int k = 0; k < CPL; ++k) {
-          const int col = c0 + (k * G + lane) * VEC;
-          if (col < D) {
-            A yv[VEC], gv[VEC];
-            load_pack<T, VEC>(y + (i64)s * y_stride + col, yv);
-            load_pack<T, VEC>(dy + (i64)s * dy_stride + col, gv);
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-              run_y[(k * G + lane) * VEC + e] = yv[e];
-              run_dy[(k * G + lane) * VEC + e] = gv[e];
-            }
-          }
-        }
-        staged_key = s;
-      }
-      i64 row[UF];
-      A xv[UF][CPL][VEC];
-#pragma unroll
-      for (int u = 0; u < UF; ++u) {
-        row[u] = SORTED ? (i64)(j + u) : (i64)perm[j + u];
-        if (valid)
-#pragma unroll
-          for (int k = 0; k < CPL; ++k) {
-            const int col = c0 + (k * G + lane) * VEC;
-            if (col < D)
-              load_pack_stream<T, VEC>(x + row[u] * x_stride + col, xv[u][k]);
-          }
-      }
-#pragma unroll
-      for (int k = 0; k < CPL; ++k) {
-        const int col = c0 + (k * G + lane) * VEC;
-        if (col >= D)
-          continue;
-        A yv[VEC], gv[VEC];
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          yv[e] = valid ? run_y[(k * G + lane) * VEC + e] : A(0);
-          gv[e] = valid ? run_dy[(k * G + lane) * VEC + e] : A(0);
-        }
-#pragma unroll
-        for (int u = 0; u < UF; ++u) {
-          A r[VEC];
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const bool m = valid && xv[u][k][e] == yv[e];
-            r[e] = m && !(FIRST && cnt[k][e] > 0) ? gv[e] : A(0);
-            cnt[k][e] += m ? 1 : 0;
-          }
-          store_pack_stream<T, VEC>(dx + row[u] * dx_stride + col, r);
-        }
-      }
-    };
-
-    reset();
+    tie_bits tb = {0u, 0u};
     int run_key = key_at<I, SORTED>(ids, id_stride, keys, lo, S), run_start = lo;
-    int staged = -1; // the segment whose rows run_y / run_dy hold
-    for (int j0 = lo; j0 < hi;) {
-      // Fast batch: the next UF positions all continue the current run (long segments).
-      bool fast = false;
-      if (WIDE && j0 + UF <= hi) {
-        fast = true;
-#pragma unroll
-        for (int u = 0; u < UF; ++u)
-          fast &= key_at<I, SORTED>(ids, id_stride, keys, j0 + u, S) == run_key;
-      }
-      if (fast) {
-        fast_batch(run_key, j0, staged);
-        j0 += UF;
-        continue;
-      }
-      int key[U];
-      i64 row[U];
-      unsigned match[U]; // bit k * VEC + e: column (k, e) equals the result
-      A g[U][CPL][VEC];
-      {
-        // Loads first (data streams through, the result row stays cached for the run), then
-        // the matches, then dy where anything matched: three rounds of independent loads.
-        A xv[U][CPL][VEC], yv[U][CPL][VEC];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int j = j0 + u;
-          key[u] = j < hi ? key_at<I, SORTED>(ids, id_stride, keys, j, S) : -1;
-          row[u] = SORTED ? (i64)j : (j < hi ? (i64)perm[j] : 0);
-          if (key[u] >= 0 && key[u] < S) {
-#pragma unroll
-            for (int k = 0; k < CPL; ++k) {
-              const int col = c0 + (k * G + lane) * VEC;
-              if (col < D) {
-                load_pack_stream<T, VEC>(x + row[u] * x_stride + col, xv[u][k]);
-                load_pack<T, VEC>(y + (i64)key[u] * y_stride + col, yv[u][k]);
-              }
-            }
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          match[u] = 0;
-          if (key[u] >= 0 && key[u] < S)
-#pragma unroll
-            for (int k = 0; k < CPL; ++k)
-              if (c0 + (k * G + lane) * VEC < D)
-#pragma unroll
-                for (int e = 0; e < VEC; ++e)
-                  if (xv[u][k][e] == yv[u][k][e])
-                    match[u] |= 1u << (k * VEC + e);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int k = 0; k < CPL; ++k) {
-          const unsigned bits = (match[u] >> (k * VEC)) & ((1u << VEC) - 1u);
-          if (bits != 0)
-            load_pack<T, VEC>(dy + (i64)key[u] * dy_stride + c0 + (k * G + lane) * VEC, g[u][k]);
-        }
+    int staged = -1;        // WIDE: the segment whose columns seg_y / seg_dy hold
+    int seen_key = run_key; // FIRST: the segment whose matches `seen` holds
+    unsigned seen = 0u;
+    for (int j0 = lo; j0 < hi; j0 += U) {
+      int key[U], row[U];
+      A xv[U][CPL][VEC];
+      A yv[WIDE ? 1 : U][CPL][VEC];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int j = j0 + u;
+        key[u] = j < hi ? key_at<I, SORTED>(ids, id_stride, keys, j, S) : -1;
+        row[u] = SORTED ? j : (j < hi ? perm[j] : 0);
+#pragma unroll
+        for (int k = 0; k < CPL; ++k) {
+          const int col = c0 + (k * G + lane) * VEC;
+          if (j < hi && col < D)
+            load_pack_stream<T, VEC>(x + (i64)row[u] * x_stride + col, xv[u][k]);
+        }
+      }
+      if constexpr (!WIDE) {
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int k = 0; k < CPL; ++k) {
+            const int col = c0 + (k * G + lane) * VEC;
+            if (key[u] >= 0 && key[u] < S && col < D)
+              load_pack<T, VEC>(y + (i64)key[u] * y_stride + col, yv[u][k]);
+          }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u, s = key[u];
         if (j >= hi)
           break;
-        if (key[u] != run_key) {
-          close(run_key, run_start, j);
-          reset();
-          run_key = key[u];
-          run_start = j;
+        const bool valid = s >= 0 && s < S;
+        if (WIDE && valid && staged != s) {
+#pragma unroll
+          for (int k = 0; k < CPL; ++k) {
+            const int col = c0 + (k * G + lane) * VEC;
+            if (col < D) {
+              A a[VEC], g[VEC];
+              load_pack<T, VEC>(y + (i64)s * y_stride + col, a);
+              load_pack<T, VEC>(dy + (i64)s * dy_stride + col, g);
+#pragma unroll
+              for (int e = 0; e < VEC; ++e) {
+                seg_y[(k * G + lane) * VEC + e] = a[e];
+                seg_dy[(k * G + lane) * VEC + e] = g[e];
+              }
+            }
+          }
+          staged = s;
         }
+        if (FIRST && s != seen_key) {
+          seen_key = s;
+          seen = 0u;
+        }
+        unsigned match = 0u;
 #pragma unroll
         for (int k = 0; k < CPL; ++k) {
           const int col = c0 + (k * G + lane) * VEC;
           if (col >= D)
             continue;
-          A r[VEC];
+          unsigned m = 0u;
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
-            const bool m = (match[u] >> (k * VEC + e)) & 1u;
-            r[e] = m && !(FIRST && cnt[k][e] > 0) ? g[u][k][e] : A(0);
-            cnt[k][e] += m ? 1 : 0;
+            const A target = WIDE ? seg_y[(k * G + lane) * VEC + e] : yv[WIDE ? 0 : u][k][e];
+            m |= (valid && xv[u][k][e] == target ? 1u : 0u) << e;
           }
-          store_pack_stream<T, VEC>(dx + row[u] * dx_stride + col, r);
+          A g[VEC];
+          if (m != 0u) {
+            if constexpr (WIDE) {
+#pragma unroll
+              for (int e = 0; e < VEC; ++e)
+                g[e] = seg_dy[(k * G + lane) * VEC + e];
+            } else {
+              load_pack<T, VEC>(dy + (i64)s * dy_stride + col, g);
+            }
+          }
+          const unsigned take = FIRST ? m & ~(seen >> (k * VEC)) : m;
+          A r[VEC];
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            r[e] = (take >> e) & 1u ? g[e] : A(0);
+          store_pack_stream<T, VEC>(dx + (i64)row[u] * dx_stride + col, r);
+          match |= m << (k * VEC);
         }
+        if (FIRST)
+          seen |= match;
+        if (s != run_key) {
+          end_run(run_key, run_start, j, tb);
+          tb.once = tb.twice = 0u;
+          run_key = s;
+          run_start = j;
+        }
+        tb.twice |= tb.once & match;
+        tb.once |= match;
       }
-      j0 += U;
     }
-    close(run_key, run_start, hi);
+    end_run(run_key, run_start, hi, tb);
+    if (lane == 0)
+      tied.count[ct] = listed;
   }
 }
 
-// The fix pass (see the top): one group of G lanes per chunk; only chunks that own a crossing
-// segment work. The counts of the segment's chunks are added in chunk order.
-template <class T, int VEC, int G, int CPL, bool SORTED, bool FIRST>
+// The tied whole segments of a chunk's tile whose list overflowed: walks the chunk's rows again,
+// one at a time, and rewrites each whole segment whose columns tie (a path for data with ties
+// everywhere, which also needs the rewrites everywhere).
+template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
+__device__ __noinline__ void
+rewrite_chunk_ties(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64 y_stride,
+                   const T *__restrict__ dy, i64 dy_stride, const I *__restrict__ ids,
+                   i64 id_stride, const int *__restrict__ keys, const int *__restrict__ perm, int N,
+                   int S, int D, int lo, int hi, int c0, int lane, T *__restrict__ dx,
+                   i64 dx_stride) {
+  typedef acc_t<T> A;
+  const unsigned mask = group_mask<G>();
+  tie_bits tb = {0u, 0u};
+  int run_key = key_at<I, SORTED>(ids, id_stride, keys, lo, S), run_start = lo;
+  for (int j = lo; j <= hi; ++j) {
+    const int s = j < hi ? key_at<I, SORTED>(ids, id_stride, keys, j, S) : -2;
+    if (s != run_key) {
+      bool starts, ends;
+      run_extent<I, SORTED>(ids, id_stride, keys, N, S, lo, hi, run_key, run_start, j, starts,
+                            ends);
+      if (run_key >= 0 && run_key < S && starts && ends && __any_sync(mask, tb.twice != 0u))
+        rewrite_tied<T, VEC, G, SORTED, FIRST>(x, x_stride, y, y_stride, dy, dy_stride, perm,
+                                               run_key, run_start, j, c0, lane, tb.twice, dx,
+                                               dx_stride);
+      tb.once = tb.twice = 0u;
+      run_key = s;
+      run_start = j;
+    }
+    if (j == hi || s < 0 || s >= S)
+      continue;
+    const i64 row = SORTED ? (i64)j : (i64)perm[j];
+    unsigned match = 0u;
+#pragma unroll
+    for (int k = 0; k < CPL; ++k) {
+      const int col = c0 + (k * G + lane) * VEC;
+      if (col >= D)
+        continue;
+      A xv[VEC], yv[VEC];
+      load_pack<T, VEC>(x + row * x_stride + col, xv);
+      load_pack<T, VEC>(y + (i64)s * y_stride + col, yv);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        match |= (xv[e] == yv[e] ? 1u : 0u) << (k * VEC + e);
+    }
+    tb.twice |= tb.once & match;
+    tb.once |= match;
+  }
+}
+
+// The fix pass (see the top): one group of G lanes per chunk. A chunk that owns a crossing
+// segment merges the bits of the segment's chunks in chunk order and rewrites its tied columns;
+// every chunk rewrites the tied whole segments the mark pass listed (or, where its list
+// overflowed, finds them by walking its rows again).
+template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
 __global__ void __launch_bounds__(256)
     segment_backward_runs_fix(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
                               i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
-                              const int *__restrict__ perm, int N, int D, int CH, int nchunks,
-                              T *__restrict__ dx, i64 dx_stride, const int *__restrict__ counts,
-                              const int *__restrict__ owned, const int *__restrict__ own_start,
-                              const int *__restrict__ seg_end) {
+                              const I *__restrict__ ids, i64 id_stride,
+                              const int *__restrict__ keys, const int *__restrict__ perm, int N,
+                              int S, int D, int CH, int nchunks, T *__restrict__ dx, i64 dx_stride,
+                              const tie_bits *__restrict__ bits, const int *__restrict__ owned,
+                              const int *__restrict__ own_start, const int *__restrict__ seg_end,
+                              tied_list tied) {
   constexpr int COLS = G * CPL * VEC;
   constexpr int BATCH_CHUNKS = 4;
   const i64 chunk = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
   const int lane = threadIdx.x % G;
   if (chunk >= nchunks)
     return;
+  const unsigned mask = group_mask<G>();
+  const int tiles = (D + COLS - 1) / COLS;
+  const int lo = (int)(chunk * CH);
+  const int hi = (int)min((i64)N, chunk * CH + CH);
+  if constexpr (!FIRST) {
+    for (int c0 = 0; c0 < D; c0 += COLS) {
+      const i64 ct = chunk * tiles + c0 / COLS;
+      const int listed = tied.count[ct];
+      if (listed > TIED_LIST) {
+        rewrite_chunk_ties<T, I, VEC, G, CPL, SORTED, FIRST>(
+            x, x_stride, y, y_stride, dy, dy_stride, ids, id_stride, keys, perm, N, S, D, lo, hi,
+            c0, lane, dx, dx_stride);
+        continue;
+      }
+      for (int i = 0; i < listed; ++i) {
+        const int *r = tied.runs + (ct * TIED_LIST + i) * 3;
+        rewrite_tied<T, VEC, G, SORTED, FIRST>(
+            x, x_stride, y, y_stride, dy, dy_stride, perm, r[0], r[1], r[2], c0, lane,
+            tied.bits[(ct * TIED_LIST + i) * G + lane], dx, dx_stride);
+      }
+    }
+  }
   const int s = owned[chunk];
   if (s < 0)
     return;
@@ -358,38 +448,22 @@ __global__ void __launch_bounds__(256)
   const int first = st / CH, last = (en - 1) / CH;
   const int first_slot = st == first * CH ? 0 : 1;
   for (int c0 = 0; c0 < D; c0 += COLS) {
-    int ties[CPL][VEC];
-#pragma unroll
-    for (int k = 0; k < CPL; ++k)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e)
-        ties[k][e] = 0;
+    tie_bits acc = {0u, 0u};
     for (int c = first; c <= last; c += BATCH_CHUNKS) {
-      pack<int, VEC> v[BATCH_CHUNKS][CPL];
+      tie_bits v[BATCH_CHUNKS];
 #pragma unroll
-      for (int b = 0; b < BATCH_CHUNKS; ++b)
+      for (int i = 0; i < BATCH_CHUNKS; ++i) {
+        const int cc = c + i;
+        const i64 slot = (i64)cc * 2 + (cc == first ? first_slot : 0);
+        v[i] = cc <= last ? bits[(slot * tiles + c0 / COLS) * G + lane] : tie_bits{0u, 0u};
+      }
 #pragma unroll
-        for (int k = 0; k < CPL; ++k) {
-          const int col = c0 + (k * G + lane) * VEC;
-          const int cc = c + b;
-          if (cc <= last && col < D)
-            v[b][k] = *reinterpret_cast<const pack<int, VEC> *>(
-                counts + ((i64)cc * 2 + (cc == first ? first_slot : 0)) * D + col);
-          else
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-              v[b][k].v[e] = 0;
-        }
-#pragma unroll
-      for (int b = 0; b < BATCH_CHUNKS; ++b)
-#pragma unroll
-        for (int k = 0; k < CPL; ++k)
-#pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            ties[k][e] += v[b][k].v[e];
+      for (int i = 0; i < BATCH_CHUNKS; ++i)
+        merge_bits(acc, v[i]);
     }
-    rewrite_tied<T, VEC, G, CPL, SORTED, FIRST, 4>(x, x_stride, y, y_stride, dy, dy_stride, perm, s,
-                                                   st, en, D, c0, lane, ties, dx, dx_stride);
+    if (__any_sync(mask, acc.twice != 0u))
+      rewrite_tied<T, VEC, G, SORTED, FIRST>(x, x_stride, y, y_stride, dy, dy_stride, perm, s, st,
+                                             en, c0, lane, acc.twice, dx, dx_stride);
   }
 }
 

@@ -128,6 +128,25 @@ __device__ __forceinline__ void add_to_counter(unsigned long long *c64, unsigned
     atomicAdd(c32, (unsigned)n);
 }
 
+// g / count for a count >= 1, without the IEEE division's slow-path subroutine: a call in a
+// kernel ties its loop's registers to the call ABI (the max/min backward's mark pass spilled its
+// rows in flight for it). A reciprocal estimate, Newton steps, then one residual correction:
+// within an ulp of g / count (exact but for rare last-bit cases), and deterministic.
+template <class A> __device__ __forceinline__ A divide_by_count(A g, int count) {
+  const A c = (A)count;
+  A r = (A)__fdividef(1.0f, (float)count);
+  if constexpr (sizeof(A) == 8) {
+    r = fma(fma(-c, r, 1.0), r, r);
+    r = fma(fma(-c, r, 1.0), r, r);
+    const A q = g * r;
+    return fma(fma(-q, c, g), r, q);
+  } else {
+    r = fmaf(fmaf(-c, r, 1.0f), r, r);
+    const A q = g * r;
+    return fmaf(fmaf(-q, c, g), r, q);
+  }
+}
+
 // The shuffle mask of the calling lane's group of G consecutive lanes (G divides 32).
 template <int G> __device__ __forceinline__ unsigned group_mask() {
   if constexpr (G >= 32)

@@ -33,9 +33,9 @@
  * atomics: unsorted ids are grouped by a stable radix sort, and each segment is reduced in
  * row order by a fixed split into chunks; the atomic algorithm for max/min uses integer
  * atomics, whose result does not depend on their order. The backward uses integer atomics
- * only (counts), and divides or routes deterministically; the max/min backward with at least
- * 2^22 result cells groups the rows by segment (the same sort) and counts ties without
- * atomics.
+ * only (counts), and divides or routes deterministically; the max/min backward with sorted ids
+ * or at least 2^22 result cells groups the rows by segment (the same sort, or none for sorted
+ * ids) and finds ties without atomics.
  *
  * Work and memory: O(N x D) time for every variant (no per-cell scans), on the caller's
  * stream, never synchronizing. Scratch comes from `workspace` when it is at least as large
@@ -48,9 +48,10 @@
  *   forward, unsorted, one column, sum/mean, S <= 16384, N <= 2^22 (not f64):
  *                                            4 S ceil(N / 4096)  bytes (8 for mean)
  *   forward, atomic algorithm (max/min):     S D k  bytes (k = 4, or 8 for f64)
- *   backward sum: 0; mean: 4 S; max/min: 4 S D (8 S D with first_occurrence) while
- *   S x D < 2^22, else about the forward's sort-path size (17 N + 8 S + 8 (N / chunk) D,
- *   without the 17 N for sorted ids)
+ *   backward sum: 0; mean: 4 S; max/min, unsorted ids and S x D < 2^22: 4 S D (8 S D with
+ *   first_occurrence); otherwise 17 N + 8 S + (N / chunk) (32 L + 60) T bytes, without the
+ *   17 N for sorted ids (L <= 32 the lanes a row takes, T = ceil(D / (16 L)) column tiles,
+ *   ceil(D / (8 L)) for f64)
  * where a is the accumulation type's size and chunk is 32..2048 rows (the call picks it).
  * Host ids add N x sizeof(id) for the device copy.
  *

@@ -1,8 +1,10 @@
 /* jitops_segment_reduce_backward: validate, plan, get the kernels, then
  *   sum:     gather dy rows
  *   mean:    row counts (offsets of sorted ids, or integer-atomic counts) -> gather / count
- *   max/min: clear ties -> mark matches (dx = dy or 0, count ties) -> split the tied cells
- * all over rows in their natural order, on the caller's stream. */
+ *   max/min: unsorted ids and a small S x D table: clear ties -> mark matches (dx = dy or 0,
+ *            count ties) -> split the tied cells, over rows in their natural order;
+ *            otherwise over rows grouped by segment: sort (unsorted ids) -> mark -> fix
+ * all on the caller's stream. */
 #include <string.h>
 
 #include "runtime/ops/segment_internal.h"
@@ -94,10 +96,12 @@ static jitops_status run_extreme(const bwd_ctx *c) {
 }
 
 /* max/min over rows grouped by segment: clear the sort's counters -> sort (unsorted ids) ->
- * mark (dx, and counts in registers) -> fix the segments that cross chunks. */
+ * mark (dx, and tie bits in registers) -> fix the segments that cross chunks and the tied
+ * whole segments the mark pass listed. */
 static jitops_status run_extreme_runs(const bwd_ctx *c) {
   const seg_call *call = c->call;
-  const seg_forward_plan *g = &c->plan->grouped;
+  const seg_backward_plan *plan = c->plan;
+  const seg_forward_plan *g = &plan->grouped;
   const int32_t *keys = NULL, *perm = NULL;
   if (!call->sorted) {
     JITOPS__TRY(
@@ -110,55 +114,44 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
   const void *ids = call->sorted ? c->ids : NULL;
   const int64_t id_stride = call->sorted ? c->id_stride : 0;
   const int32_t CH = (int32_t)g->chunk_rows, chunks = (int32_t)g->chunks;
-  int32_t *counts = (int32_t *)(c->scratch + g->partials);
+  void *bits = c->scratch + g->partials;
   int32_t *seg_end = (int32_t *)(c->scratch + g->seg_end);
-  int32_t *owned = (int32_t *)(c->scratch + c->plan->owned);
-  int32_t *own_start = (int32_t *)(c->scratch + c->plan->own_start);
+  int32_t *owned = (int32_t *)(c->scratch + plan->owned);
+  int32_t *own_start = (int32_t *)(c->scratch + plan->own_start);
+  /* Laid out as the template's tied_list. */
+  struct {
+    void *count, *runs, *bits;
+  } tied = {c->scratch + plan->tied_count, c->scratch + plan->tied_runs,
+            c->scratch + plan->tied_bits};
   const void *x = call->x.ptr, *y = call->y.ptr, *dy = call->dy.ptr;
   void *dx = call->dx.ptr;
-  const int64_t lanes = (int64_t)chunks * c->plan->layout.lanes;
-  const uint32_t mark_blocks = (uint32_t)((lanes + SEG_RUNS_THREADS - 1) / SEG_RUNS_THREADS);
-  const uint32_t fix_blocks = (uint32_t)((lanes + 255) / 256);
-  void *mark_args[] = {(void *)&x,
-                       (void *)&call->x.stride,
-                       (void *)&y,
-                       (void *)&call->y.stride,
-                       (void *)&dy,
-                       (void *)&call->dy.stride,
-                       (void *)&ids,
-                       (void *)&id_stride,
-                       (void *)&keys,
-                       (void *)&perm,
-                       (void *)&c->N,
-                       (void *)&c->S,
-                       (void *)&c->D,
-                       (void *)&CH,
-                       (void *)&chunks,
-                       (void *)&dx,
-                       (void *)&call->dx.stride,
-                       (void *)&counts,
-                       (void *)&owned,
-                       (void *)&own_start,
-                       (void *)&seg_end};
-  JITOPS__TRY(seg_launch(c->k->runs_mark, mark_blocks, SEG_RUNS_THREADS, 0, c->stream, mark_args));
-  void *fix_args[] = {(void *)&x,
-                      (void *)&call->x.stride,
-                      (void *)&y,
-                      (void *)&call->y.stride,
-                      (void *)&dy,
-                      (void *)&call->dy.stride,
-                      (void *)&perm,
-                      (void *)&c->N,
-                      (void *)&c->D,
-                      (void *)&CH,
-                      (void *)&chunks,
-                      (void *)&dx,
-                      (void *)&call->dx.stride,
-                      (void *)&counts,
-                      (void *)&owned,
-                      (void *)&own_start,
-                      (void *)&seg_end};
-  return seg_launch(c->k->runs_fix, fix_blocks, 256, 0, c->stream, fix_args);
+  const int64_t lanes = (int64_t)chunks * plan->layout.lanes;
+  void *args[] = {(void *)&x,
+                  (void *)&call->x.stride,
+                  (void *)&y,
+                  (void *)&call->y.stride,
+                  (void *)&dy,
+                  (void *)&call->dy.stride,
+                  (void *)&ids,
+                  (void *)&id_stride,
+                  (void *)&keys,
+                  (void *)&perm,
+                  (void *)&c->N,
+                  (void *)&c->S,
+                  (void *)&c->D,
+                  (void *)&CH,
+                  (void *)&chunks,
+                  (void *)&dx,
+                  (void *)&call->dx.stride,
+                  (void *)&bits,
+                  (void *)&owned,
+                  (void *)&own_start,
+                  (void *)&seg_end,
+                  (void *)&tied};
+  JITOPS__TRY(seg_launch(c->k->runs_mark,
+                         (uint32_t)((lanes + SEG_RUNS_THREADS - 1) / SEG_RUNS_THREADS),
+                         SEG_RUNS_THREADS, 0, c->stream, args));
+  return seg_launch(c->k->runs_fix, (uint32_t)((lanes + 255) / 256), 256, 0, c->stream, args);
 }
 
 static jitops_status run_backward(bwd_ctx *c) {

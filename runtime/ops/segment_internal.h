@@ -27,7 +27,9 @@
 #define SEG_HIST_ROWS       (SEG_SORT_THREADS * 16) /* rows a histogram block takes at a time */
 /* Threads a block of the max/min backward's mark pass (RUNS_THREADS in
  * templates/segment_backward_runs.cuh). */
-#define SEG_RUNS_THREADS 128
+#define SEG_RUNS_THREADS 256
+/* Tied whole segments a chunk's column tile lists for the backward's fix pass (TIED_LIST). */
+#define SEG_RUNS_TIED_LIST 4
 /* Shared memory a block may use for the atomic path's and the row counts' local tables. */
 #define SEG_SHARED_TABLE_BYTES (48 * 1024)
 
@@ -103,14 +105,17 @@ typedef struct seg_forward_plan {
 typedef struct seg_backward_plan {
   seg_layout layout;
   int rows_in_flight; /* max/min: rows a lane group takes at a time (RF) */
-  /* max/min with a large S x D table: over rows grouped by segment (the forward's sort or the
-   * boundaries of sorted ids) instead of a tie table. `grouped` holds that sort's plan and
-   * layout (its chunks, partials for the counts and seg_end); `runs_cpl` the accesses a lane
-   * takes per column tile. */
+  /* max/min with sorted ids or a large S x D table: over rows grouped by segment (the
+   * forward's sort or the boundaries of sorted ids) instead of a tie table. `grouped` holds
+   * that sort's plan and layout (its chunks, seg_end, and in `partials` the crossing runs' tie
+   * bits); `runs_cpl` the accesses a lane takes per column tile. */
   bool runs;
   int runs_cpl;
   seg_forward_plan grouped;
   size_t owned, own_start;
+  /* The tied whole segments each chunk lists per column tile (TIED_LIST in the template): a
+   * count, then {segment, start, end} and the lanes' tie bits of each. */
+  size_t tied_count, tied_runs, tied_bits;
   bool count_shared;     /* mean, unsorted: shared-memory row counts */
   uint32_t count_blocks; /* and their grid */
   /* Scratch offsets; `ties` holds S x D counts and then the tie flag. */

@@ -115,8 +115,9 @@ static jitops_status get_backward_runs(jitops_runtime_t *rt, const seg_call *cal
   JITOPS__TRY(get(rt, SRC_RUNS, &k->runs_mark,
                   NS "segment_backward_runs_mark<%s, %s, %d, %d, %d, %s, %s>", T, key_type, l->vec,
                   l->lanes, plan->runs_cpl, tf(call->sorted), tf(call->first_occurrence)));
-  return get(rt, SRC_RUNS, &k->runs_fix, NS "segment_backward_runs_fix<%s, %d, %d, %d, %s, %s>", T,
-             l->vec, l->lanes, plan->runs_cpl, tf(call->sorted), tf(call->first_occurrence));
+  return get(rt, SRC_RUNS, &k->runs_fix, NS "segment_backward_runs_fix<%s, %s, %d, %d, %d, %s, %s>",
+             T, key_type, l->vec, l->lanes, plan->runs_cpl, tf(call->sorted),
+             tf(call->first_occurrence));
 }
 
 jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,

@@ -29,18 +29,20 @@
 #define SEG_ATOMIC_MIN_ROWS_PER_SEGMENT 16
 #define SEG_ATOMIC_ROWS_IN_FLIGHT       4 /* matches templates/segment_atomic.cuh */
 #define SEG_BACKWARD_BATCH              4 /* matches BATCH in templates/segment_backward.cuh */
-/* max/min backward: with at least this many result cells the tie table (4 bytes a cell, 8 with
- * first_occurrence, cleared every call) and the per-row gathers of random result rows cost
- * more than grouping the rows by segment (the forward's sort) and counting ties in registers.
- * Measured on an H200 (N = 2^20, tie table): D = 1024 / S = 10^4 3.6x the forward, D = 64 /
- * S = 10^6 2.6x; below, D = 64 / S = 10^4 1.2x and S = 100 1.8x. */
+/* max/min backward, unsorted ids: with at least this many result cells the tie table (4 bytes
+ * a cell, 8 with first_occurrence, cleared every call) and the per-row gathers of random result
+ * rows cost more than grouping the rows by segment (the forward's sort) and keeping tie bits in
+ * registers. Measured on an H200 (N = 2^20, tie table): D = 1024 / S = 10^4 3.6x the forward,
+ * D = 64 / S = 10^6 2.6x; below, D = 64 / S = 10^4 1.2x and S = 100 1.8x. Sorted ids always
+ * take the grouped rows: they need no sort. */
 #define SEG_BACKWARD_RUNS_MIN_CELLS ((int64_t)1 << 22)
-/* The runs kernels' chunks: three full waves of the mark pass's three 128-thread blocks an SM
- * (~150 registers), so a slow chunk delays little and the last wave is as full as the others.
- * At most 16 elements of a row per lane and column tile (f32 D = 1024: two tiles of 512
- * columns). */
-#define SEG_BACKWARD_RUNS_THREADS_PER_SM (3 * 3 * SEG_RUNS_THREADS)
-#define SEG_BACKWARD_RUNS_LANE_ELEMENTS  16
+/* The grouped kernels' chunks: two full waves of the mark pass (runs_shape in
+ * templates/segment_backward_runs.cuh: three 256-thread blocks an SM for narrow rows of 4-byte
+ * types, two otherwise). A lane takes at most 16 elements of a row per column tile (8 for f64):
+ * f32 D = 1024 walks two tiles of 512 columns. Whole rows a tile (32 elements, the current
+ * segment's result reloaded from L1 by each access) measured 10% slower on an H100. */
+#define SEG_BACKWARD_RUNS_WAVES 2
+#define SEG_BACKWARD_RUNS_WIDE  8 /* elements a lane from which a row is wide */
 
 /* Unsorted sum and mean of one column take per-tile sorts and a tiles x S table of sums when
  * the table stays small: at most this many segments (keys of at most 15 bits, two passes in
@@ -182,8 +184,10 @@ static void plan_atomic(const jitops__device_props *props, const seg_call *call,
                  plan->layout.lanes, 32);
 }
 
+/* `partial_bytes` per chunk: the forward's two partial rows, or the backward's tie bits. */
 static void plan_sort(const jitops__device_props *props, const seg_call *call,
-                      int64_t threads_per_sm, seg_forward_plan *plan, size_t *cursor) {
+                      int64_t threads_per_sm, size_t partial_bytes, seg_forward_plan *plan,
+                      size_t *cursor) {
   /* What starts zeroed comes first, in one range: the bounds of every segment (untouched
    * bounds mean an empty segment), then the sort's counters and look-back words. */
   plan->zeroed = *cursor;
@@ -216,8 +220,7 @@ static void plan_sort(const jitops__device_props *props, const seg_call *call,
 
   plan->chunk_rows = choose_chunk_rows(props, call->rows, plan->layout.lanes, threads_per_sm);
   plan->chunks = (call->rows + plan->chunk_rows - 1) / plan->chunk_rows;
-  plan->partials =
-      take(cursor, (size_t)plan->chunks * 2 * (size_t)call->cols * acc_size(call->dtype));
+  plan->partials = take(cursor, (size_t)plan->chunks * partial_bytes);
   if (sort) {
     const size_t list = (size_t)call->rows * sizeof(int32_t);
     const int buffers = plan->sort_passes > 1 ? 2 : 1;
@@ -288,27 +291,41 @@ void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
   else if (plan->path == SEG_PATH_TILES)
     plan_tiles(call, plan, &cursor);
   else if (plan->path == SEG_PATH_SORT || plan->path == SEG_PATH_BOUNDARIES)
-    plan_sort(props, call, reduce_threads_per_sm(call, &plan->layout), plan, &cursor);
+    plan_sort(props, call, reduce_threads_per_sm(call, &plan->layout),
+              2 * (size_t)call->cols * acc_size(call->dtype), plan, &cursor);
   plan->workspace_bytes = cursor;
 }
 
 /* max/min over grouped rows: the forward's sort plan (never carrying values: the kernels
- * need the rows), with chunks for a fuller SM; the chunks' counts reuse its partials, the
- * crossing segments' ends its seg_end. */
+ * need the rows), with chunks for the mark pass's waves; the crossing runs' tie bits take the
+ * partials (a pair of words per lane, slot and column tile), their ends seg_end. */
 static void plan_backward_runs(const jitops__device_props *props, const seg_call *call,
                                seg_backward_plan *plan, size_t *cursor) {
   seg_forward_plan *g = &plan->grouped;
   plan->runs = true;
   g->layout = plan->layout;
   g->path = call->sorted ? SEG_PATH_BOUNDARIES : SEG_PATH_SORT;
-  int cpl = SEG_BACKWARD_RUNS_LANE_ELEMENTS / plan->layout.vec;
+  const int lane_elements = acc_size(call->dtype) == 8 ? 8 : 16;
+  int cpl = lane_elements / plan->layout.vec;
   if (cpl < 1)
     cpl = 1;
   plan->runs_cpl = cpl < plan->layout.cpl ? cpl : plan->layout.cpl;
-  plan_sort(props, call, SEG_BACKWARD_RUNS_THREADS_PER_SM, g, cursor);
+  const int elements = plan->runs_cpl * plan->layout.vec;
+  const bool narrow = elements < SEG_BACKWARD_RUNS_WIDE && acc_size(call->dtype) == 4;
+  const int64_t threads_per_sm = (narrow ? 3 : 2) * SEG_RUNS_THREADS * SEG_BACKWARD_RUNS_WAVES;
+  const int64_t cols_per_tile = (int64_t)plan->layout.lanes * elements;
+  const int64_t tiles = (call->cols + cols_per_tile - 1) / cols_per_tile;
+  const size_t bits_per_chunk =
+      2 * (size_t)tiles * (size_t)plan->layout.lanes * 2 * sizeof(uint32_t);
+  plan_sort(props, call, threads_per_sm, bits_per_chunk, g, cursor);
   g->sort_carry = false;
   plan->owned = take(cursor, (size_t)g->chunks * sizeof(int32_t));
   plan->own_start = take(cursor, (size_t)g->chunks * sizeof(int32_t));
+  const size_t chunk_tiles = (size_t)g->chunks * (size_t)tiles;
+  plan->tied_count = take(cursor, chunk_tiles * sizeof(int32_t));
+  plan->tied_runs = take(cursor, chunk_tiles * SEG_RUNS_TIED_LIST * 3 * sizeof(int32_t));
+  plan->tied_bits = take(cursor, chunk_tiles * SEG_RUNS_TIED_LIST * (size_t)plan->layout.lanes *
+                                     sizeof(uint32_t));
 }
 
 void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
@@ -343,10 +360,7 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
     break;
   case JITOPS_SEGMENT_MAX:
   case JITOPS_SEGMENT_MIN:
-    /* Sorted ids keep the tie table below the threshold too: the runs kernels (no sort needed)
-     * measured 0.247 ms against its 0.245 at N = 2^20, D = 64, S = 10^4 (H100), and they walk
-     * the tied columns of long segments row by row. */
-    if ((int64_t)cells >= SEG_BACKWARD_RUNS_MIN_CELLS) {
+    if (call->sorted || (int64_t)cells >= SEG_BACKWARD_RUNS_MIN_CELLS) {
       plan_backward_runs(props, call, plan, &cursor);
       break;
     }
