@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One device call for the segment family: the GPU test, compute-sanitizer memcheck and
-# racecheck over its --quick subset, and the benchmark against PyTorch. Run from a directory
-# holding `build` (with tests/ and libjitops.so) and `bench`; logs go to $OUT. A kernel cache
-# prewarmed on the build machine (test_gpu_segment --prewarm DIR) may be given as $PREWARMED.
-# $STEPS picks the steps (default "test memcheck racecheck bench"); each has a time limit.
+# racecheck over its --quick subset, the benchmark against PyTorch, and (step "ceilings", not
+# in the default) the memory ceilings of its access patterns (bench/stream_ceilings.cu,
+# compiled there). Run from a directory holding `build` (with tests/ and libjitops.so) and
+# `bench`; logs go to $OUT. A kernel cache prewarmed on the build machine (test_gpu_segment
+# --prewarm DIR) may be given as $PREWARMED. $STEPS picks the steps (default "test memcheck
+# racecheck bench"); each has a time limit.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -36,6 +38,10 @@ has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
     --error-exitcode 9 "$T" --quick
 } >"$OUT/tests.log" 2>&1
 grep -E "^==|FAILED|passed|failure|ERROR SUMMARY|RACECHECK SUMMARY|\(.* s\)" "$OUT/tests.log" | tail -n 40
+if has ceilings; then
+  nvcc -O3 -std=c++17 -arch=sm_90 "$HERE/bench/stream_ceilings.cu" -o /tmp/stream_ceilings &&
+    timeout "${T_CEILINGS:-120}" /tmp/stream_ceilings | tee "$OUT/ceilings.txt" | tail -n 30 || status=1
+fi
 if has bench; then
   timeout "${T_BENCH:-200}" python3 "$HERE/bench/bench_segment.py" ${BENCH_ARGS:-} --json "$OUT/bench.json" \
     2>"$OUT/bench_rows.log" | tee "$OUT/bench.md" || status=1
