@@ -64,6 +64,22 @@ __device__ __forceinline__ void stcs(float4 *p, float4 v) {
                : "memory");
 }
 
+// The rows of positions j0 .. j0 + U - 1 (their indices and this lane's CPL float4 of each),
+// every load issued before any is used.
+template <int G, int CPL, int U>
+__device__ __forceinline__ void load_rows(const float4 *__restrict__ x,
+                                          const int *__restrict__ perm, int N, long j0, int lane,
+                                          int (&row)[U], float4 (&v)[U][CPL]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    row[u] = j0 + u < N ? perm[j0 + u] : 0;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int k = 0; k < CPL; ++k)
+      v[u][k] = ldcs(x + (long)row[u] * G * CPL + k * G + lane);
+}
+
 // Registers: a group of G lanes per position, CPL float4 a lane, U positions at a time.
 // MODE 0 gather (write out[j]), 1 rw (write dx[perm[j]] from a y/dy compare).
 template <int G, int CPL, int U, int MODE>
@@ -75,15 +91,8 @@ __global__ void __launch_bounds__(256)
   const long groups = (long)gridDim.x * (blockDim.x / G);
   for (long j0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) / G * U; j0 < N; j0 += groups * U) {
     int row[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      row[u] = j0 + u < N ? perm[j0 + u] : 0;
     float4 v[U][CPL];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int k = 0; k < CPL; ++k)
-        v[u][k] = ldcs(x + (long)row[u] * R4 + k * G + lane);
+    load_rows<G, CPL, U>(x, perm, N, j0, lane, row, v);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (j0 + u >= N)
@@ -264,15 +273,8 @@ __global__ void __launch_bounds__(256)
   const long groups = (long)gridDim.x * (blockDim.x / G);
   for (long j0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) / G * U; j0 < N; j0 += groups * U) {
     int row[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      row[u] = j0 + u < N ? perm[j0 + u] : 0;
     float4 v[U][CPL];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int k = 0; k < CPL; ++k)
-        v[u][k] = ldcs(x + (long)row[u] * R4 + k * G + lane);
+    load_rows<G, CPL, U>(x, perm, N, j0, lane, row, v);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (j0 + u >= N)
@@ -291,25 +293,6 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
-}
-
-template <int G, int CPL, int U>
-void run_sparse(const char *name, float4 *x, const int *perm, int N, int seg, float4 *y, float4 *dy,
-                float4 *out, size_t out_bytes, double bytes, int inner) {
-  auto k = sparse_k<G, CPL, U>;
-  int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, 0));
-  const int blocks = sms * per_sm;
-  float ms = time_ms(
-      [&] {
-        CK(cudaMemsetAsync(out, 0, out_bytes));
-        k<<<blocks, 256>>>(x, perm, N, seg, y, dy, out);
-      },
-      inner);
-  float msk = time_ms([&] { k<<<blocks, 256>>>(x, perm, N, seg, y, dy, out); }, inner);
-  float msm = time_ms([&] { CK(cudaMemsetAsync(out, 0, out_bytes)); }, inner);
-  printf("%-34s %8.4f ms %7.0f GB/s  (memset %.4f + mark %.4f; %d blocks/SM)\n", name, ms,
-         bytes / ms / 1e6, msm, msk, per_sm);
 }
 
 struct Bufs {
@@ -341,40 +324,61 @@ template <class F> float time_ms(F f, int inner, int iters = 7) {
   return t[t.size() / 2];
 }
 
+// Every row kernel takes (x, perm, N, seg, y, dy, out).
+typedef void (*row_kernel)(const float4 *, const int *, int, int, const float4 *, const float4 *,
+                           float4 *);
+
+// A full grid of `kernel` (every block the SMs hold at once, grid-stride loops do the rest):
+// its blocks and the blocks an SM holds.
+static int full_grid(row_kernel kernel, int threads, int smem, int *per_sm) {
+  if (smem > 0)
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, threads, smem));
+  return sms * *per_sm;
+}
+
+static void run_rows(const char *name, row_kernel kernel, int threads, int smem, Bufs &B,
+                     const int *perm, int N, int seg, double bytes, int inner) {
+  int per_sm = 0;
+  const int blocks = full_grid(kernel, threads, smem, &per_sm);
+  float ms = time_ms(
+      [&] { kernel<<<blocks, threads, smem>>>(B.x, perm, N, seg, B.y, B.dy, B.out); }, inner);
+  printf("%-34s %8.4f ms %7.0f GB/s  (%d blocks/SM, %d B smem)\n", name, ms, bytes / ms / 1e6,
+         per_sm, smem);
+}
+
 template <int G, int CPL, int U, int MODE>
 void run_reg(const char *name, Bufs &B, const int *perm, int N, int seg, double bytes, int inner) {
-  auto k = reg_k<G, CPL, U, MODE>;
-  int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, 0));
-  const int blocks = sms * per_sm;
-  float ms = time_ms([&] { k<<<blocks, 256>>>(B.x, perm, N, seg, B.y, B.dy, B.out); }, inner);
-  printf("%-34s %8.4f ms %7.0f GB/s  (%d blocks/SM)\n", name, ms, bytes / ms / 1e6, per_sm);
+  run_rows(name, reg_k<G, CPL, U, MODE>, 256, 0, B, perm, N, seg, bytes, inner);
 }
 
 template <int G, int CPL, int K, int MODE>
 void run_cpa(const char *name, Bufs &B, const int *perm, int N, int seg, double bytes, int inner) {
-  auto k = cpa_k<G, CPL, K, MODE>;
-  const int smem = 256 * K * CPL * 16;
-  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, smem));
-  const int blocks = sms * per_sm;
-  float ms = time_ms([&] { k<<<blocks, 256, smem>>>(B.x, perm, N, seg, B.y, B.dy, B.out); }, inner);
-  printf("%-34s %8.4f ms %7.0f GB/s  (%d blocks/SM, %d B smem)\n", name, ms, bytes / ms / 1e6,
-         per_sm, smem);
+  run_rows(name, cpa_k<G, CPL, K, MODE>, 256, 256 * K * CPL * 16, B, perm, N, seg, bytes, inner);
 }
 
 template <int ROWB, int RPS, int K, int MODE>
 void run_tma(const char *name, Bufs &B, const int *perm, int N, int seg, double bytes, int inner) {
-  auto k = tma_k<ROWB, RPS, K, MODE>;
-  const int smem = 4 * K * ROWB * RPS + 4 * K * 8;
-  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  run_rows(name, tma_k<ROWB, RPS, K, MODE>, 128, 4 * K * ROWB * RPS + 4 * K * 8, B, perm, N, seg,
+           bytes, inner);
+}
+
+template <int G, int CPL, int U>
+void run_sparse(const char *name, float4 *x, const int *perm, int N, int seg, float4 *y, float4 *dy,
+                float4 *out, size_t out_bytes, double bytes, int inner) {
+  auto k = sparse_k<G, CPL, U>;
   int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 128, smem));
-  const int blocks = sms * per_sm;
-  float ms = time_ms([&] { k<<<blocks, 128, smem>>>(B.x, perm, N, seg, B.y, B.dy, B.out); }, inner);
-  printf("%-34s %8.4f ms %7.0f GB/s  (%d blocks/SM, %d B smem)\n", name, ms, bytes / ms / 1e6,
-         per_sm, smem);
+  const int blocks = full_grid(k, 256, 0, &per_sm);
+  float ms = time_ms(
+      [&] {
+        CK(cudaMemsetAsync(out, 0, out_bytes));
+        k<<<blocks, 256>>>(x, perm, N, seg, y, dy, out);
+      },
+      inner);
+  float msk = time_ms([&] { k<<<blocks, 256>>>(x, perm, N, seg, y, dy, out); }, inner);
+  float msm = time_ms([&] { CK(cudaMemsetAsync(out, 0, out_bytes)); }, inner);
+  printf("%-34s %8.4f ms %7.0f GB/s  (memset %.4f + mark %.4f; %d blocks/SM)\n", name, ms,
+         bytes / ms / 1e6, msm, msk, per_sm);
 }
 
 // Checks a gather result against the host permutation on a few rows.

@@ -50,6 +50,12 @@ struct tie_bits {
   unsigned once, twice;
 };
 
+// Where a lane keeps a crossing run's bits: bits[chunk][slot][tile][lane], slot 0 for the
+// chunk's first run and 1 for its last.
+__device__ __forceinline__ i64 tie_slot(i64 chunk, int slot, int tiles, int tile, int G, int lane) {
+  return ((chunk * 2 + slot) * tiles + tile) * G + lane;
+}
+
 __device__ __forceinline__ void merge_bits(tie_bits &acc, tie_bits b) {
   acc.twice |= b.twice | (acc.once & b.once);
   acc.once |= b.once;
@@ -155,6 +161,12 @@ struct tied_list {
   unsigned *bits;
 };
 
+// Entry i of the list of chunk tile ct: its run at runs[3 * entry], its lanes' bits at
+// bits[G * entry].
+__device__ __forceinline__ i64 tied_entry(i64 ct, int i) {
+  return ct * TIED_LIST + i;
+}
+
 // Whether the run [a, b) of segment s, inside chunk [lo, hi), starts and ends the segment.
 template <class I, bool SORTED>
 __device__ __forceinline__ void run_extent(const I *ids, i64 id_stride, const int *keys, int N,
@@ -225,16 +237,16 @@ __global__ void __launch_bounds__(RUNS_THREADS, (runs_shape<T, CPL * VEC>::min_b
           seg_end[s] = b;
       }
       if (!(starts && ends)) {
-        bits[((chunk * 2 + (a == lo ? 0 : 1)) * tiles + c0 / COLS) * G + lane] = tb;
+        bits[tie_slot(chunk, a == lo ? 0 : 1, tiles, c0 / COLS, G, lane)] = tb;
       } else if (!FIRST && __any_sync(mask, tb.twice != 0u)) { // FIRST holds within a run
         if (listed < TIED_LIST) {
           if (lane == 0) {
-            int *r = tied.runs + (ct * TIED_LIST + listed) * 3;
+            int *r = tied.runs + tied_entry(ct, listed) * 3;
             r[0] = s;
             r[1] = a;
             r[2] = b;
           }
-          tied.bits[(ct * TIED_LIST + listed) * G + lane] = tb.twice;
+          tied.bits[tied_entry(ct, listed) * G + lane] = tb.twice;
         }
         listed = min(listed + 1, TIED_LIST + 1);
       }
@@ -430,10 +442,10 @@ __global__ void __launch_bounds__(256)
         continue;
       }
       for (int i = 0; i < listed; ++i) {
-        const int *r = tied.runs + (ct * TIED_LIST + i) * 3;
+        const int *r = tied.runs + tied_entry(ct, i) * 3;
         rewrite_tied<T, VEC, G, SORTED, FIRST>(
             x, x_stride, y, y_stride, dy, dy_stride, perm, r[0], r[1], r[2], c0, lane,
-            tied.bits[(ct * TIED_LIST + i) * G + lane], dx, dx_stride);
+            tied.bits[tied_entry(ct, i) * G + lane], dx, dx_stride);
       }
     }
   }
@@ -454,8 +466,8 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int i = 0; i < BATCH_CHUNKS; ++i) {
         const int cc = c + i;
-        const i64 slot = (i64)cc * 2 + (cc == first ? first_slot : 0);
-        v[i] = cc <= last ? bits[(slot * tiles + c0 / COLS) * G + lane] : tie_bits{0u, 0u};
+        const int slot = cc == first ? first_slot : 0;
+        v[i] = cc <= last ? bits[tie_slot(cc, slot, tiles, c0 / COLS, G, lane)] : tie_bits{0u, 0u};
       }
 #pragma unroll
       for (int i = 0; i < BATCH_CHUNKS; ++i)
