@@ -158,7 +158,7 @@ static const seg_case cases[] = {
      .host_ids = true, .quick = true},
     {"host ids f16 i32 D3 sorted strided", F16, SHAPE(2000, 3, 60), .ids = IDS_NEGATIVE,
      .sorted = true, .id_stride = 2, .host_ids = true},
-    {"atomic global f32 D64", F32, .id64 = true, SHAPE(20000, 64, 5000), ATOMIC},
+    {"atomic global f16 D64", F16, .id64 = true, SHAPE(20000, 64, 5000), ATOMIC},
     {"atomic shared f16 D4", F16, SHAPE(50000, 4, 20), ATOMIC, .quick = true},
     {"sort forced few segments f32 D64", F32, .id64 = true, SHAPE(20000, 64, 10), SORT},
     {"workspace f32 D64", F32, .id64 = true, SHAPE(3000, 64, 37), .ids = IDS_BAD,
@@ -216,6 +216,21 @@ static const seg_case cases[] = {
      .vals = VALS_TIES, .first_occurrence = true},
     {"runs few ties f32 D1024 sorted", F32, SHAPE(6000, 1024, 1200), .vals = VALS_SOME_TIES,
      .sorted = true},
+    /* Unsorted max/min over many segments: rows into buckets of segments, a shared table a
+     * bucket. Buckets of one tile decode their table; larger ones (one segment, skewed ids)
+     * merge tiles through the output and the last tile decodes it. */
+    {"buckets f32 i64 D64", F32, .id64 = true, SHAPE(200000, 64, 100000), .vals = VALS_RANDOM,
+     .quick = true},
+    {"buckets one segment f64 D8 atomic", F64, SHAPE(100000, 8, 50000), .ids = IDS_ONE, ATOMIC,
+     .quick = true},
+    {"buckets skewed f32 i64 D32 ties", F32, .id64 = true, SHAPE(300000, 32, 200000),
+     .ids = IDS_SKEWED, .vals = VALS_TIES},
+    {"buckets bad ids f32 D16 fill counter32 padded", F32, SHAPE(50000, 16, 30000), .ids = IDS_BAD,
+     .fill = true, .counter_bits = 32, .data_pad = 2, .out_pad = 3, .id_stride = 2, .quick = true},
+    {"buckets nan f64 i64 D4", F64, .id64 = true, SHAPE(4000, 4, 3000), .vals = VALS_NAN},
+    {"buckets wide f32 D1000 atomic", F32, .id64 = true, SHAPE(20000, 1000, 500), ATOMIC},
+    {"buckets bench shape f32 i64 D64", F32, .id64 = true, SHAPE(1 << 20, 64, 1000000),
+     .counter_bits = 64},
 };
 #undef ATOMIC
 #undef SORT

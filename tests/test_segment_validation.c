@@ -441,6 +441,15 @@ static void workspace_sizes(jitops_runtime_t *rt) {
   /* The radix sort keeps keys and rows twice (ping-pong): at least 16 bytes a row. */
   CHECK(unsorted >= sorted + ((size_t)16 << 20));
   CHECK(sorted >= 10001 * 4);
+  /* f32 max/min with atomics over many segments: buckets of 192 segments (48 KB tables), an
+   * 8-byte entry a row plus a count per bucket and counting block (at most 128) and 16 bytes a
+   * tile; f16 (whose output cannot hold the codes): the global table of S x D codes. */
+  CHECK(atomic >= (size_t)8 << 20 &&
+        atomic < ((size_t)8 << 20) + 53 * (128 + 5) * 4 + 16 * (53 + 256) + 4096);
+  f.data = make(DEV, kDLFloat, 16, 2, 1 << 20, 64, 0);
+  f.out = make(DEV, kDLFloat, 16, 2, 10000, 64, 0);
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids),
+                                                10000, T(&f.out), &o, &atomic));
   CHECK(atomic >= (size_t)10000 * 64 * 4 && atomic < (size_t)10000 * 64 * 4 + 4096);
 }
 

@@ -47,7 +47,9 @@
  *   forward, sorted ids:                     8 S + 2 (N / chunk) D a  bytes
  *   forward, unsorted, one column, sum/mean, S <= 16384, N <= 2^22 (not f64):
  *                                            4 S ceil(N / 4096)  bytes (8 for mean)
- *   forward, atomic algorithm (max/min):     S D k  bytes (k = 4, or 8 for f64)
+ *   forward, atomic algorithm (max/min):     S D k  bytes (k = 4, or 8 for f64); with buckets
+ *                                            of segments 8 N + 4 B (C + 5) + 16 (B + N / 4096)
+ *                                            (B buckets, C <= 128 counting blocks)
  *   backward sum: 0; mean: 4 S; max/min, unsorted ids and S x D < 2^22: 4 S D (8 S D with
  *   first_occurrence); otherwise 17 N + 8 S + (N / chunk) (32 L + 60) T bytes, without the
  *   17 N for sorted ids (L <= 32 the lanes a row takes, T = ceil(D / (16 L)) column tiles,
@@ -82,14 +84,19 @@ typedef enum jitops_segment_reduction {
 typedef enum jitops_segment_algorithm {
   /* The sort algorithm for sum and mean and for sorted ids; for unsorted max/min, the
    * atomic algorithm when its S x D table fits in shared memory (and N x D is at least 16
-   * times S x D per block), or when rows have at most 4 columns and segments at least 16 rows
-   * on average; else the sort algorithm (global atomics lose on wide rows). */
+   * times S x D per block), when rows have at most 4 columns and segments at least 16 rows
+   * on average, or (f32 and f64) when segments hold at most 2 rows on average; else the sort
+   * algorithm (global atomics lose on wide rows). */
   JITOPS_SEGMENT_ALGORITHM_AUTO = 0,
   /* Group rows by segment — a stable radix sort of unsorted ids, the boundaries of sorted
    * ones — and reduce each segment in row order. Any reduction. */
   JITOPS_SEGMENT_ALGORITHM_SORT = 1,
-  /* max/min only: one pass of integer atomics on an order-preserving encoding of the
-   * values. Also deterministic (an integer max does not depend on the order of updates). */
+  /* max/min only: integer atomics on an order-preserving encoding of the values. Also
+   * deterministic (an integer max does not depend on the order of updates). Three layouts:
+   * the whole S x D table in each block's shared memory when it fits; for f32 and f64, buckets
+   * of consecutive segments whose P x D table fits in 48 KB of shared memory (a counting sort
+   * of the rows by bucket, then one block per bucket, or per 4096 rows of a larger one, with
+   * at most 12288 buckets); else one S x D table in global memory. */
   JITOPS_SEGMENT_ALGORITHM_ATOMIC = 2
 } jitops_segment_algorithm;
 

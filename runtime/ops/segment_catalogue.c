@@ -2,7 +2,8 @@
  * sorted or not, row length) combination, and compiling it compiles every kernel its forward
  * and backward calls use — through the same planner the calls use, for a typical problem
  * (2^20 rows, 10 000 segments; for unsorted max/min also 100 segments, which takes the
- * shared-memory atomic path, and the sort path). Row lengths 1 (scalars per row) and 64 (a
+ * shared-memory atomic path, 10^6 segments, which takes buckets of shared tables for 4- and
+ * 8-byte types, and each algorithm forced). Row lengths 1 (scalars per row) and 64 (a
  * typical embedding width, aligned) cover the small-row and the wide-row layouts. */
 #include <stdio.h>
 #include <string.h>
@@ -94,6 +95,7 @@ static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
   const bool extreme = e.reduction == JITOPS_SEGMENT_MAX || e.reduction == JITOPS_SEGMENT_MIN;
   if (extreme && !e.sorted) {
     JITOPS__TRY(compile_forward(runtime, &e, 100, JITOPS_SEGMENT_ALGORITHM_AUTO));
+    JITOPS__TRY(compile_forward(runtime, &e, 1000000, JITOPS_SEGMENT_ALGORITHM_AUTO));
     JITOPS__TRY(compile_forward(runtime, &e, 10000, JITOPS_SEGMENT_ALGORITHM_ATOMIC));
     JITOPS__TRY(compile_forward(runtime, &e, 10000, JITOPS_SEGMENT_ALGORITHM_SORT));
   }

@@ -3,6 +3,8 @@
  *   boundaries: clear -> chunks -> fixup                        (sorted ids)
  *   tiles:      per-tile sorts and sums -> combine              (one column, sum/mean)
  *   atomic:     clear the code table -> atomic pass -> finalize  (max/min)
+ *   buckets:    clear -> count -> offsets and layout -> scatter -> reduce a tile a block
+ *               (max/min)
  *   empty:      count the dropped ids, if asked                 (S = 0 or D = 0)
  * all on the caller's stream, with scratch from the workspace or stream-ordered memory. */
 #include <string.h>
@@ -166,6 +168,63 @@ static jitops_status clear_scratch(const fwd_ctx *c) {
                                c->stream);
 }
 
+/* A counting sort of the rows by bucket (count a block, offsets and layout, scatter), then one
+ * block a tile of a bucket reduces it through a shared table. */
+static jitops_status run_buckets(const fwd_ctx *c) {
+  const seg_forward_plan *p = c->plan;
+  const seg_call *call = c->call;
+  char *w = c->scratch;
+  int32_t *matrix = (int32_t *)(w + p->bucket_matrix), *counts = (int32_t *)(w + p->bucket_counts);
+  uint32_t *done = (uint32_t *)(w + p->bucket_done), *tickets = (uint32_t *)(w + p->bucket_tickets);
+  int32_t *start = (int32_t *)(w + p->bucket_start);
+  void *tiles = w + p->bucket_tiles;
+  int32_t *tile_count = (int32_t *)(w + p->bucket_tile_count);
+  int32_t *multi = (int32_t *)(w + p->bucket_multi);
+  int32_t *multi_count = (int32_t *)(w + p->bucket_multi_count);
+  void *entries = w + p->bucket_entries;
+  const int32_t P = (int32_t)p->bucket_segments, B = (int32_t)p->buckets;
+  const int32_t tile_rows = (int32_t)p->bucket_tile_rows;
+  const int32_t block_rows = (int32_t)p->bucket_block_rows, blocks = (int32_t)p->bucket_blocks;
+  const uint32_t per_bucket = (uint32_t)(B * sizeof(int32_t)); /* each pass's shared memory */
+  JITOPS__TRY(clear_scratch(c));
+
+  void *count_args[] = {
+      (void *)&c->ids, (void *)&c->id_stride, (void *)&c->N,   (void *)&c->S,   (void *)&P,
+      (void *)&B,      (void *)&block_rows,   (void *)&matrix, (void *)&c->c64, (void *)&c->c32};
+  JITOPS__TRY(seg_launch(c->k->bucket_count, p->bucket_blocks, SEG_BUCKET_THREADS, per_bucket,
+                         c->stream, count_args));
+  void *offsets_args[] = {(void *)&matrix,    (void *)&blocks,     (void *)&B,
+                          (void *)&tile_rows, (void *)&counts,     (void *)&tickets,
+                          (void *)&start,     (void *)&tiles,      (void *)&tile_count,
+                          (void *)&multi,     (void *)&multi_count};
+  JITOPS__TRY(seg_launch(c->k->bucket_offsets,
+                         (uint32_t)((B + SEG_BUCKET_THREADS - 1) / SEG_BUCKET_THREADS),
+                         SEG_BUCKET_THREADS, per_bucket, c->stream, offsets_args));
+  void *out = call->out.ptr;
+  void *scatter_args[] = {(void *)&c->ids,     (void *)&c->id_stride,
+                          (void *)&c->N,       (void *)&c->S,
+                          (void *)&P,          (void *)&B,
+                          (void *)&block_rows, (void *)&matrix,
+                          (void *)&start,      (void *)&entries,
+                          (void *)&multi,      (void *)&multi_count,
+                          (void *)&out,        (void *)&call->out.stride,
+                          (void *)&c->D};
+  JITOPS__TRY(seg_launch(c->k->bucket_scatter, p->bucket_blocks, SEG_BUCKET_THREADS, per_bucket,
+                         c->stream, scatter_args));
+
+  const void *data = call->data.ptr;
+  const float fill32 = (float)call->empty_value;
+  const double fill64 = call->empty_value;
+  const void *fill = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&fill64 : &fill32;
+  void *reduce_args[] = {
+      (void *)&data,  (void *)&call->data.stride, (void *)&c->D, (void *)&entries,
+      (void *)&tiles, (void *)&tile_count,        (void *)&P,    (void *)&c->S,
+      (void *)&out,   (void *)&call->out.stride,  (void *)fill,  (void *)&done};
+  const uint32_t table_bytes = (uint32_t)((size_t)P * (size_t)call->cols * p->code_size);
+  return seg_launch(c->k->bucket_extreme, (uint32_t)p->bucket_tiles_max, SEG_BUCKET_THREADS,
+                    table_bytes, c->stream, reduce_args);
+}
+
 /* Per-tile sorts and sums into the tiles x S table, then each segment's tiles in order. */
 static jitops_status run_tiles(const fwd_ctx *c) {
   const seg_forward_plan *p = c->plan;
@@ -211,6 +270,8 @@ static jitops_status run_forward(fwd_ctx *c) {
     return run_atomic(c);
   case SEG_PATH_TILES:
     return run_tiles(c);
+  case SEG_PATH_BUCKETS:
+    return run_buckets(c);
   case SEG_PATH_BOUNDARIES:
     JITOPS__TRY(clear_scratch(c));
     return run_grouped(c, NULL, NULL);

@@ -32,6 +32,8 @@
 #define SEG_RUNS_TIED_LIST 4
 /* Shared memory a block may use for the atomic path's and the row counts' local tables. */
 #define SEG_SHARED_TABLE_BYTES (48 * 1024)
+/* Threads a block of the bucket kernels (BUCKET_THREADS in templates/segment_buckets.cuh). */
+#define SEG_BUCKET_THREADS 256
 
 /* A tensor of rows, [rows, cols] after flattening the trailing dims. */
 typedef struct seg_rows {
@@ -77,7 +79,8 @@ typedef enum seg_path {
   SEG_PATH_SORT,       /* unsorted ids: radix sort, chunked reduction, fixup */
   SEG_PATH_BOUNDARIES, /* sorted ids: chunked reduction, fixup */
   SEG_PATH_ATOMIC,     /* max/min: integer atomics into a code table, then finalize */
-  SEG_PATH_TILES       /* one column, sum/mean, few segments: per-tile sorts and sums */
+  SEG_PATH_TILES,      /* one column, sum/mean, few segments: per-tile sorts and sums */
+  SEG_PATH_BUCKETS     /* max/min, many segments: rows into buckets, shared atomics a bucket */
 } seg_path;
 
 typedef struct seg_forward_plan {
@@ -93,6 +96,13 @@ typedef struct seg_forward_plan {
   bool atomic_shared;
   uint32_t atomic_blocks;
   size_t code_size; /* 4 or 8 bytes per atomic table cell */
+  /* SEG_PATH_BUCKETS: P segments a bucket, B buckets, tiles of at most bucket_tile_rows rows
+   * (bucket_tiles_max: the most tiles any ids can make, the reduction's grid), and the counting
+   * and scattering passes' blocks, each taking bucket_block_rows consecutive rows. */
+  int64_t bucket_segments, buckets, bucket_tile_rows, bucket_tiles_max, bucket_block_rows;
+  uint32_t bucket_blocks;
+  size_t bucket_matrix, bucket_counts, bucket_done, bucket_tickets, bucket_multi_count,
+      bucket_start, bucket_tiles, bucket_tile_count, bucket_multi, bucket_entries;
   /* Byte offsets into the scratch memory. [zeroed, zeroed + zeroed_bytes) is cleared by one
    * memset first: the segment bounds, the sort's digit counts, tile counters and look-back
    * words. */
@@ -165,6 +175,7 @@ typedef struct seg_forward_kernels {
   jitops_kernel_t *reduce, *fixup;
   jitops_kernel_t *atomic, *finalize;
   jitops_kernel_t *tile_sums, *tile_combine;
+  jitops_kernel_t *bucket_count, *bucket_offsets, *bucket_scatter, *bucket_extreme;
   jitops_kernel_t *count_too_large;
 } seg_forward_kernels;
 

@@ -14,6 +14,7 @@
 #define SRC_BACKWARD "jitops/segment_backward.cuh"
 #define SRC_TILES    "jitops/segment_tiles.cuh"
 #define SRC_RUNS     "jitops/segment_backward_runs.cuh"
+#define SRC_BUCKETS  "jitops/segment_buckets.cuh"
 #define NS           "jitops::segment::"
 
 static jitops_status get(jitops_runtime_t *runtime, const char *source, jitops_kernel_t **out,
@@ -86,6 +87,13 @@ jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call 
     return get(runtime, SRC_TILES, &out->tile_combine, NS "segment_tile_combine<%s, %s>", T,
                tf(mean));
   }
+  case SEG_PATH_BUCKETS:
+    JITOPS__TRY(get(runtime, SRC_BUCKETS, &out->bucket_count, NS "segment_bucket_count<%s>", I));
+    JITOPS__TRY(get(runtime, SRC_BUCKETS, &out->bucket_offsets, NS "segment_bucket_offsets"));
+    JITOPS__TRY(get(runtime, SRC_BUCKETS, &out->bucket_scatter,
+                    NS "segment_bucket_scatter<%s, %s, %d>", T, I, op));
+    return get(runtime, SRC_BUCKETS, &out->bucket_extreme,
+               NS "segment_bucket_extreme<%s, %d, %d, %d, %d>", T, op, l->vec, l->lanes, l->cpl);
   case SEG_PATH_ATOMIC:
     JITOPS__TRY(get(runtime, SRC_ATOMIC, &out->atomic,
                     NS "segment_atomic_extreme<%s, %s, %d, %d, %d, %s>", T, I, op, l->vec, l->lanes,

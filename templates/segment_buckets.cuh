@@ -1,0 +1,392 @@
+// jitops/segment_buckets.cuh — unsorted max/min over many segments: the rows go into buckets of
+// P consecutive segments, and each bucket is reduced with integer atomics in a shared-memory
+// table of P x D codes (the order-preserving encoding of segment_atomic.cuh).
+//
+// Why: with about one row a segment (N = 2^20, S = 10^6) a stable radix sort costs three passes
+// and the reduction's per-segment bookkeeping (bounds, gaps, a fixup) costs as much again, while
+// max and min need no order at all — an integer max does not depend on the order of its updates.
+// So a bucket only has to hold its rows, in any order. A counting sort by bucket puts them there
+// without global atomics (2^20 atomics on a few thousand counters took 35-60 us a pass on an
+// H100, where the L2 serializes them):
+//   segment_bucket_count   — block k counts its rows of each bucket in shared memory into row k
+//                            of a blocks x B matrix, and counts the dropped ids;
+//   segment_bucket_offsets — thread b turns column b into each block's first slot in bucket b
+//                            (an exclusive prefix over the blocks); the last block to finish
+//                            lays out the buckets (bucket_start), splits each into tiles of at
+//                            most `tile_rows` rows (one block's work in the reduction, described
+//                            in `tiles`) and lists the buckets of more than one tile;
+//   segment_bucket_scatter — block k puts each of its rows' {row, segment within the bucket} in
+//                            the next of its slots (shared atomics: slot order varies from run to
+//                            run, results do not), and sets the output rows of the listed
+//                            buckets to the "no row" code;
+//   segment_bucket_extreme — one block a tile: its rows go into the block's table by shared
+//                            atomics; a bucket of one tile is decoded straight into `out`, the
+//                            tiles of a larger bucket merge their tables into `out` itself (read
+//                            as codes, which is why only 4- and 8-byte value types take this
+//                            path) by global atomics, and the last of them decodes it in place.
+// The tiles bound every block's work, so a bucket holding most rows (skewed ids) is spread over
+// the grid like any other.
+#pragma once
+#include "jitops/segment_atomic.cuh"
+#include "jitops/segment_sort.cuh"
+
+namespace jitops {
+namespace segment {
+
+constexpr int BUCKET_THREADS = 256; // every kernel here; block_exclusive_sum assumes SORT_THREADS
+// Rows a thread of the counting and scattering passes loads at a time; a block takes
+// `block_rows` consecutive rows (a multiple of BUCKET_THREADS * BUCKET_ITEMS), the same ones in
+// both passes.
+constexpr int BUCKET_ITEMS = 16;
+// Loads in flight a thread, where a thread walks an array of per-bucket or per-block values.
+constexpr int BUCKET_BATCH = 16;
+// Block counts the offsets pass loads at once, walking a bucket's column.
+constexpr int BUCKET_COLUMN_BATCH = 32;
+// Blocks of the reduction an SM holds: its 48 KB tables would allow four, but three leave ptxas
+// the registers for eight rows in flight a group (at four blocks, 64 registers, it spills them).
+constexpr int BUCKET_MIN_BLOCKS = 3;
+
+struct bucket_entry {
+  int row;
+  int local; // the segment's index within its bucket
+};
+
+// One block's work in the reduction: rows [first, end) of the entries, all of bucket `bucket`,
+// which has `tiles` tiles in all.
+struct bucket_tile {
+  int bucket, first, end, tiles;
+};
+
+template <class I> __device__ __forceinline__ int bucket_of(I id, int S, int P) {
+  return id >= 0 && id < (I)S ? (int)id / P : -1;
+}
+
+// Calls f(row, id) for each of the block's rows [blockIdx.x * block_rows, ...) below N,
+// BUCKET_ITEMS ids of a thread loaded at once (coalesced).
+template <class I, class F>
+__device__ __forceinline__ void for_block_rows(const I *ids, i64 id_stride, int N, int block_rows,
+                                               F &&f) {
+  const i64 first = (i64)blockIdx.x * block_rows;
+  const i64 end = min((i64)N, first + block_rows);
+  for (i64 j0 = first + threadIdx.x; j0 < end; j0 += BUCKET_THREADS * BUCKET_ITEMS) {
+    I id[BUCKET_ITEMS];
+#pragma unroll
+    for (int k = 0; k < BUCKET_ITEMS; ++k) {
+      const i64 j = j0 + (i64)k * BUCKET_THREADS;
+      id[k] = j < end ? ids[j * id_stride] : (I)-1;
+    }
+#pragma unroll
+    for (int k = 0; k < BUCKET_ITEMS; ++k)
+      if (j0 + (i64)k * BUCKET_THREADS < end)
+        f((int)(j0 + (i64)k * BUCKET_THREADS), id[k]);
+  }
+}
+
+// For b = threadIdx.x, + BUCKET_THREADS, ... below n: put(b, get(b)), BUCKET_BATCH gets in
+// flight a thread before the first put (a plain loop waits for each load: 21 round trips a
+// thread at B = 5209, 12 us).
+template <class Get, class Put>
+__device__ __forceinline__ void for_each_bucket(int n, Get &&get, Put &&put) {
+  for (int b0 = threadIdx.x; b0 < n; b0 += BUCKET_THREADS * BUCKET_BATCH) {
+    int v[BUCKET_BATCH];
+#pragma unroll
+    for (int i = 0; i < BUCKET_BATCH; ++i) {
+      const int b = b0 + i * BUCKET_THREADS;
+      v[i] = b < n ? get(b) : 0;
+    }
+#pragma unroll
+    for (int i = 0; i < BUCKET_BATCH; ++i)
+      if (b0 + i * BUCKET_THREADS < n)
+        put(b0 + i * BUCKET_THREADS, v[i]);
+  }
+}
+
+__device__ __forceinline__ int load_l2(const int *p) {
+  int v;
+  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Row k of the blocks x B matrix: block k's count of each bucket. Dynamic shared memory: B ints.
+template <class I>
+__global__ void __launch_bounds__(BUCKET_THREADS)
+    segment_bucket_count(const I *__restrict__ ids, i64 id_stride, int N, int S, int P, int B,
+                         int block_rows, int *__restrict__ matrix, unsigned long long *counter64,
+                         unsigned *counter32) {
+  extern __shared__ int block_counts[];
+  for (int b = threadIdx.x; b < B; b += BUCKET_THREADS)
+    block_counts[b] = 0;
+  __syncthreads();
+  int dropped = 0;
+  for_block_rows(ids, id_stride, N, block_rows, [&](int, I id) {
+    dropped += id >= (I)S;
+    const int b = bucket_of(id, S, P);
+    if (b >= 0)
+      atomicAdd(block_counts + b, 1);
+  });
+  dropped = warp_sum(dropped);
+  if ((threadIdx.x & 31) == 0)
+    add_to_counter(counter64, counter32, dropped);
+  __syncthreads();
+  int *row = matrix + (i64)blockIdx.x * B;
+  for (int b = threadIdx.x; b < B; b += BUCKET_THREADS)
+    row[b] = block_counts[b];
+}
+
+// The last block of segment_bucket_offsets: bucket_start[b] (exclusive prefix of the row
+// counts, with a closing entry at B), the tiles (each bucket split into max(1, ceil(rows /
+// tile_rows)) of them, in bucket order) and their number, and the list of buckets of more than
+// one tile. Thread t takes the buckets [t * per, (t + 1) * per) of `rows` (the counts, copied to
+// shared memory).
+__device__ void lay_out_buckets(const int *counts, int B, int tile_rows, int *rows,
+                                int *bucket_start, bucket_tile *tiles, int *tile_count, int *multi,
+                                int *multi_count) {
+  __shared__ u64 warp_sums[SORT_WARPS];
+  for_each_bucket(
+      B, [&](int b) { return load_l2(counts + b); }, [&](int b, int n) { rows[b] = n; });
+  __syncthreads();
+  const int per = (B + BUCKET_THREADS - 1) / BUCKET_THREADS;
+  const int b0 = min(B, (int)threadIdx.x * per), b1 = min(B, b0 + per);
+  auto tiles_of = [&](int n) { return n <= tile_rows ? 1 : (n + tile_rows - 1) / tile_rows; };
+  u64 mine = 0; // rows in the high half, tiles in the low (neither sum reaches 2^32)
+  for (int b = b0; b < b1; ++b)
+    mine += ((u64)rows[b] << 32) | (u64)tiles_of(rows[b]);
+  const u64 before = block_exclusive_sum(mine, warp_sums);
+  int row = (int)(before >> 32), tile = (int)(unsigned)before;
+  for (int b = b0; b < b1; ++b) {
+    const int n = rows[b], count = tiles_of(n);
+    bucket_start[b] = row;
+    for (int i = 0; i < count; ++i)
+      tiles[tile + i] =
+          bucket_tile{b, row + i * tile_rows, row + min(n, (i + 1) * tile_rows), count};
+    if (count > 1)
+      multi[atomicAdd(multi_count, 1)] = b;
+    row += n;
+    tile += count;
+  }
+  if (b1 == B && b0 < b1) {
+    bucket_start[B] = row;
+    *tile_count = tile;
+  }
+}
+
+// Column b of the matrix becomes each block's first slot within bucket b, and counts[b] the
+// bucket's rows; then the last block lays the buckets out. Dynamic shared memory: B ints.
+__global__ void __launch_bounds__(BUCKET_THREADS)
+    segment_bucket_offsets(int *__restrict__ matrix, int blocks, int B, int tile_rows, int *counts,
+                           unsigned *blocks_done, int *__restrict__ bucket_start,
+                           bucket_tile *__restrict__ tiles, int *tile_count,
+                           int *__restrict__ multi, int *multi_count) {
+  extern __shared__ int rows[];
+  __shared__ bool last;
+  const int b = blockIdx.x * BUCKET_THREADS + threadIdx.x;
+  if (b < B) {
+    int running = 0;
+    for (int k0 = 0; k0 < blocks; k0 += BUCKET_COLUMN_BATCH) {
+      int v[BUCKET_COLUMN_BATCH];
+#pragma unroll
+      for (int i = 0; i < BUCKET_COLUMN_BATCH; ++i)
+        v[i] = k0 + i < blocks ? matrix[(i64)(k0 + i) * B + b] : 0;
+#pragma unroll
+      for (int i = 0; i < BUCKET_COLUMN_BATCH; ++i)
+        if (k0 + i < blocks) {
+          matrix[(i64)(k0 + i) * B + b] = running;
+          running += v[i];
+        }
+    }
+    counts[b] = running;
+  }
+  // The last block to finish sees every count (each block's stores, then its fence, then its
+  // ticket).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last)
+    return;
+  __threadfence();
+  lay_out_buckets(counts, B, tile_rows, rows, bucket_start, tiles, tile_count, multi, multi_count);
+}
+
+// Puts each of the block's rows in the next of its slots in its bucket (row k of the matrix
+// holds where they start), then sets the output rows of the buckets of several tiles to the
+// "no row" code (those tiles' atomics merge into them). Dynamic shared memory: B ints.
+template <class T, class I, int OP>
+__global__ void __launch_bounds__(BUCKET_THREADS)
+    segment_bucket_scatter(const I *__restrict__ ids, i64 id_stride, int N, int S, int P, int B,
+                           int block_rows, const int *__restrict__ matrix,
+                           const int *__restrict__ bucket_start, bucket_entry *__restrict__ entries,
+                           const int *__restrict__ multi, const int *__restrict__ multi_count,
+                           T *__restrict__ out, i64 out_stride, int D) {
+  typedef typename ordered<acc_t<T>>::type K;
+  static_assert(sizeof(K) == sizeof(T), "the output doubles as the code table");
+  extern __shared__ int next_slot[];
+  const int *row = matrix + (i64)blockIdx.x * B;
+  for_each_bucket(
+      B, [&](int b) { return bucket_start[b] + row[b]; },
+      [&](int b, int slot) { next_slot[b] = slot; });
+  __syncthreads();
+  for_block_rows(ids, id_stride, N, block_rows, [&](int j, I id) {
+    const int b = bucket_of(id, S, P);
+    if (b >= 0)
+      entries[atomicAdd(next_slot + b, 1)] = bucket_entry{j, (int)id - b * P};
+  });
+
+  const i64 threads = (i64)gridDim.x * BUCKET_THREADS;
+  const i64 bucket_cells = (i64)P * D;
+  const i64 cells = (i64)*multi_count * bucket_cells;
+  for (i64 c = (i64)blockIdx.x * BUCKET_THREADS + threadIdx.x; c < cells; c += threads) {
+    const int bucket = multi[c / bucket_cells];
+    const int cell = (int)(c - (c / bucket_cells) * bucket_cells);
+    const i64 s = (i64)bucket * P + cell / D;
+    if (s < S)
+      reinterpret_cast<K *>(out + s * out_stride)[cell % D] = empty_code<OP, K>();
+  }
+}
+
+// Rows a group of G lanes takes at a time: enough loads in flight within about 32 values a lane.
+template <int VEC, int CPL> struct bucket_rows_in_flight {
+  static constexpr int value = CPL * VEC >= 32 ? 1 : (32 / (CPL * VEC) > 8 ? 8 : 32 / (CPL * VEC));
+};
+
+// The bucket's P x D table (row l = segment b * P + l) written to `out`: decoded from the shared
+// table (`from_out` false), or decoded in place from the codes merged into `out` (true). Group g
+// takes rows g, g + groups, ...; its lanes take VEC columns at a time.
+template <class T, int OP, int VEC, int G, bool FROM_OUT>
+__device__ __forceinline__ void write_bucket(const typename ordered<acc_t<T>>::type *table, int b,
+                                             int P, int S, int D, T *out, i64 out_stride,
+                                             acc_t<T> fill) {
+  typedef acc_t<T> A;
+  typedef typename ordered<A>::type K;
+  constexpr int GROUPS = BUCKET_THREADS / G;
+  const int group = threadIdx.x / G, lane = threadIdx.x % G;
+  const int rows = min(P, S - b * P);
+  for (int l = group; l < rows; l += GROUPS) {
+    T *o = out + ((i64)b * P + l) * out_stride;
+    for (int col = lane * VEC; col < D; col += G * VEC) {
+      K k[VEC];
+      if constexpr (FROM_OUT) {
+        // Other blocks' atomics wrote these: read them from L2, past this SM's L1.
+        const volatile K *p = reinterpret_cast<const volatile K *>(o + col);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          k[e] = p[e];
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          k[e] = table[l * D + col + e];
+      }
+      A v[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        v[e] = k[e] == empty_code<OP, K>() ? fill : ordered<A>::decode(k[e]);
+      store_pack<T, VEC>(o + col, v);
+    }
+  }
+}
+
+// The tile's table merged into the bucket's codes in `out` (global atomics, cells no row
+// reached skipped).
+template <class T, int OP, int G>
+__device__ __forceinline__ void merge_bucket(const typename ordered<acc_t<T>>::type *table, int b,
+                                             int P, int S, int D, T *out, i64 out_stride) {
+  typedef typename ordered<acc_t<T>>::type K;
+  constexpr int GROUPS = BUCKET_THREADS / G;
+  const int group = threadIdx.x / G, lane = threadIdx.x % G;
+  const int rows = min(P, S - b * P);
+  for (int l = group; l < rows; l += GROUPS) {
+    K *o = reinterpret_cast<K *>(out + ((i64)b * P + l) * out_stride);
+    for (int col = lane; col < D; col += G) {
+      const K k = table[l * D + col];
+      if (k != empty_code<OP, K>())
+        atomic_extreme<OP, K>(o + col, k);
+    }
+  }
+}
+
+// f(u, k, col) for each row u of a batch that exists and each access k of the lane (columns
+// col .. col + VEC - 1, from c0) that lies inside the row.
+template <int U, int CPL, int G, int VEC, class F>
+__device__ __forceinline__ void for_each_access(const bucket_entry (&en)[U], int c0, int lane,
+                                                int D, F &&f) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int k = 0; k < CPL; ++k) {
+      const int col = c0 + (k * G + lane) * VEC;
+      if (en[u].row >= 0 && col < D)
+        f(u, k, col);
+    }
+}
+
+template <class T, int OP, int VEC, int G, int CPL>
+__global__ void __launch_bounds__(BUCKET_THREADS, BUCKET_MIN_BLOCKS)
+    segment_bucket_extreme(const T *__restrict__ data, i64 data_stride, int D,
+                           const bucket_entry *__restrict__ entries,
+                           const bucket_tile *__restrict__ tiles,
+                           const int *__restrict__ tile_count, int P, int S, T *__restrict__ out,
+                           i64 out_stride, acc_t<T> fill, unsigned *bucket_done) {
+  typedef acc_t<T> A;
+  typedef typename ordered<A>::type K;
+  constexpr int U = bucket_rows_in_flight<VEC, CPL>::value;
+  constexpr int GROUPS = BUCKET_THREADS / G;
+  constexpr int COLS = G * CPL * VEC;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  K *table = reinterpret_cast<K *>(smem_raw);
+  __shared__ bool last;
+
+  // The grid covers the most tiles any ids could make; the tile's bounds come in one load (a
+  // search of the buckets' first tiles took a dozen round trips a block).
+  const int tile_index = blockIdx.x;
+  if (tile_index >= *tile_count)
+    return;
+  const bucket_tile tile = tiles[tile_index];
+  for (int i = threadIdx.x; i < P * D; i += BUCKET_THREADS)
+    table[i] = empty_code<OP, K>();
+  __syncthreads();
+  const int b = tile.bucket, tiles_of_bucket = tile.tiles;
+  const int r0 = tile.first, r1 = tile.end;
+
+  const int group = threadIdx.x / G, lane = threadIdx.x % G;
+  for (int e0 = r0 + group * U; e0 < r1; e0 += GROUPS * U) {
+    bucket_entry en[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      en[u] = e0 + u < r1 ? entries[e0 + u] : bucket_entry{-1, 0};
+    for (int c0 = 0; c0 < D; c0 += COLS) {
+      // Every load of the batch goes out before the first atomic.
+      A v[U][CPL][VEC];
+      for_each_access<U, CPL, G, VEC>(en, c0, lane, D, [&](int u, int k, int col) {
+        load_pack<T, VEC>(data + (i64)en[u].row * data_stride + col, v[u][k]);
+      });
+      for_each_access<U, CPL, G, VEC>(en, c0, lane, D, [&](int u, int k, int col) {
+        K *cell = table + en[u].local * D + col;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          atomic_extreme<OP, K>(cell + e, code_of<OP, A>(v[u][k][e]));
+      });
+    }
+  }
+  __syncthreads();
+
+  if (tiles_of_bucket == 1) {
+    write_bucket<T, OP, VEC, G, false>(table, b, P, S, D, out, out_stride, fill);
+    return;
+  }
+  merge_bucket<T, OP, G>(table, b, P, S, D, out, out_stride);
+  // The last tile of the bucket to merge decodes it: every tile's atomics, then its fence, then
+  // its ticket.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicAdd(bucket_done + b, 1u) == (unsigned)tiles_of_bucket - 1;
+  __syncthreads();
+  if (!last)
+    return;
+  __threadfence();
+  write_bucket<T, OP, VEC, G, true>(nullptr, b, P, S, D, out, out_stride, fill);
+}
+
+} // namespace segment
+} // namespace jitops
