@@ -51,6 +51,13 @@ template <int OP, class A> __device__ __forceinline__ typename ordered<A>::type 
   return ordered<A>::encode(v);
 }
 
+// The value a table cell holds: decoded, or `fill` where no row reached it.
+template <int OP, class A>
+__device__ __forceinline__ A value_or_fill(typename ordered<A>::type k, A fill) {
+  typedef typename ordered<A>::type K;
+  return k == empty_code<OP, K>() ? fill : ordered<A>::decode(k);
+}
+
 template <int OP, class K> __device__ __forceinline__ void atomic_extreme(K *p, K v) {
   if (OP == MAX)
     atomicMax(p, v);
@@ -139,7 +146,7 @@ __global__ void __launch_bounds__(256)
       A v[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e)
-        v[e] = k.v[e] == empty_code<OP, K>() ? fill : ordered<A>::decode(k.v[e]);
+        v[e] = value_or_fill<OP, A>(k.v[e], fill);
       store_pack<T, VEC>(out + s * out_stride + ch * VEC, v);
     }
   }

@@ -280,7 +280,7 @@ __device__ __forceinline__ void write_bucket(const typename ordered<acc_t<T>>::t
       A v[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e)
-        v[e] = k[e] == empty_code<OP, K>() ? fill : ordered<A>::decode(k[e]);
+        v[e] = value_or_fill<OP, A>(k[e], fill);
       store_pack<T, VEC>(o + col, v);
     }
   }

@@ -25,6 +25,11 @@ typedef struct fwd_ctx {
   unsigned long long *c64;
   unsigned *c32;
   int32_t N, S, D;
+  /* What empty segments get (0, or the max/min fill), in the accumulation type: `empty` points
+   * at empty32 or empty64. */
+  float empty32;
+  double empty64;
+  const void *empty;
 } fwd_ctx;
 
 static jitops_status run_empty(const fwd_ctx *c) {
@@ -94,11 +99,8 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
   const int32_t CH = (int32_t)p->chunk_rows, chunks = (int32_t)p->chunks;
   const void *data = call->data.ptr;
   void *out = call->out.ptr;
-  /* What empty segments get, in the accumulator type (both kernels write short gaps or the
-   * rest). */
-  const float empty32 = (float)call->empty_value;
-  const double empty64 = call->empty_value;
-  const void *empty = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&empty64 : &empty32;
+  /* Both kernels write empty segments: short gaps, or the rest. */
+  const void *empty = c->empty;
   if (chunks > 0) {
     void *red_args[] = {(void *)&data,
                         (void *)&call->data.stride,
@@ -152,9 +154,7 @@ static jitops_status run_atomic(const fwd_ctx *c) {
   JITOPS__TRY(seg_launch(c->k->atomic, p->atomic_blocks, 256, shared, c->stream, atomic_args));
 
   void *out = call->out.ptr;
-  const float fill32 = (float)call->empty_value;
-  const double fill64 = call->empty_value;
-  const void *fill = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&fill64 : &fill32;
+  const void *fill = c->empty;
   void *fin_args[] = {
       (void *)&codes, (void *)&c->S, (void *)&c->D, (void *)&out, (void *)&call->out.stride,
       (void *)fill};
@@ -213,9 +213,7 @@ static jitops_status run_buckets(const fwd_ctx *c) {
                          c->stream, scatter_args));
 
   const void *data = call->data.ptr;
-  const float fill32 = (float)call->empty_value;
-  const double fill64 = call->empty_value;
-  const void *fill = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&fill64 : &fill32;
+  const void *fill = c->empty;
   void *reduce_args[] = {
       (void *)&data,  (void *)&call->data.stride, (void *)&c->D, (void *)&entries,
       (void *)&tiles, (void *)&tile_count,        (void *)&P,    (void *)&c->S,
@@ -263,6 +261,9 @@ static jitops_status run_forward(fwd_ctx *c) {
   c->N = (int32_t)call->rows;
   c->S = (int32_t)call->segments;
   c->D = (int32_t)call->cols;
+  c->empty32 = (float)call->empty_value;
+  c->empty64 = call->empty_value;
+  c->empty = call->dtype == JITOPS__DTYPE_F64 ? (const void *)&c->empty64 : &c->empty32;
   switch (c->plan->path) {
   case SEG_PATH_EMPTY:
     return run_empty(c);
