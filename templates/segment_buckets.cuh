@@ -11,14 +11,14 @@
 //   segment_bucket_count   — block k counts its rows of each bucket in shared memory into row k
 //                            of a blocks x B matrix, and counts the dropped ids;
 //   segment_bucket_offsets — thread b turns column b into each block's first slot in bucket b
-//                            (an exclusive prefix over the blocks); the last block to finish
-//                            lays out the buckets (bucket_start), splits each into tiles of at
-//                            most `tile_rows` rows (one block's work in the reduction, described
-//                            in `tiles`) and lists the buckets of more than one tile;
-//   segment_bucket_scatter — block k puts each of its rows' {row, segment within the bucket} in
-//                            the next of its slots (shared atomics: slot order varies from run to
-//                            run, results do not), and sets the output rows of the listed
-//                            buckets to the "no row" code;
+//                            (an exclusive prefix over the blocks) and counts the bucket's rows;
+//   segment_bucket_scatter — every block lays out the buckets in shared memory (their first
+//                            rows; each split into tiles of at most `tile_rows` rows, one block's
+//                            work in the reduction), writes the tiles of the buckets it owns and
+//                            sets the output rows of those of more than one tile to the "no row"
+//                            code; then it puts each of its rows' {row, segment within the
+//                            bucket} in the next of its slots (shared atomics: slot order varies
+//                            from run to run, results do not);
 //   segment_bucket_extreme — one block a tile: its rows go into the block's table by shared
 //                            atomics; a bucket of one tile is decoded straight into `out`, the
 //                            tiles of a larger bucket merge their tables into `out` itself (read
@@ -88,23 +88,18 @@ __device__ __forceinline__ void for_block_rows(const I *ids, i64 id_stride, int 
 template <class Get, class Put>
 __device__ __forceinline__ void for_each_bucket(int n, Get &&get, Put &&put) {
   for (int b0 = threadIdx.x; b0 < n; b0 += BUCKET_THREADS * BUCKET_BATCH) {
-    int v[BUCKET_BATCH];
+    decltype(get(0)) v[BUCKET_BATCH];
 #pragma unroll
     for (int i = 0; i < BUCKET_BATCH; ++i) {
       const int b = b0 + i * BUCKET_THREADS;
-      v[i] = b < n ? get(b) : 0;
+      if (b < n)
+        v[i] = get(b);
     }
 #pragma unroll
     for (int i = 0; i < BUCKET_BATCH; ++i)
       if (b0 + i * BUCKET_THREADS < n)
         put(b0 + i * BUCKET_THREADS, v[i]);
   }
-}
-
-__device__ __forceinline__ int load_l2(const int *p) {
-  int v;
-  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
 }
 
 // Row k of the blocks x B matrix: block k's count of each bucket. Dynamic shared memory: B ints.
@@ -133,116 +128,123 @@ __global__ void __launch_bounds__(BUCKET_THREADS)
     row[b] = block_counts[b];
 }
 
-// The last block of segment_bucket_offsets: bucket_start[b] (exclusive prefix of the row
-// counts, with a closing entry at B), the tiles (each bucket split into max(1, ceil(rows /
-// tile_rows)) of them, in bucket order) and their number, and the list of buckets of more than
-// one tile. Thread t takes the buckets [t * per, (t + 1) * per) of `rows` (the counts, copied to
-// shared memory).
-__device__ void lay_out_buckets(const int *counts, int B, int tile_rows, int *rows,
-                                int *bucket_start, bucket_tile *tiles, int *tile_count, int *multi,
-                                int *multi_count) {
+// Column b of the matrix becomes each block's first slot within bucket b (an exclusive prefix
+// over the blocks), and counts[b] the bucket's rows.
+__global__ void __launch_bounds__(BUCKET_THREADS)
+    segment_bucket_offsets(int *__restrict__ matrix, int blocks, int B, int *__restrict__ counts) {
+  const int b = blockIdx.x * BUCKET_THREADS + threadIdx.x;
+  if (b >= B)
+    return;
+  int running = 0;
+  for (int k0 = 0; k0 < blocks; k0 += BUCKET_COLUMN_BATCH) {
+    int v[BUCKET_COLUMN_BATCH];
+#pragma unroll
+    for (int i = 0; i < BUCKET_COLUMN_BATCH; ++i)
+      v[i] = k0 + i < blocks ? matrix[(i64)(k0 + i) * B + b] : 0;
+#pragma unroll
+    for (int i = 0; i < BUCKET_COLUMN_BATCH; ++i)
+      if (k0 + i < blocks) {
+        matrix[(i64)(k0 + i) * B + b] = running;
+        running += v[i];
+      }
+  }
+  counts[b] = running;
+}
+
+__device__ __forceinline__ int tiles_of(int rows, int tile_rows) {
+  return rows <= tile_rows ? 1 : (rows + tile_rows - 1) / tile_rows;
+}
+
+__device__ __forceinline__ bool owns_bucket(int b) {
+  return b % (int)gridDim.x == (int)blockIdx.x;
+}
+
+// Every block of segment_bucket_scatter lays out all the buckets in its shared memory — `start`
+// holds the counts and becomes each bucket's first row, with start[B] the rows in all — and
+// writes the tiles (each bucket split into tiles_of(rows) of them, in bucket order) of the
+// buckets it owns (b = blockIdx.x mod gridDim.x: interleaved, so that a run of large buckets is
+// spread over the grid); block 0 writes their number. Thread t takes the buckets
+// [t * per, (t + 1) * per). Why every block: one block laying them all out for the others took
+// 28 us at 5209 buckets (H200), and a scan of a few thousand counts costs a block about 2.
+__device__ void lay_out_buckets(int *start, int B, int tile_rows, bucket_tile *tiles,
+                                int *tile_count) {
   __shared__ u64 warp_sums[SORT_WARPS];
-  for_each_bucket(
-      B, [&](int b) { return load_l2(counts + b); }, [&](int b, int n) { rows[b] = n; });
-  __syncthreads();
   const int per = (B + BUCKET_THREADS - 1) / BUCKET_THREADS;
   const int b0 = min(B, (int)threadIdx.x * per), b1 = min(B, b0 + per);
-  auto tiles_of = [&](int n) { return n <= tile_rows ? 1 : (n + tile_rows - 1) / tile_rows; };
   u64 mine = 0; // rows in the high half, tiles in the low (neither sum reaches 2^32)
   for (int b = b0; b < b1; ++b)
-    mine += ((u64)rows[b] << 32) | (u64)tiles_of(rows[b]);
+    mine += ((u64)start[b] << 32) | (u64)tiles_of(start[b], tile_rows);
   const u64 before = block_exclusive_sum(mine, warp_sums);
   int row = (int)(before >> 32), tile = (int)(unsigned)before;
   for (int b = b0; b < b1; ++b) {
-    const int n = rows[b], count = tiles_of(n);
-    bucket_start[b] = row;
-    for (int i = 0; i < count; ++i)
-      tiles[tile + i] =
-          bucket_tile{b, row + i * tile_rows, row + min(n, (i + 1) * tile_rows), count};
-    if (count > 1)
-      multi[atomicAdd(multi_count, 1)] = b;
+    const int n = start[b], count = tiles_of(n, tile_rows);
+    start[b] = row;
+    if (owns_bucket(b))
+      for (int i = 0; i < count; ++i)
+        tiles[tile + i] =
+            bucket_tile{b, row + i * tile_rows, row + min(n, (i + 1) * tile_rows), count};
     row += n;
     tile += count;
   }
   if (b1 == B && b0 < b1) {
-    bucket_start[B] = row;
-    *tile_count = tile;
+    start[B] = row;
+    if (blockIdx.x == 0)
+      *tile_count = tile;
   }
+  __syncthreads();
 }
 
-// Column b of the matrix becomes each block's first slot within bucket b, and counts[b] the
-// bucket's rows; then the last block lays the buckets out. Dynamic shared memory: B ints.
-__global__ void __launch_bounds__(BUCKET_THREADS)
-    segment_bucket_offsets(int *__restrict__ matrix, int blocks, int B, int tile_rows, int *counts,
-                           unsigned *blocks_done, int *__restrict__ bucket_start,
-                           bucket_tile *__restrict__ tiles, int *tile_count,
-                           int *__restrict__ multi, int *multi_count) {
-  extern __shared__ int rows[];
-  __shared__ bool last;
-  const int b = blockIdx.x * BUCKET_THREADS + threadIdx.x;
-  if (b < B) {
-    int running = 0;
-    for (int k0 = 0; k0 < blocks; k0 += BUCKET_COLUMN_BATCH) {
-      int v[BUCKET_COLUMN_BATCH];
-#pragma unroll
-      for (int i = 0; i < BUCKET_COLUMN_BATCH; ++i)
-        v[i] = k0 + i < blocks ? matrix[(i64)(k0 + i) * B + b] : 0;
-#pragma unroll
-      for (int i = 0; i < BUCKET_COLUMN_BATCH; ++i)
-        if (k0 + i < blocks) {
-          matrix[(i64)(k0 + i) * B + b] = running;
-          running += v[i];
-        }
+// The output rows of the block's buckets of more than one tile set to the "no row" code: those
+// tiles' atomics merge into them.
+template <class T, int OP>
+__device__ void clear_merged_buckets(const int *start, int B, int P, int S, int tile_rows, T *out,
+                                     i64 out_stride, int D) {
+  typedef typename ordered<acc_t<T>>::type K;
+  static_assert(sizeof(K) == sizeof(T), "the output doubles as the code table");
+  for (int b = blockIdx.x; b < B; b += gridDim.x) {
+    if (start[b + 1] - start[b] <= tile_rows)
+      continue;
+    const int rows = min(P, S - b * P);
+    for (int cell = threadIdx.x; cell < rows * D; cell += BUCKET_THREADS) {
+      const i64 s = (i64)b * P + cell / D;
+      reinterpret_cast<K *>(out + s * out_stride)[cell % D] = empty_code<OP, K>();
     }
-    counts[b] = running;
   }
-  // The last block to finish sees every count (each block's stores, then its fence, then its
-  // ticket).
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0)
-    last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last)
-    return;
-  __threadfence();
-  lay_out_buckets(counts, B, tile_rows, rows, bucket_start, tiles, tile_count, multi, multi_count);
 }
 
-// Puts each of the block's rows in the next of its slots in its bucket (row k of the matrix
-// holds where they start), then sets the output rows of the buckets of several tiles to the
-// "no row" code (those tiles' atomics merge into them). Dynamic shared memory: B ints.
+// Lays the buckets out (above), then puts each of the block's rows in the next of its slots in
+// its bucket (row k of the matrix holds where they start within the bucket). Dynamic shared
+// memory: 2B + 1 ints (the grid is at most a block an SM, so it costs no occupancy).
 template <class T, class I, int OP>
 __global__ void __launch_bounds__(BUCKET_THREADS)
     segment_bucket_scatter(const I *__restrict__ ids, i64 id_stride, int N, int S, int P, int B,
-                           int block_rows, const int *__restrict__ matrix,
-                           const int *__restrict__ bucket_start, bucket_entry *__restrict__ entries,
-                           const int *__restrict__ multi, const int *__restrict__ multi_count,
+                           int block_rows, int tile_rows, const int *__restrict__ matrix,
+                           const int *__restrict__ counts, bucket_entry *__restrict__ entries,
+                           bucket_tile *__restrict__ tiles, int *__restrict__ tile_count,
                            T *__restrict__ out, i64 out_stride, int D) {
-  typedef typename ordered<acc_t<T>>::type K;
-  static_assert(sizeof(K) == sizeof(T), "the output doubles as the code table");
   extern __shared__ int next_slot[];
+  int *in_bucket = next_slot + B + 1; // where the block's rows start within each bucket
   const int *row = matrix + (i64)blockIdx.x * B;
+  // Both loads of a bucket in flight together: one round of round trips before the layout, not
+  // a second after it.
   for_each_bucket(
-      B, [&](int b) { return bucket_start[b] + row[b]; },
-      [&](int b, int slot) { next_slot[b] = slot; });
+      B, [&](int b) { return make_int2(counts[b], row[b]); },
+      [&](int b, int2 v) {
+        next_slot[b] = v.x;
+        in_bucket[b] = v.y;
+      });
+  __syncthreads();
+  lay_out_buckets(next_slot, B, tile_rows, tiles, tile_count);
+  clear_merged_buckets<T, OP>(next_slot, B, P, S, tile_rows, out, out_stride, D);
+  __syncthreads(); // before the starts become slots
+  for (int b = threadIdx.x; b < B; b += BUCKET_THREADS)
+    next_slot[b] += in_bucket[b];
   __syncthreads();
   for_block_rows(ids, id_stride, N, block_rows, [&](int j, I id) {
     const int b = bucket_of(id, S, P);
     if (b >= 0)
       entries[atomicAdd(next_slot + b, 1)] = bucket_entry{j, (int)id - b * P};
   });
-
-  const i64 threads = (i64)gridDim.x * BUCKET_THREADS;
-  const i64 bucket_cells = (i64)P * D;
-  const i64 cells = (i64)*multi_count * bucket_cells;
-  for (i64 c = (i64)blockIdx.x * BUCKET_THREADS + threadIdx.x; c < cells; c += threads) {
-    const int bucket = multi[c / bucket_cells];
-    const int cell = (int)(c - (c / bucket_cells) * bucket_cells);
-    const i64 s = (i64)bucket * P + cell / D;
-    if (s < S)
-      reinterpret_cast<K *>(out + s * out_stride)[cell % D] = empty_code<OP, K>();
-  }
 }
 
 // Rows a group of G lanes takes at a time: enough loads in flight within about 32 values a lane.

@@ -175,17 +175,15 @@ static jitops_status run_buckets(const fwd_ctx *c) {
   const seg_call *call = c->call;
   char *w = c->scratch;
   int32_t *matrix = (int32_t *)(w + p->bucket_matrix), *counts = (int32_t *)(w + p->bucket_counts);
-  uint32_t *done = (uint32_t *)(w + p->bucket_done), *tickets = (uint32_t *)(w + p->bucket_tickets);
-  int32_t *start = (int32_t *)(w + p->bucket_start);
+  uint32_t *done = (uint32_t *)(w + p->bucket_done);
   void *tiles = w + p->bucket_tiles;
   int32_t *tile_count = (int32_t *)(w + p->bucket_tile_count);
-  int32_t *multi = (int32_t *)(w + p->bucket_multi);
-  int32_t *multi_count = (int32_t *)(w + p->bucket_multi_count);
   void *entries = w + p->bucket_entries;
   const int32_t P = (int32_t)p->bucket_segments, B = (int32_t)p->buckets;
   const int32_t tile_rows = (int32_t)p->bucket_tile_rows;
   const int32_t block_rows = (int32_t)p->bucket_block_rows, blocks = (int32_t)p->bucket_blocks;
-  const uint32_t per_bucket = (uint32_t)(B * sizeof(int32_t)); /* each pass's shared memory */
+  const uint32_t per_bucket =
+      (uint32_t)(B * sizeof(int32_t)); /* the counting pass's shared memory */
   JITOPS__TRY(clear_scratch(c));
 
   void *count_args[] = {
@@ -193,24 +191,29 @@ static jitops_status run_buckets(const fwd_ctx *c) {
       (void *)&B,      (void *)&block_rows,   (void *)&matrix, (void *)&c->c64, (void *)&c->c32};
   JITOPS__TRY(seg_launch(c->k->bucket_count, p->bucket_blocks, SEG_BUCKET_THREADS, per_bucket,
                          c->stream, count_args));
-  void *offsets_args[] = {(void *)&matrix,    (void *)&blocks,     (void *)&B,
-                          (void *)&tile_rows, (void *)&counts,     (void *)&tickets,
-                          (void *)&start,     (void *)&tiles,      (void *)&tile_count,
-                          (void *)&multi,     (void *)&multi_count};
+  void *offsets_args[] = {(void *)&matrix, (void *)&blocks, (void *)&B, (void *)&counts};
   JITOPS__TRY(seg_launch(c->k->bucket_offsets,
                          (uint32_t)((B + SEG_BUCKET_THREADS - 1) / SEG_BUCKET_THREADS),
-                         SEG_BUCKET_THREADS, per_bucket, c->stream, offsets_args));
+                         SEG_BUCKET_THREADS, 0, c->stream, offsets_args));
   void *out = call->out.ptr;
-  void *scatter_args[] = {(void *)&c->ids,     (void *)&c->id_stride,
-                          (void *)&c->N,       (void *)&c->S,
-                          (void *)&P,          (void *)&B,
-                          (void *)&block_rows, (void *)&matrix,
-                          (void *)&start,      (void *)&entries,
-                          (void *)&multi,      (void *)&multi_count,
-                          (void *)&out,        (void *)&call->out.stride,
+  void *scatter_args[] = {(void *)&c->ids,
+                          (void *)&c->id_stride,
+                          (void *)&c->N,
+                          (void *)&c->S,
+                          (void *)&P,
+                          (void *)&B,
+                          (void *)&block_rows,
+                          (void *)&tile_rows,
+                          (void *)&matrix,
+                          (void *)&counts,
+                          (void *)&entries,
+                          (void *)&tiles,
+                          (void *)&tile_count,
+                          (void *)&out,
+                          (void *)&call->out.stride,
                           (void *)&c->D};
-  JITOPS__TRY(seg_launch(c->k->bucket_scatter, p->bucket_blocks, SEG_BUCKET_THREADS, per_bucket,
-                         c->stream, scatter_args));
+  JITOPS__TRY(seg_launch(c->k->bucket_scatter, p->bucket_blocks, SEG_BUCKET_THREADS,
+                         2 * per_bucket + (uint32_t)sizeof(int32_t), c->stream, scatter_args));
 
   const void *data = call->data.ptr;
   const void *fill = c->empty;

@@ -101,8 +101,7 @@ typedef struct seg_forward_plan {
    * and scattering passes' blocks, each taking bucket_block_rows consecutive rows. */
   int64_t bucket_segments, buckets, bucket_tile_rows, bucket_tiles_max, bucket_block_rows;
   uint32_t bucket_blocks;
-  size_t bucket_matrix, bucket_counts, bucket_done, bucket_tickets, bucket_multi_count,
-      bucket_start, bucket_tiles, bucket_tile_count, bucket_multi, bucket_entries;
+  size_t bucket_matrix, bucket_counts, bucket_done, bucket_tiles, bucket_tile_count, bucket_entries;
   /* Byte offsets into the scratch memory. [zeroed, zeroed + zeroed_bytes) is cleared by one
    * memset first: the segment bounds, the sort's digit counts, tile counters and look-back
    * words. */

@@ -284,15 +284,11 @@ static void plan_buckets(const seg_call *call, seg_forward_plan *plan, size_t *c
   const size_t per_bucket = (size_t)B * sizeof(int32_t);
   plan->zeroed = *cursor;
   plan->bucket_done = take(cursor, per_bucket);
-  plan->bucket_tickets = take(cursor, sizeof(uint32_t));
-  plan->bucket_multi_count = take(cursor, sizeof(int32_t));
   plan->zeroed_bytes = *cursor - plan->zeroed;
   plan->bucket_matrix = take(cursor, per_bucket * plan->bucket_blocks);
   plan->bucket_counts = take(cursor, per_bucket);
-  plan->bucket_start = take(cursor, per_bucket + sizeof(int32_t));
   plan->bucket_tiles = take(cursor, (size_t)plan->bucket_tiles_max * 4 * sizeof(int32_t));
   plan->bucket_tile_count = take(cursor, sizeof(int32_t));
-  plan->bucket_multi = take(cursor, per_bucket);
   plan->bucket_entries = take(cursor, (size_t)call->rows * 2 * sizeof(int32_t));
 }
 
