@@ -65,6 +65,7 @@ static void load_driver(void) {
   RESOLVE(cuFuncSetAttribute)
   RESOLVE(cuFuncGetAttribute)
   RESOLVE(cuLaunchKernel)
+  RESOLVE(cuLaunchKernelEx)
   RESOLVE(cuMemAllocAsync)
   RESOLVE(cuMemFreeAsync)
   RESOLVE(cuMemPoolCreate)

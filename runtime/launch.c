@@ -94,9 +94,34 @@ static jitops_status allow_shared(jitops_kernel_t *k, uint32_t bytes) {
   return JITOPS_SUCCESS;
 }
 
+/* cuLaunchKernelEx with programmatic stream serialization allowed: the kernel may start before
+ * the previous kernel on the stream has finished, and waits for it in griddepcontrol.wait. */
+static CUresult launch_programmatic(const jitops_kernel_t *k, const uint32_t grid[3],
+                                    const uint32_t block[3], uint32_t shared_bytes, void *stream,
+                                    void **args) {
+  CUlaunchAttribute attribute = {0};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config = {0};
+  config.gridDimX = grid[0];
+  config.gridDimY = grid[1];
+  config.gridDimZ = grid[2];
+  config.blockDimX = block[0];
+  config.blockDimY = block[1];
+  config.blockDimZ = block[2];
+  config.sharedMemBytes = shared_bytes;
+  config.hStream = (CUstream)stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return k->runtime->driver->cuLaunchKernelEx(&config, k->function, args, NULL);
+}
+
+/* Programmatic dependent launches need sm_90 (griddepcontrol). */
+enum { PROGRAMMATIC_LAUNCH_MIN_ARCH = 90 };
+
 static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3],
                             const uint32_t block[3], uint32_t shared_bytes, void *stream,
-                            void **args) {
+                            void **args, bool after_previous) {
   jitops_kernel_t *k = (jitops_kernel_t *)kernel;
   jitops_runtime_t *rt = k->runtime;
   JITOPS__TRY(check_dims(k, grid, block));
@@ -106,7 +131,9 @@ static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3
   JITOPS__TRY(jitops__context_push(rt, &pushed));
   jitops_status status = allow_shared(k, shared_bytes);
   CUresult r = CUDA_SUCCESS;
-  if (status == JITOPS_SUCCESS)
+  if (status == JITOPS_SUCCESS && after_previous && rt->props.arch >= PROGRAMMATIC_LAUNCH_MIN_ARCH)
+    r = launch_programmatic(k, grid, block, shared_bytes, stream, args);
+  else if (status == JITOPS_SUCCESS)
     r = rt->driver->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1],
                                    block[2], shared_bytes, (CUstream)stream, args, NULL);
   jitops__context_restore(rt, pushed);
@@ -119,14 +146,22 @@ jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
                                    const jitops_launch_params *params, void **args) {
   JITOPS__REQUIRE_NONNULL("jitops_kernel_launch", kernel);
   JITOPS__REQUIRE_NONNULL("jitops_kernel_launch", params);
-  return launch(kernel, params->grid, params->block, params->shared_bytes, params->stream, args);
+  return launch(kernel, params->grid, params->block, params->shared_bytes, params->stream, args,
+                false);
 }
 
 jitops_status jitops__launch(const jitops_kernel_t *kernel, uint32_t gx, uint32_t gy, uint32_t gz,
                              uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared_bytes,
                              void *stream, void **args) {
   const uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  return launch(kernel, grid, block, shared_bytes, stream, args);
+  return launch(kernel, grid, block, shared_bytes, stream, args, false);
+}
+
+jitops_status jitops__launch_after(const jitops_kernel_t *kernel, uint32_t gx, uint32_t gy,
+                                   uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz,
+                                   uint32_t shared_bytes, void *stream, void **args) {
+  const uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  return launch(kernel, grid, block, shared_bytes, stream, args, true);
 }
 
 /* ---- stream-ordered memory ------------------------------------------------------------- */

@@ -43,6 +43,15 @@ jitops_status jitops__launch(const jitops_kernel_t *kernel, uint32_t gx, uint32_
                              uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared_bytes,
                              void *stream, void **args);
 
+/* The same launch, for a kernel that follows another of the op's kernels on the stream: on
+ * sm_90 and newer it is a programmatic dependent launch, so the GPU may set its blocks up while
+ * the previous kernel's last blocks drain. Contract: the kernel calls
+ * jitops::wait_for_previous_grid() (common.cuh) before it touches any memory, and the previous
+ * operation on the stream is a kernel (after a memset or a copy, use jitops__launch). */
+jitops_status jitops__launch_after(const jitops_kernel_t *kernel, uint32_t gx, uint32_t gy,
+                                   uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz,
+                                   uint32_t shared_bytes, void *stream, void **args);
+
 /* Scratch memory: the caller's workspace when it is large enough, else a stream-ordered
  * allocation on `stream` from the runtime's own memory pool. Release with
  * jitops__scratch_release on the same stream (stream-ordered, so it is safe to release right

@@ -11,6 +11,15 @@ namespace jitops {
 typedef long long i64;
 typedef unsigned long long u64;
 
+// A kernel the host launches with jitops__launch_after (a programmatic dependent launch, sm_90
+// and newer) calls this before it touches memory: it returns once the previous kernel on the
+// stream has finished and its writes are visible. Elsewhere it returns at once.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Storage-only 16-bit floats. Arithmetic happens in the accumulation type (float).
 struct half {
   unsigned short bits;
