@@ -197,6 +197,7 @@ __global__ void __launch_bounds__(RUNS_THREADS, (runs_shape<T, CPL * VEC>::min_b
                                tie_bits *__restrict__ bits, int *__restrict__ owned,
                                int *__restrict__ own_start, int *__restrict__ seg_end,
                                tied_list tied) {
+  wait_for_previous_grid();
   typedef acc_t<T> A;
   constexpr int E = CPL * VEC;
   static_assert(E <= 32, "a lane's columns must fit the 32 tie bits");
@@ -421,6 +422,7 @@ __global__ void __launch_bounds__(256)
                               const tie_bits *__restrict__ bits, const int *__restrict__ owned,
                               const int *__restrict__ own_start, const int *__restrict__ seg_end,
                               tied_list tied) {
+  wait_for_previous_grid();
   constexpr int COLS = G * CPL * VEC;
   constexpr int BATCH_CHUNKS = 4;
   const i64 chunk = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / G;

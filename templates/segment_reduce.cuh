@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
                           int *__restrict__ seg_start, int *__restrict__ seg_end,
                           unsigned long long *counter64, unsigned *counter32,
                           acc_t<T> empty_value) {
+  wait_for_previous_grid();
   typedef acc_t<T> A;
   // Rows in flight per lane: enough independent loads to cover memory latency, within about
   // 32 loaded values per lane.
@@ -438,6 +439,7 @@ __global__ void __launch_bounds__(256)
     segment_reduce_fixup(const int *__restrict__ seg_start, const int *__restrict__ seg_end, int S,
                          int D, int CH, const acc_t<T> *__restrict__ partials, T *__restrict__ out,
                          i64 out_stride, acc_t<T> empty_value, int segs) {
+  wait_for_previous_grid();
   constexpr int GROUPS = 32 / G;
   constexpr int U = CPL * VEC >= 16 ? 1 : 16 / (CPL * VEC) > 4 ? 4 : 16 / (CPL * VEC);
   constexpr int LONG = GROUPS > 1 ? 4 * U : 1 << 30;

@@ -124,7 +124,7 @@ __device__ __forceinline__ void lookback_store(u64 *p, u64 v) {
 }
 
 // Exclusive prefix sum of one value per thread over the block, in thread order; `warp_sums`
-// holds SORT_WARPS values. Ends with a barrier.
+// holds a value a warp of the block. Ends with a barrier.
 __device__ __forceinline__ u64 block_exclusive_sum(u64 v, u64 *warp_sums) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   u64 inclusive = v;
@@ -156,6 +156,7 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
                       const int *__restrict__ vals_in, int N, int S, int shift, int bits,
                       const int *__restrict__ hist, u64 *lookback, u64 *lookback_clear,
                       int *tile_counter, int *__restrict__ keys_out, int *__restrict__ vals_out) {
+  wait_for_previous_grid();
   // Per warp: its running count of each digit while it ranks, then where its rows of each
   // digit start among the tile's rows of that digit.
   __shared__ int warp_digits[SORT_WARPS][SORT_RADIX_MAX];

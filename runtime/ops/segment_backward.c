@@ -148,10 +148,11 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
                   (void *)&own_start,
                   (void *)&seg_end,
                   (void *)&tied};
-  JITOPS__TRY(seg_launch(c->k->runs_mark,
-                         (uint32_t)((lanes + SEG_RUNS_THREADS - 1) / SEG_RUNS_THREADS),
-                         SEG_RUNS_THREADS, 0, c->stream, args));
-  return seg_launch(c->k->runs_fix, (uint32_t)((lanes + 255) / 256), 256, 0, c->stream, args);
+  /* Unsorted ids: the previous operation is the sort's last pass. */
+  JITOPS__TRY((call->sorted ? seg_launch : seg_launch_after)(
+      c->k->runs_mark, (uint32_t)((lanes + SEG_RUNS_THREADS - 1) / SEG_RUNS_THREADS),
+      SEG_RUNS_THREADS, 0, c->stream, args));
+  return seg_launch_after(c->k->runs_fix, (uint32_t)((lanes + 255) / 256), 256, 0, c->stream, args);
 }
 
 static jitops_status run_backward(bwd_ctx *c) {

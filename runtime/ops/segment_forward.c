@@ -3,7 +3,7 @@
  *   boundaries: clear -> chunks -> fixup                        (sorted ids)
  *   tiles:      per-tile sorts and sums -> combine              (one column, sum/mean)
  *   atomic:     clear the code table -> atomic pass -> finalize  (max/min)
- *   buckets:    clear -> count -> offsets and layout -> scatter -> reduce a tile a block
+ *   buckets:    count -> offsets -> layout and scatter -> reduce a tile a block
  *               (max/min)
  *   empty:      count the dropped ids, if asked                 (S = 0 or D = 0)
  * all on the caller's stream, with scratch from the workspace or stream-ordered memory. */
@@ -74,8 +74,8 @@ jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kerne
         (void *)&keys_in,  (void *)&vals_in,        (void *)&N,         (void *)&S,
         (void *)&shift,    (void *)&bits,           (void *)&pass_hist, (void *)&lookback,
         (void *)&clear,    (void *)&counter,        (void *)&keys_out,  (void *)&vals_out};
-    JITOPS__TRY(seg_launch(first ? k->pass_first : k->pass, (uint32_t)p->sort_tiles,
-                           SEG_SORT_THREADS, 0, stream, args));
+    JITOPS__TRY(seg_launch_after(first ? k->pass_first : k->pass, (uint32_t)p->sort_tiles,
+                                 SEG_SORT_THREADS, 0, stream, args));
     keys_in = keys_out;
     vals_in = vals_out;
   }
@@ -122,8 +122,9 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
                         (void *)&c->c32,
                         (void *)empty};
     const int64_t threads = (int64_t)chunks * p->layout.lanes;
-    JITOPS__TRY(
-        seg_launch(c->k->reduce, (uint32_t)((threads + 255) / 256), 256, 0, c->stream, red_args));
+    /* After a sort the previous operation is its last pass; else the memset. */
+    JITOPS__TRY((keys != NULL ? seg_launch_after : seg_launch)(
+        c->k->reduce, (uint32_t)((threads + 255) / 256), 256, 0, c->stream, red_args));
   }
 
   const int32_t per_warp = seg_fixup_segments_per_warp(p->layout.lanes, call->segments, chunks);
@@ -132,7 +133,8 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
       (void *)&CH,        (void *)&partials, (void *)&out,  (void *)&call->out.stride,
       (void *)empty,      (void *)&per_warp};
   const int64_t warps = (call->segments + per_warp - 1) / per_warp;
-  return seg_launch(c->k->fixup, (uint32_t)((warps * 32 + 255) / 256), 256, 0, c->stream, fix_args);
+  return (chunks > 0 ? seg_launch_after : seg_launch)(
+      c->k->fixup, (uint32_t)((warps * 32 + 255) / 256), 256, 0, c->stream, fix_args);
 }
 
 static jitops_status run_atomic(const fwd_ctx *c) {
@@ -168,8 +170,9 @@ static jitops_status clear_scratch(const fwd_ctx *c) {
                                c->stream);
 }
 
-/* A counting sort of the rows by bucket (count a block, offsets and layout, scatter), then one
- * block a tile of a bucket reduces it through a shared table. */
+/* A counting sort of the rows by bucket (count a block, offsets, layout and scatter), then one
+ * block a tile of a bucket reduces it through a shared table. Every kernel after the first is
+ * a dependent launch. */
 static jitops_status run_buckets(const fwd_ctx *c) {
   const seg_forward_plan *p = c->plan;
   const seg_call *call = c->call;
@@ -184,17 +187,17 @@ static jitops_status run_buckets(const fwd_ctx *c) {
   const int32_t block_rows = (int32_t)p->bucket_block_rows, blocks = (int32_t)p->bucket_blocks;
   const uint32_t per_bucket =
       (uint32_t)(B * sizeof(int32_t)); /* the counting pass's shared memory */
-  JITOPS__TRY(clear_scratch(c));
-
   void *count_args[] = {
       (void *)&c->ids, (void *)&c->id_stride, (void *)&c->N,   (void *)&c->S,   (void *)&P,
       (void *)&B,      (void *)&block_rows,   (void *)&matrix, (void *)&c->c64, (void *)&c->c32};
-  JITOPS__TRY(seg_launch(c->k->bucket_count, p->bucket_blocks, SEG_BUCKET_THREADS, per_bucket,
-                         c->stream, count_args));
-  void *offsets_args[] = {(void *)&matrix, (void *)&blocks, (void *)&B, (void *)&counts};
-  JITOPS__TRY(seg_launch(c->k->bucket_offsets,
-                         (uint32_t)((B + SEG_BUCKET_THREADS - 1) / SEG_BUCKET_THREADS),
-                         SEG_BUCKET_THREADS, 0, c->stream, offsets_args));
+  JITOPS__TRY(seg_launch(c->k->bucket_count, p->bucket_blocks, SEG_BUCKET_COUNTING_THREADS,
+                         per_bucket, c->stream, count_args));
+  void *offsets_args[] = {(void *)&matrix, (void *)&blocks, (void *)&B, (void *)&counts,
+                          (void *)&done};
+  JITOPS__TRY(seg_launch_after(
+      c->k->bucket_offsets,
+      (uint32_t)((B + SEG_BUCKET_OFFSETS_BUCKETS - 1) / SEG_BUCKET_OFFSETS_BUCKETS),
+      SEG_BUCKET_THREADS, 0, c->stream, offsets_args));
   void *out = call->out.ptr;
   void *scatter_args[] = {(void *)&c->ids,
                           (void *)&c->id_stride,
@@ -212,8 +215,9 @@ static jitops_status run_buckets(const fwd_ctx *c) {
                           (void *)&out,
                           (void *)&call->out.stride,
                           (void *)&c->D};
-  JITOPS__TRY(seg_launch(c->k->bucket_scatter, p->bucket_blocks, SEG_BUCKET_THREADS,
-                         2 * per_bucket + (uint32_t)sizeof(int32_t), c->stream, scatter_args));
+  JITOPS__TRY(seg_launch_after(c->k->bucket_scatter, p->bucket_blocks, SEG_BUCKET_COUNTING_THREADS,
+                               2 * per_bucket + (uint32_t)sizeof(int32_t), c->stream,
+                               scatter_args));
 
   const void *data = call->data.ptr;
   const void *fill = c->empty;
@@ -222,8 +226,8 @@ static jitops_status run_buckets(const fwd_ctx *c) {
       (void *)&tiles, (void *)&tile_count,        (void *)&P,    (void *)&c->S,
       (void *)&out,   (void *)&call->out.stride,  (void *)fill,  (void *)&done};
   const uint32_t table_bytes = (uint32_t)((size_t)P * (size_t)call->cols * p->code_size);
-  return seg_launch(c->k->bucket_extreme, (uint32_t)p->bucket_tiles_max, SEG_BUCKET_THREADS,
-                    table_bytes, c->stream, reduce_args);
+  return seg_launch_after(c->k->bucket_extreme, (uint32_t)p->bucket_tiles_max, SEG_BUCKET_THREADS,
+                          table_bytes, c->stream, reduce_args);
 }
 
 /* Per-tile sorts and sums into the tiles x S table, then each segment's tiles in order. */

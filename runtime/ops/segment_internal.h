@@ -32,8 +32,12 @@
 #define SEG_RUNS_TIED_LIST 4
 /* Shared memory a block may use for the atomic path's and the row counts' local tables. */
 #define SEG_SHARED_TABLE_BYTES (48 * 1024)
-/* Threads a block of the bucket kernels (BUCKET_THREADS in templates/segment_buckets.cuh). */
-#define SEG_BUCKET_THREADS 256
+/* Threads a block of the bucket kernels (BUCKET_THREADS in templates/segment_buckets.cuh), and
+ * of their counting and scattering passes (COUNTING_THREADS). */
+#define SEG_BUCKET_THREADS          256
+#define SEG_BUCKET_COUNTING_THREADS 1024
+/* Buckets a block of the bucket offsets pass (OFFSETS_BUCKETS). */
+#define SEG_BUCKET_OFFSETS_BUCKETS 64
 
 /* A tensor of rows, [rows, cols] after flattening the trailing dims. */
 typedef struct seg_rows {
@@ -205,8 +209,11 @@ jitops_status seg_run_radix_sort(const seg_forward_plan *plan, const seg_sort_ke
                                  const void *data, int64_t data_stride, int32_t N, int32_t S,
                                  void *stream, const int32_t **keys, const int32_t **vals);
 
-/* jitops__launch of a 1-D grid. */
+/* jitops__launch of a 1-D grid, and jitops__launch_after of one (for a kernel that calls
+ * wait_for_previous_grid first and follows another kernel). */
 jitops_status seg_launch(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
                          uint32_t shared_bytes, void *stream, void **args);
+jitops_status seg_launch_after(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
+                               uint32_t shared_bytes, void *stream, void **args);
 
 #endif

@@ -168,3 +168,8 @@ jitops_status seg_launch(const jitops_kernel_t *kernel, uint32_t blocks, uint32_
                          uint32_t shared_bytes, void *stream, void **args) {
   return jitops__launch(kernel, blocks, 1, 1, threads, 1, 1, shared_bytes, stream, args);
 }
+
+jitops_status seg_launch_after(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
+                               uint32_t shared_bytes, void *stream, void **args) {
+  return jitops__launch_after(kernel, blocks, 1, 1, threads, 1, 1, shared_bytes, stream, args);
+}

@@ -58,12 +58,14 @@
 #define SEG_BUCKET_TILE_ROWS            4096
 #define SEG_BUCKETS_MAX                 12288 /* 48 KB of shared counters a block */
 #define SEG_BUCKET_MAX_ROWS_PER_SEGMENT 2
-/* The counting sort by bucket: blocks of a multiple of 4096 rows (BUCKET_THREADS x
- * BUCKET_ITEMS), at most SEG_BUCKET_COUNT_BLOCKS of them, so that the offsets pass walks a
+/* The counting sort by bucket: blocks of a multiple of 4096 rows (COUNTING_THREADS x
+ * COUNTING_ITEMS), at most SEG_BUCKET_COUNT_BLOCKS of them, so that the offsets pass walks a
  * short column of block counts a bucket (256 blocks: offsets 24 -> 33 us at S = 10^6, and the
  * scatter no faster). */
 #define SEG_BUCKET_ROWS_UNIT    4096
 #define SEG_BUCKET_COUNT_BLOCKS 128
+/* The offsets pass takes a column in OFFSETS_PARTS x BUCKET_COLUMN_BATCH (4 x 32) rows. */
+_Static_assert(SEG_BUCKET_COUNT_BLOCKS <= 4 * 32, "the bucket offsets pass's column length");
 
 /* Unsorted sum and mean of one column take per-tile sorts and a tiles x S table of sums when
  * the table stays small: at most this many segments (keys of at most 15 bits, two passes in
@@ -282,9 +284,7 @@ static void plan_buckets(const seg_call *call, seg_forward_plan *plan, size_t *c
   const int64_t blocks = (call->rows + plan->bucket_block_rows - 1) / plan->bucket_block_rows;
   plan->bucket_blocks = blocks < 1 ? 1u : (uint32_t)blocks;
   const size_t per_bucket = (size_t)B * sizeof(int32_t);
-  plan->zeroed = *cursor;
-  plan->bucket_done = take(cursor, per_bucket);
-  plan->zeroed_bytes = *cursor - plan->zeroed;
+  plan->bucket_done = take(cursor, per_bucket); /* zeroed by the offsets pass */
   plan->bucket_matrix = take(cursor, per_bucket * plan->bucket_blocks);
   plan->bucket_counts = take(cursor, per_bucket);
   plan->bucket_tiles = take(cursor, (size_t)plan->bucket_tiles_max * 4 * sizeof(int32_t));
