@@ -116,9 +116,6 @@ static CUresult launch_programmatic(const jitops_kernel_t *k, const uint32_t gri
   return k->runtime->driver->cuLaunchKernelEx(&config, k->function, args, NULL);
 }
 
-/* Programmatic dependent launches need sm_90 (griddepcontrol). */
-enum { PROGRAMMATIC_LAUNCH_MIN_ARCH = 90 };
-
 static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3],
                             const uint32_t block[3], uint32_t shared_bytes, void *stream,
                             void **args, bool after_previous) {
@@ -131,7 +128,7 @@ static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3
   JITOPS__TRY(jitops__context_push(rt, &pushed));
   jitops_status status = allow_shared(k, shared_bytes);
   CUresult r = CUDA_SUCCESS;
-  if (status == JITOPS_SUCCESS && after_previous && rt->props.arch >= PROGRAMMATIC_LAUNCH_MIN_ARCH)
+  if (status == JITOPS_SUCCESS && after_previous && rt->dependent_launches)
     r = launch_programmatic(k, grid, block, shared_bytes, stream, args);
   else if (status == JITOPS_SUCCESS)
     r = rt->driver->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1],

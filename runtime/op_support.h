@@ -44,8 +44,9 @@ jitops_status jitops__launch(const jitops_kernel_t *kernel, uint32_t gx, uint32_
                              void *stream, void **args);
 
 /* The same launch, for a kernel that follows another of the op's kernels on the stream: on
- * sm_90 and newer it is a programmatic dependent launch, so the GPU may set its blocks up while
- * the previous kernel's last blocks drain. Contract: the kernel calls
+ * sm_90 and newer (with a driver for CUDA 12.3 or newer, unless JITOPS_DEPENDENT_LAUNCHES=0) it
+ * is a programmatic dependent launch, so the GPU may set its blocks up while the previous
+ * kernel's last blocks drain. Contract: the kernel calls
  * jitops::wait_for_previous_grid() (common.cuh) before it touches any memory, and the previous
  * operation on the stream is a kernel (after a memset or a copy, use jitops__launch). */
 jitops_status jitops__launch_after(const jitops_kernel_t *kernel, uint32_t gx, uint32_t gy,

@@ -70,6 +70,20 @@ static void read_props(jitops_runtime_t *rt) {
   p->l2_bytes = (size_t)attribute(rt, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
 }
 
+/* Programmatic dependent launches need sm_90 (griddepcontrol); captured into a graph they need
+ * a driver for CUDA 12.3. */
+enum { DEPENDENT_LAUNCH_MIN_ARCH = 90, DEPENDENT_LAUNCH_MIN_DRIVER = 12030 };
+
+static int dependent_launches_usable(const jitops_runtime_t *rt) {
+  const char *env = getenv("JITOPS_DEPENDENT_LAUNCHES");
+  if (env != NULL && strcmp(env, "0") == 0)
+    return 0;
+  int version = 0;
+  if (rt->driver->cuDriverGetVersion(&version) != CUDA_SUCCESS)
+    return 0;
+  return rt->props.arch >= DEPENDENT_LAUNCH_MIN_ARCH && version >= DEPENDENT_LAUNCH_MIN_DRIVER;
+}
+
 static jitops_status open_device(jitops_runtime_t *rt, int device, int wanted_arch) {
   JITOPS__TRY(jitops__driver_get(&rt->driver));
   const jitops__driver *d = rt->driver;
@@ -85,6 +99,7 @@ static jitops_status open_device(jitops_runtime_t *rt, int device, int wanted_ar
   if ((r = d->cuDeviceGet(&rt->cu_device, device)) != CUDA_SUCCESS)
     return jitops__driver_fail(d, r, "jitops_runtime_create: cuDeviceGet");
   read_props(rt);
+  rt->dependent_launches = dependent_launches_usable(rt);
   d->cuDeviceGetName(rt->device_name, (int)sizeof rt->device_name, rt->cu_device);
   if (wanted_arch != 0 && wanted_arch != rt->props.arch)
     return jitops__fail(JITOPS_ERR_UNSUPPORTED,

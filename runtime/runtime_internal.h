@@ -41,6 +41,10 @@ struct jitops_runtime {
   CUcontext context; /* the retained primary context; NULL when compile-only */
   const jitops__driver *driver;
   jitops__device_props props;
+  /* Whether jitops__launch_after makes programmatic dependent launches: sm_90 or newer, a
+   * driver for CUDA 12.3 or newer (which captures them into graphs), and not
+   * JITOPS_DEPENDENT_LAUNCHES=0. Set once, when the device opens. */
+  int dependent_launches;
   jitops__target target;
   int nvrtc_version;
   char device_name[256];
