@@ -185,8 +185,8 @@ static jitops_status run_buckets(const fwd_ctx *c) {
   const int32_t P = (int32_t)p->bucket_segments, B = (int32_t)p->buckets;
   const int32_t tile_rows = (int32_t)p->bucket_tile_rows;
   const int32_t block_rows = (int32_t)p->bucket_block_rows, blocks = (int32_t)p->bucket_blocks;
-  const uint32_t per_bucket =
-      (uint32_t)(B * sizeof(int32_t)); /* the counting pass's shared memory */
+  /* An int a bucket: the counting pass's shared memory, and twice that the scatter's. */
+  const uint32_t per_bucket = (uint32_t)(B * sizeof(int32_t));
   void *count_args[] = {
       (void *)&c->ids, (void *)&c->id_stride, (void *)&c->N,   (void *)&c->S,   (void *)&P,
       (void *)&B,      (void *)&block_rows,   (void *)&matrix, (void *)&c->c64, (void *)&c->c32};
