@@ -155,6 +155,20 @@ template <int G> __device__ __forceinline__ unsigned group_mask() {
     return ((1u << G) - 1u) << ((threadIdx.x & 31) / G * G);
 }
 
+// The radix sort's digits (segment_sort.cuh): at most 8 bits a pass.
+constexpr int SORT_RADIX_BITS = 8;
+constexpr int SORT_RADIX_MAX = 1 << SORT_RADIX_BITS;
+
+// Whether any of a pass's digit counts exceeds cap: the digit-bucket path's gate
+// (segment_digit.cuh), which every block of a gated kernel evaluates for itself from the top
+// pass's counts. Every thread of the block calls it.
+__device__ __forceinline__ bool digit_overflow(const int *counts, int cap) {
+  bool over = false;
+  for (int d = threadIdx.x; d < SORT_RADIX_MAX; d += blockDim.x)
+    over |= counts[d] > cap;
+  return __syncthreads_or(over);
+}
+
 __device__ __forceinline__ int warp_sum(int v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1)

@@ -27,8 +27,6 @@ constexpr int SORT_THREADS = 256;
 constexpr int SORT_ITEMS = 16;
 constexpr int SORT_TILE = SORT_THREADS * SORT_ITEMS;
 constexpr int SORT_WARPS = SORT_THREADS / 32;
-constexpr int SORT_RADIX_BITS = 8;
-constexpr int SORT_RADIX_MAX = 1 << SORT_RADIX_BITS;
 constexpr int SORT_PASSES_MAX = 4; // keys are below 2^31
 constexpr int HIST_ITEMS = 16;
 // Predecessor tiles a look-back reads per round trip: with every tile of a small sort in flight
@@ -41,13 +39,11 @@ constexpr int LOOKBACK_BATCH = 32;
 constexpr u64 LOOKBACK_AGGREGATE = 1ull << 62;
 constexpr u64 LOOKBACK_PREFIX = 2ull << 62;
 
-template <class I, bool FIRST>
-__device__ __forceinline__ int sort_key(const I *ids, i64 id_stride, const int *keys, i64 j,
-                                        int S) {
-  if constexpr (FIRST)
-    return radix_key(ids[j * id_stride], S);
-  else
-    return keys[j];
+// Pass p's digit of a key: `bits` bits at p * bits, and every bit above for the last pass. With
+// passes * bits covering the key that is the same; the digit-bucket path (segment_digit.cuh)
+// gives its last pass up to 8 bits above shorter lower passes.
+__device__ __forceinline__ int digit_of_pass(int key, int p, int passes, int bits, int mask) {
+  return p == passes - 1 ? key >> (p * bits) : (key >> (p * bits)) & mask;
 }
 
 // hist[p * SORT_RADIX_MAX + d] += number of keys whose digit of pass p is d, for every pass
@@ -73,7 +69,7 @@ __global__ void __launch_bounds__(SORT_THREADS)
     for (int k = 0; k < HIST_ITEMS; ++k)
       if (key[k] >= 0)
         for (int p = 0; p < passes; ++p)
-          atomicAdd(&local[p * SORT_RADIX_MAX + ((key[k] >> (p * bits)) & mask)], 1);
+          atomicAdd(&local[p * SORT_RADIX_MAX + digit_of_pass(key[k], p, passes, bits, mask)], 1);
   }
   __syncthreads();
   for (int i = tid; i < passes * SORT_RADIX_MAX; i += SORT_THREADS)
@@ -144,19 +140,20 @@ __device__ __forceinline__ u64 block_exclusive_sum(u64 v, u64 *warp_sums) {
   return before + inclusive - v;
 }
 
-// One stable counting pass over `bits` bits at `shift`. `hist` holds this pass's global digit
-// counts, `lookback` its look-back words ([tile][SORT_RADIX_MAX], zeroed), `tile_counter` its
-// tile counter (zeroed). Tiles are taken in counter order, so every tile a block waits for is
-// held by a block that is already running (no deadlock, whatever the scheduling). With
-// `lookback_clear`, the block also zeroes its tile's words there, for the pass after next.
-template <class I, class T, bool FIRST, bool CARRY>
-__global__ void __launch_bounds__(SORT_THREADS, 2)
-    segment_sort_pass(const I *__restrict__ ids, i64 id_stride, const T *__restrict__ data,
-                      i64 data_stride, const int *__restrict__ keys_in,
-                      const int *__restrict__ vals_in, int N, int S, int shift, int bits,
-                      const int *__restrict__ hist, u64 *lookback, u64 *lookback_clear,
-                      int *tile_counter, int *__restrict__ keys_out, int *__restrict__ vals_out) {
-  wait_for_previous_grid();
+// One stable counting pass over `bits` bits at `shift`, the first (`first`: keys from the ids,
+// values the rows or the carried values) or a later one (keys and values from the previous
+// pass). `hist` holds this pass's global digit counts, `lookback` its look-back words
+// ([tile][SORT_RADIX_MAX], zeroed), `tile_counter` its tile counter (zeroed). Tiles are taken in
+// counter order, so every tile a block waits for is held by a block that is already running (no
+// deadlock, whatever the scheduling). With `lookback_clear`, the block also zeroes its tile's
+// words there, for the pass after next.
+template <class I, class T, bool CARRY>
+__device__ __forceinline__ void
+sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__restrict__ data,
+               i64 data_stride, const int *__restrict__ keys_in, const int *__restrict__ vals_in,
+               int N, int S, int shift, int bits, const int *__restrict__ hist, u64 *lookback,
+               u64 *lookback_clear, int *tile_counter, int *__restrict__ keys_out,
+               int *__restrict__ vals_out) {
   // Per warp: its running count of each digit while it ranks, then where its rows of each
   // digit start among the tile's rows of that digit.
   __shared__ int warp_digits[SORT_WARPS][SORT_RADIX_MAX];
@@ -187,11 +184,12 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
     const i64 j = base + k * 32;
     key[k] = -1;
     val[k] = 0;
-    if (j < N) {
-      key[k] = sort_key<I, FIRST>(ids, id_stride, keys_in, j, S);
-      if constexpr (!FIRST)
-        val[k] = vals_in[j];
-      else if constexpr (CARRY)
+    if (j < N && !first) {
+      key[k] = keys_in[j];
+      val[k] = vals_in[j];
+    } else if (j < N) {
+      key[k] = radix_key(ids[j * id_stride], S);
+      if constexpr (CARRY)
         val[k] = __float_as_int((float)load(data + j * data_stride));
       else
         val[k] = (int)j;
@@ -277,6 +275,40 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
   if (lookback_clear != nullptr)
     for (int d = tid; d < SORT_RADIX_MAX; d += SORT_THREADS)
       lookback_clear[(i64)tile * SORT_RADIX_MAX + d] = 0;
+}
+
+// A pass of the radix sort. With `gate` (the digit-bucket path's top-digit counts), the pass
+// runs only when some bucket holds more than `gate_cap` rows: the lower passes that only that
+// path's fallback needs.
+template <class I, class T, bool FIRST, bool CARRY>
+__global__ void __launch_bounds__(SORT_THREADS, 2)
+    segment_sort_pass(const I *__restrict__ ids, i64 id_stride, const T *__restrict__ data,
+                      i64 data_stride, const int *__restrict__ keys_in,
+                      const int *__restrict__ vals_in, int N, int S, int shift, int bits,
+                      const int *__restrict__ hist, u64 *lookback, u64 *lookback_clear,
+                      int *tile_counter, int *__restrict__ keys_out, int *__restrict__ vals_out,
+                      const int *__restrict__ gate, int gate_cap) {
+  wait_for_previous_grid();
+  if (gate != nullptr && !digit_overflow(gate, gate_cap))
+    return;
+  sort_pass_tile<I, T, CARRY>(FIRST, ids, id_stride, data, data_stride, keys_in, vals_in, N, S,
+                              shift, bits, hist, lookback, lookback_clear, tile_counter, keys_out,
+                              vals_out);
+}
+
+// The digit-bucket path's top pass: the first pass over the ids when every bucket fits its
+// block (the lower passes did not run), else the last pass of the full sort.
+template <class I>
+__global__ void __launch_bounds__(SORT_THREADS, 2)
+    segment_sort_pass_top(const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys_in,
+                          const int *__restrict__ vals_in, int N, int S, int shift, int bits,
+                          const int *__restrict__ hist, u64 *lookback, int *tile_counter,
+                          int *__restrict__ keys_out, int *__restrict__ vals_out, int gate_cap) {
+  wait_for_previous_grid();
+  const bool full_sort = digit_overflow(hist, gate_cap);
+  sort_pass_tile<I, float, false>(!full_sort, ids, id_stride, nullptr, 0, keys_in, vals_in, N, S,
+                                  shift, bits, hist, lookback, nullptr, tile_counter, keys_out,
+                                  vals_out);
 }
 
 } // namespace segment

@@ -83,7 +83,15 @@ static double rounded(int t, double v) {
   return get(t, buf, 0);
 }
 
-typedef enum { IDS_RANDOM, IDS_ONE, IDS_BAD, IDS_SKEWED, IDS_NEGATIVE } id_dist;
+typedef enum {
+  IDS_RANDOM,
+  IDS_ONE,
+  IDS_BAD,
+  IDS_SKEWED,
+  IDS_NEGATIVE,
+  IDS_FEW_BAD,
+  IDS_HOT
+} id_dist;
 typedef enum { VALS_EIGHTHS, VALS_RANDOM, VALS_TIES, VALS_SOME_TIES, VALS_NAN } val_dist;
 
 typedef struct seg_case {
@@ -231,6 +239,29 @@ static const seg_case cases[] = {
     {"buckets wide f32 D1000 atomic", F32, .id64 = true, SHAPE(20000, 1000, 500), ATOMIC},
     {"buckets bench shape f32 i64 D64", F32, .id64 = true, SHAPE(1 << 20, 64, 1000000),
      .counter_bits = 64},
+    /* Unsorted sum and mean over many segments: the top radix pass, then a block a part of a
+     * bucket orders and reduces its rows. A bucket over the cap (skewed ids, one segment, many
+     * bad ids) sends the call through the full sort and the chunked reduction instead. */
+    {"digit f32 i64 D64", F32, .id64 = true, SHAPE(250000, 64, 200000), .vals = VALS_RANDOM,
+     .quick = true},
+    {"digit few bad ids f16 D16 fill counter32 padded", F16, SHAPE(200000, 16, 150000),
+     .ids = IDS_FEW_BAD, .fill = true, .counter_bits = 32, .data_pad = 2, .out_pad = 3,
+     .id_stride = 2, .quick = true},
+    {"digit few bad ids bf16 i64 D8 counter64 strided ids", BF16, .id64 = true,
+     SHAPE(300000, 8, 400000), .ids = IDS_FEW_BAD, .counter_bits = 64, .id_stride = 3},
+    {"digit hot segment f32 D64", F32, SHAPE(250000, 64, 200000), .ids = IDS_HOT,
+     .vals = VALS_RANDOM, .quick = true},
+    {"digit sparse f64 i64 D16", F64, .id64 = true, SHAPE(5000, 16, 600000), .vals = VALS_RANDOM},
+    {"digit f32 D100 (idle lanes)", F32, .id64 = true, SHAPE(100000, 100, 140000),
+     .vals = VALS_RANDOM},
+    {"digit f64 D120 workspace", F64, SHAPE(100000, 120, 140000), .workspace = true},
+    {"digit bench shape f32 i64 D64 counter64", F32, .id64 = true, SHAPE(1 << 20, 64, 1000000),
+     .ids = IDS_FEW_BAD, .counter_bits = 64},
+    {"digit skewed f32 i64 D64 counter64", F32, .id64 = true, SHAPE(250000, 64, 200000),
+     .ids = IDS_SKEWED, .counter_bits = 64, .quick = true},
+    {"digit one segment f16 D32", F16, SHAPE(100000, 32, 300000), .ids = IDS_ONE},
+    {"digit bad ids f32 i64 D16 counter64", F32, .id64 = true, SHAPE(200000, 16, 150000),
+     .ids = IDS_BAD, .counter_bits = 64},
 };
 #undef ATOMIC
 #undef SORT
@@ -320,6 +351,14 @@ static int64_t make_id(const seg_case *c, uint64_t *seed) {
     const double u = test_rand_uniform(seed, 0, 1);
     return (int64_t)(S * u * u * u * u);
   }
+  case IDS_FEW_BAD: /* one in 500 negative or too large: buckets of segments stay small */
+    if (r % 1000 == 0)
+      return -1 - (int64_t)(r % 7);
+    if (r % 1000 == 1)
+      return S + (int64_t)(r % 7);
+    return (int64_t)(test_rand_u64(seed) % (uint64_t)S);
+  case IDS_HOT: /* one row in 100 in one segment, which spreads over a block's lane groups */
+    return r % 100 == 0 ? S / 2 : (int64_t)(test_rand_u64(seed) % (uint64_t)S);
   case IDS_NEGATIVE:
     if (r % 5 == 0)
       return -1 - (int64_t)(r % 7);

@@ -22,6 +22,7 @@
 /* Match templates/segment_sort.cuh. */
 #define SEG_SORT_TILE       4096
 #define SEG_SORT_THREADS    256
+#define SEG_SORT_RADIX_BITS 8
 #define SEG_SORT_RADIX_MAX  256
 #define SEG_SORT_PASSES_MAX 4
 #define SEG_HIST_ROWS       (SEG_SORT_THREADS * 16) /* rows a histogram block takes at a time */
@@ -32,6 +33,10 @@
 #define SEG_RUNS_TIED_LIST 4
 /* Shared memory a block may use for the atomic path's and the row counts' local tables. */
 #define SEG_SHARED_TABLE_BYTES (48 * 1024)
+/* Threads a block of the digit-bucket reduction, and its most segments a block (DIGIT_THREADS
+ * and DIGIT_PART_SEGMENTS_MAX in templates/segment_digit.cuh). */
+#define SEG_DIGIT_THREADS           256
+#define SEG_DIGIT_PART_SEGMENTS_MAX 1024
 /* Threads a block of the bucket kernels (BUCKET_THREADS in templates/segment_buckets.cuh), and
  * of their counting and scattering passes (COUNTING_THREADS). */
 #define SEG_BUCKET_THREADS          256
@@ -84,7 +89,9 @@ typedef enum seg_path {
   SEG_PATH_BOUNDARIES, /* sorted ids: chunked reduction, fixup */
   SEG_PATH_ATOMIC,     /* max/min: integer atomics into a code table, then finalize */
   SEG_PATH_TILES,      /* one column, sum/mean, few segments: per-tile sorts and sums */
-  SEG_PATH_BUCKETS     /* max/min, many segments: rows into buckets, shared atomics a bucket */
+  SEG_PATH_BUCKETS,    /* max/min, many segments: rows into buckets, shared atomics a bucket */
+  SEG_PATH_DIGIT       /* sum/mean, many segments: the top radix pass, then a block a bucket part,
+                          with the full sort behind a gate (templates/segment_digit.cuh) */
 } seg_path;
 
 typedef struct seg_forward_plan {
@@ -106,6 +113,12 @@ typedef struct seg_forward_plan {
   int64_t bucket_segments, buckets, bucket_tile_rows, bucket_tiles_max, bucket_block_rows;
   uint32_t bucket_blocks;
   size_t bucket_matrix, bucket_counts, bucket_done, bucket_tiles, bucket_tile_count, bucket_entries;
+  /* SEG_PATH_DIGIT: buckets of 2^digit_top_shift segments (the top pass's digit), each split
+   * into 2^digit_parts_log2 parts, a block each (digit_blocks in all, digit_shared bytes of
+   * shared memory); the full sort and the chunked reduction run instead when some bucket holds
+   * more than digit_cap rows. */
+  int digit_top_shift, digit_parts_log2, digit_cap;
+  uint32_t digit_blocks, digit_shared;
   /* Byte offsets into the scratch memory. [zeroed, zeroed + zeroed_bytes) is cleared by one
    * memset first: the segment bounds, the sort's digit counts, tile counters and look-back
    * words. */
@@ -179,6 +192,7 @@ typedef struct seg_forward_kernels {
   jitops_kernel_t *atomic, *finalize;
   jitops_kernel_t *tile_sums, *tile_combine;
   jitops_kernel_t *bucket_count, *bucket_offsets, *bucket_scatter, *bucket_extreme;
+  jitops_kernel_t *pass_top, *digit_reduce;
   jitops_kernel_t *count_too_large;
 } seg_forward_kernels;
 
@@ -194,9 +208,10 @@ jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call 
 jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
                                        const seg_backward_plan *plan, seg_backward_kernels *out);
 
-/* The radix sort's kernels: the digit histogram, the first pass and the later passes. */
+/* The radix sort's kernels: the digit histogram, the first pass and the later passes, and the
+ * digit-bucket path's top pass (else NULL). */
 typedef struct seg_sort_kernels {
-  const jitops_kernel_t *histogram, *pass_first, *pass;
+  const jitops_kernel_t *histogram, *pass_first, *pass, *pass_top;
 } seg_sort_kernels;
 
 /* ---- segment_forward.c ------------------------------------------------------------------- */

@@ -15,6 +15,7 @@
 #define SRC_TILES    "jitops/segment_tiles.cuh"
 #define SRC_RUNS     "jitops/segment_backward_runs.cuh"
 #define SRC_BUCKETS  "jitops/segment_buckets.cuh"
+#define SRC_DIGIT    "jitops/segment_digit.cuh"
 #define NS           "jitops::segment::"
 
 static jitops_status get(jitops_runtime_t *runtime, const char *source, jitops_kernel_t **out,
@@ -62,6 +63,24 @@ static jitops_status get_grouped(jitops_runtime_t *rt, const seg_call *call,
              l->vec, l->lanes, l->cpl);
 }
 
+/* The digit path: the histogram, the gated lower passes, the top pass, the digit reduction,
+ * and the gated chunked reduction and fixup. */
+static jitops_status get_digit(jitops_runtime_t *rt, const seg_call *call, const char *I,
+                               const seg_forward_plan *plan, seg_forward_kernels *k) {
+  const char *T = jitops__dtype_cname(call->dtype);
+  const seg_layout *l = &plan->layout;
+  JITOPS__TRY(get(rt, SRC_SORT, &k->histogram, NS "segment_sort_histogram<%s>", I));
+  if (plan->sort_passes > 1)
+    JITOPS__TRY(
+        get(rt, SRC_SORT, &k->pass_first, NS "segment_sort_pass<%s, float, true, false>", I));
+  if (plan->sort_passes > 2)
+    JITOPS__TRY(get(rt, SRC_SORT, &k->pass, NS "segment_sort_pass<int, float, false, false>"));
+  JITOPS__TRY(get(rt, SRC_SORT, &k->pass_top, NS "segment_sort_pass_top<%s>", I));
+  JITOPS__TRY(get(rt, SRC_DIGIT, &k->digit_reduce, NS "segment_digit_reduce<%s, %d, %d, %d, %d>", T,
+                  (int)call->reduction, l->vec, l->lanes, l->cpl));
+  return get_grouped(rt, call, plan, "int", false, k);
+}
+
 jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
                                       const seg_forward_plan *plan, seg_forward_kernels *out) {
   memset(out, 0, sizeof *out);
@@ -80,6 +99,8 @@ jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call 
     return get_grouped(runtime, call, plan, "int", false, out);
   case SEG_PATH_BOUNDARIES:
     return get_grouped(runtime, call, plan, I, true, out);
+  case SEG_PATH_DIGIT:
+    return get_digit(runtime, call, I, plan, out);
   case SEG_PATH_TILES: {
     const bool mean = call->reduction == JITOPS_SEGMENT_MEAN;
     JITOPS__TRY(get(runtime, SRC_TILES, &out->tile_sums, NS "segment_tile_sums<%s, %s, %s>", T, I,
