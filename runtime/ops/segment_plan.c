@@ -226,6 +226,24 @@ static void plan_atomic(const jitops__device_props *props, const seg_call *call,
                  plan->layout.lanes, 32);
 }
 
+/* The radix sort's tiles, its histogram grid, and its scratch that starts zeroed: the digit
+ * counts, the tile counters and the look-back words. Passes alternate between two sets of
+ * look-back words; a pass clears the other set for the pass after it. */
+static void plan_radix_scratch(const jitops__device_props *props, const seg_call *call,
+                               seg_forward_plan *plan, size_t *cursor) {
+  plan->sort_tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
+  plan->hist = take(cursor, SEG_SORT_PASSES_MAX * SEG_SORT_RADIX_MAX * sizeof(int32_t));
+  plan->tile_counters = take(cursor, SEG_SORT_PASSES_MAX * sizeof(int32_t));
+  const size_t words = (size_t)plan->sort_tiles * SEG_SORT_RADIX_MAX * sizeof(uint64_t);
+  const int sets = plan->sort_passes > 1 ? 2 : 1;
+  for (int b = 0; b < sets; ++b)
+    plan->lookback[b] = take(cursor, words);
+  int64_t blocks = (call->rows + SEG_HIST_ROWS - 1) / SEG_HIST_ROWS;
+  if (blocks > 2 * sm_count(props))
+    blocks = 2 * sm_count(props);
+  plan->hist_blocks = (uint32_t)blocks;
+}
+
 /* `partial_bytes` per chunk: the forward's two partial rows, or the backward's tie bits. */
 static void plan_sort(const jitops__device_props *props, const seg_call *call,
                       int64_t threads_per_sm, size_t partial_bytes, seg_forward_plan *plan,
@@ -241,19 +259,7 @@ static void plan_sort(const jitops__device_props *props, const seg_call *call,
     const int total_bits = total_sort_bits(call);
     plan->sort_passes = (total_bits + 7) / 8;
     plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
-    plan->sort_tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
-    plan->hist = take(cursor, SEG_SORT_PASSES_MAX * SEG_SORT_RADIX_MAX * sizeof(int32_t));
-    plan->tile_counters = take(cursor, SEG_SORT_PASSES_MAX * sizeof(int32_t));
-    /* Passes alternate between two sets of look-back words; a pass clears the other set for
-     * the pass after it. */
-    const size_t words = (size_t)plan->sort_tiles * SEG_SORT_RADIX_MAX * sizeof(uint64_t);
-    const int sets = plan->sort_passes > 1 ? 2 : 1;
-    for (int b = 0; b < sets; ++b)
-      plan->lookback[b] = take(cursor, words);
-    int64_t blocks = (call->rows + SEG_HIST_ROWS - 1) / SEG_HIST_ROWS;
-    if (blocks > 2 * sm_count(props))
-      blocks = 2 * sm_count(props);
-    plan->hist_blocks = (uint32_t)blocks;
+    plan_radix_scratch(props, call, plan, cursor);
     /* One column of a 32-bit-or-narrower type: the sort carries the values, and the
      * reduction streams them instead of gathering rows. */
     plan->sort_carry = call->cols == 1 && call->dtype != JITOPS__DTYPE_F64;
@@ -363,7 +369,6 @@ static void plan_digit(const jitops__device_props *props, const seg_call *call,
   plan->digit_top_shift = digit_top_shift(call, &low_passes, &low_bits);
   plan->sort_passes = low_passes + 1;
   plan->sort_bits = low_bits;
-  plan->sort_tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
   const int64_t P = (int64_t)1 << plan->digit_top_shift;
   const int64_t pp = P < SEG_DIGIT_PART_SEGMENTS_MAX ? P : SEG_DIGIT_PART_SEGMENTS_MAX;
   int parts_log2 = 0;
@@ -376,17 +381,9 @@ static void plan_digit(const jitops__device_props *props, const seg_call *call,
   plan->digit_shared = (uint32_t)digit_shared_bytes(call, &plan->layout, pp);
 
   plan->zeroed = *cursor;
-  plan->hist = take(cursor, SEG_SORT_PASSES_MAX * SEG_SORT_RADIX_MAX * sizeof(int32_t));
-  plan->tile_counters = take(cursor, SEG_SORT_PASSES_MAX * sizeof(int32_t));
-  const size_t words = (size_t)plan->sort_tiles * SEG_SORT_RADIX_MAX * sizeof(uint64_t);
-  const int sets = plan->sort_passes > 1 ? 2 : 1;
-  for (int b = 0; b < sets; ++b)
-    plan->lookback[b] = take(cursor, words);
+  plan_radix_scratch(props, call, plan, cursor);
   plan->zeroed_bytes = *cursor - plan->zeroed;
-  int64_t blocks = (call->rows + SEG_HIST_ROWS - 1) / SEG_HIST_ROWS;
-  if (blocks > 2 * sm_count(props))
-    blocks = 2 * sm_count(props);
-  plan->hist_blocks = (uint32_t)blocks;
+  const int sets = plan->sort_passes > 1 ? 2 : 1;
 
   plan->seg_start = take(cursor, (size_t)call->segments * sizeof(int32_t));
   plan->seg_end = take(cursor, (size_t)call->segments * sizeof(int32_t));
