@@ -251,8 +251,6 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
         for (int e = 0; e < VEC; ++e)
           acc[k][e] = identity<OP, A>();
     };
-    // The run [a, b) of segment l: its result when the share holds all of the segment, else a
-    // partial in the share's slot 0 (its first run) or 1 (its last).
     // The run [a, e) of segment l: its result when the share holds all of the segment, else a
     // partial in the share's slot 0 (its first run) or 1 (its last).
     auto emit = [&](int l, int a, int e) {

@@ -3,7 +3,8 @@
  * and backward calls use — through the same planner the calls use, for a typical problem
  * (2^20 rows, 10 000 segments; for unsorted max/min also 100 segments, which takes the
  * shared-memory atomic path, 10^6 segments, which takes buckets of shared tables for 4- and
- * 8-byte types, and each algorithm forced). Row lengths 1 (scalars per row) and 64 (a
+ * 8-byte types, and each algorithm forced; for unsorted sum/mean also 10^6 segments, which
+ * takes the digit path at 64 columns). Row lengths 1 (scalars per row) and 64 (a
  * typical embedding width, aligned) cover the small-row and the wide-row layouts. */
 #include <stdio.h>
 #include <string.h>
@@ -93,6 +94,8 @@ static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
   const entry e = decode(index);
   JITOPS__TRY(compile_forward(runtime, &e, 10000, JITOPS_SEGMENT_ALGORITHM_AUTO));
   const bool extreme = e.reduction == JITOPS_SEGMENT_MAX || e.reduction == JITOPS_SEGMENT_MIN;
+  if (!extreme && !e.sorted)
+    JITOPS__TRY(compile_forward(runtime, &e, 1000000, JITOPS_SEGMENT_ALGORITHM_AUTO));
   if (extreme && !e.sorted) {
     JITOPS__TRY(compile_forward(runtime, &e, 100, JITOPS_SEGMENT_ALGORITHM_AUTO));
     JITOPS__TRY(compile_forward(runtime, &e, 1000000, JITOPS_SEGMENT_ALGORITHM_AUTO));
