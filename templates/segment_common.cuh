@@ -21,6 +21,16 @@ template <int OP, class A> __device__ __forceinline__ A identity() {
   return A(0);
 }
 
+// A lane's accumulators (CPL packs of VEC columns), every one back to the identity.
+template <int OP, class A, int CPL, int VEC>
+__device__ __forceinline__ void reset_to_identity(A (&acc)[CPL][VEC]) {
+#pragma unroll
+  for (int k = 0; k < CPL; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      acc[k][e] = identity<OP, A>();
+}
+
 // max/min propagate NaN: once the running value is NaN it stays; a NaN input replaces it.
 template <int OP, class A> __device__ __forceinline__ A combine(A acc, A v) {
   if (OP == MAX)

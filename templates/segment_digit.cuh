@@ -244,13 +244,6 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
   T *const part_out = out + (i64)s0 * out_stride;
   for (int c0 = 0; c0 < D; c0 += COLS) {
     A acc[CPL][VEC];
-    auto reset = [&]() {
-#pragma unroll
-      for (int k = 0; k < CPL; ++k)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          acc[k][e] = identity<OP, A>();
-    };
     // The run [a, e) of segment l: its result when the share holds all of the segment, else a
     // partial in the share's slot 0 (its first run) or 1 (its last).
     auto emit = [&](int l, int a, int e) {
@@ -274,7 +267,7 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
         }
       }
     };
-    reset();
+    reset_to_identity<OP>(acc);
     int run = lo < hi ? slocal[lo] : 0, run_start = lo;
     for (int j0 = lo; j0 < hi; j0 += U) {
       A v[U][CPL][VEC];
@@ -298,7 +291,7 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
         const int l = slocal[j];
         if (l != run) {
           emit(run, run_start, j);
-          reset();
+          reset_to_identity<OP>(acc);
           run = l;
           run_start = j;
         }
@@ -321,7 +314,7 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
         int g = 0;
         while (share_start(m, g + 1, GROUPS) <= st)
           ++g;
-        reset();
+        reset_to_identity<OP>(acc);
         // The first share holds the segment's start in its last run (slot 1) unless the
         // segment starts the share; every later share holds it in its first run. Empty shares
         // (fewer rows than groups) hold nothing.

@@ -145,13 +145,6 @@ __global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
 
   for (int c0 = 0; c0 < D; c0 += COLS) {
     A acc[CPL][VEC];
-    auto reset = [&]() {
-#pragma unroll
-      for (int k = 0; k < CPL; ++k)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          acc[k][e] = identity<OP, A>();
-    };
     // Writes the run [a, b) of segment s: its result if the segment lies inside the chunk,
     // else a partial for the fixup; and the segment's bounds where the run holds them.
     auto emit = [&](int s, int a, int b) {
@@ -212,7 +205,7 @@ __global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
       }
     };
 
-    reset();
+    reset_to_identity<OP>(acc);
     int run_key = key_at<I, SORTED>(ids, id_stride, keys, lo, S), run_start = lo;
     fill_gap(lo == 0 ? -1 : key_at<I, SORTED>(ids, id_stride, keys, lo - 1, S), run_key);
     // Keys and rows (or carried values) of a batch. After a sort, batches of several rows
@@ -275,7 +268,7 @@ __global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
         if (key != run_key) {
           emit(run_key, run_start, j);
           fill_gap(run_key, key);
-          reset();
+          reset_to_identity<OP>(acc);
           run_key = key;
           run_start = j;
         }
@@ -402,11 +395,7 @@ fixup_segments(const int *__restrict__ seg_start, const int *__restrict__ seg_en
     T *o = out + s * out_stride;
     for (int c0 = 0; c0 < D; c0 += COLS) {
       A acc[CPL][VEC];
-#pragma unroll
-      for (int k = 0; k < CPL; ++k)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          acc[k][e] = identity<OP, A>();
+      reset_to_identity<OP>(acc);
       combine_partials<T, OP, VEC, G, CPL, U>(partials, D, CH, st, en, c0, group, GROUPS, cl, acc);
 #pragma unroll
       for (int m = G; m < 32; m <<= 1)
