@@ -169,14 +169,11 @@ template <int G> __device__ __forceinline__ unsigned group_mask() {
 constexpr int SORT_RADIX_BITS = 8;
 constexpr int SORT_RADIX_MAX = 1 << SORT_RADIX_BITS;
 
-// Whether any of a pass's digit counts exceeds cap: the digit-bucket path's gate
-// (segment_digit.cuh), which every block of a gated kernel evaluates for itself from the top
-// pass's counts. Every thread of the block calls it.
-__device__ __forceinline__ bool digit_overflow(const int *counts, int cap) {
-  bool over = false;
-  for (int d = threadIdx.x; d < SORT_RADIX_MAX; d += blockDim.x)
-    over |= counts[d] > cap;
-  return __syncthreads_or(over);
+// Whether a kernel behind the digit path's fallback runs: always without a flag (every other
+// path), else only when the digit path's scatter raised it (segment_digit.cuh). Read after
+// wait_for_previous_grid, when the flag is final; the same for every thread.
+__device__ __forceinline__ bool fallback_runs(const int *fallback) {
+  return fallback == nullptr || *fallback != 0;
 }
 
 __device__ __forceinline__ int warp_sum(int v) {

@@ -1,147 +1,179 @@
-// jitops/segment_digit.cuh — unsorted sum and mean over many segments of about one row each: one
-// radix pass by the top digit of the ids puts the rows into buckets of P = 2^top_shift
-// consecutive segments, and one block a part of a bucket orders its rows by segment in shared
-// memory and reduces them.
+// jitops/segment_digit.cuh — unsorted sum and mean over many segments of about one row each:
+// one pass scatters the rows into parts of PP = 2^part_log2 consecutive segments, and one block
+// a part orders the part's rows by (segment, row) in shared memory and reduces them.
 //
-// Why: at N = 2^20 rows and S = 10^6 segments the full sort (three passes) and the chunked
-// reduction's bookkeeping (segment bounds, partials, the fixup) cost about 70 us on an H200
-// beside a gather whose floor is 136 us. The top pass is stable, so a bucket holds its rows in
-// row order; a block that sorts its part's rows by segment, stably, sees each segment's rows in
-// row order — the order of the full sort — and keeps the rest of the bookkeeping in shared
-// memory. Sums are bit-identical from run to run.
+// Why: at N = 2^20 rows and S = 10^6 segments a full radix sort (three passes) and the chunked
+// reduction's bookkeeping cost about 70 us on an H200 beside a gather whose floor is 136 us. The
+// scatter is one read of the ids and one write of (key, row) entries, with no histogram pass and
+// no look-back; the order in which its blocks fill a part varies from run to run, so the part's
+// block ranks each row among its segment's rows by row index. Every segment is then reduced in
+// row order, the order of the full sort, and sums are bit-identical from run to run.
 //
-// The gate. A bucket must fit a block's shared memory (at most DIGIT_CAP rows), which the host
-// cannot know: it sizes the buckets for uniform ids, and every kernel after the histogram reads
-// the top digit's counts and decides for itself (digit_overflow). When some bucket is too large
-// (skewed ids), the lower passes run before the top pass, which makes it the last pass of the
-// full sort; the chunked reduction and its fixup then do the work, and this kernel only zeroes
-// the segment bounds they start from. Otherwise those three kernels return at once.
+// The fallback. A part's region of the entry list holds at most DIGIT_CAP rows; the host sizes
+// the parts for uniform ids (SEG_DIGIT_PART_ROWS expected rows, far below the cap) but cannot
+// see the ids. A region that overflows (skewed ids) raises `fallback`; the reduction then does
+// nothing, and the full radix sort, the chunked reduction and its fixup — launched behind it on
+// every call, returning at once unless the flag is up — do all of the work.
 //
-// A block (bucket b, part q) owns the PP segments from s0 = b * P + q * PP:
-//   count  — each warp walks its share of the bucket's positions (consecutive, in order) and
-//            counts its rows of each of the part's segments (one counter a warp and segment);
-//   layout — each segment's first slot (a scan over the segments), and each warp's first slot
-//            within each segment (its rows come after those of the warps before it);
-//   place  — the warps walk their shares again and put each row in its slot: rows of a segment
-//            end in row order (warps in position order, lanes ranked within a warp);
-//   reduce — lane groups split the part's ordered rows evenly (a huge segment spreads over all
-//            of them); a segment inside a group's share is written at once, one crossing a share
-//            boundary leaves partials that the group holding its end adds up in group order;
-//            segments without rows get `empty_value`.
+// scatter — a block takes SCATTER_TILE consecutive rows: counts its rows of each part in shared
+//           memory (the shared atomic's result is a row's rank among them, in no fixed order),
+//           reserves each part's slots in the part's region with one global atomic, stages its
+//           rows by part and writes them out in runs of consecutive slots. It also counts the
+//           ids >= S (the only kernel of the path that does, fallback or not).
+// reduce  — block p loads part p's entries, counts each segment's rows (shared atomics again),
+//           scans them into segment starts and places the rows by segment; each row's final
+//           slot is its segment's start plus the number of the segment's rows with a smaller
+//           row index (one-row segments, most of them, need no comparison). Then lane groups
+//           split the part's ordered rows evenly (a huge segment spreads over all of them); a
+//           segment inside a group's share is written at once, one crossing a share boundary
+//           leaves partials that the group holding its end adds up in group order; segments
+//           without rows get `empty_value`.
 #pragma once
 #include "jitops/segment_sort.cuh"
 
 namespace jitops {
 namespace segment {
 
+// A part's rows at most (the host's SEG_DIGIT_CAP): its region of the entry list, and what its
+// block's shared memory orders.
+constexpr int DIGIT_CAP = 2048;
+// Parts at most (the host's SEG_DIGIT_PARTS_MAX): a scatter block counts them in shared memory.
+constexpr int DIGIT_PARTS_MAX = 4096;
+
+constexpr int SCATTER_THREADS = 1024;
+constexpr int SCATTER_ITEMS = 8;
+constexpr int SCATTER_TILE = SCATTER_THREADS * SCATTER_ITEMS;
+constexpr int SCATTER_PARTS_PER_THREAD = DIGIT_PARTS_MAX / SCATTER_THREADS;
+static_assert(SCATTER_PARTS_PER_THREAD * SCATTER_THREADS == DIGIT_PARTS_MAX, "the parts' scan");
+// The scatter's dynamic shared memory (the host's SEG_DIGIT_SCATTER_SHARED): each part's count
+// and then first staged slot (one more entry: the total), its first slot in its region, and the
+// staged entries.
+constexpr int SCATTER_FIRST_WORDS = DIGIT_PARTS_MAX + 4;
+constexpr int SCATTER_SHARED = (SCATTER_FIRST_WORDS + DIGIT_PARTS_MAX) * 4 + SCATTER_TILE * 8;
+static_assert(SCATTER_SHARED <= 227 * 1024, "a scatter block's shared memory");
+
 constexpr int DIGIT_THREADS = 256;
-static_assert(DIGIT_THREADS == SORT_RADIX_MAX, "a thread a digit count of the top pass");
-constexpr int DIGIT_WARPS = DIGIT_THREADS / 32;
-// Segments a block at most (the host's SEG_DIGIT_PART_SEGMENTS_MAX); slots fit 16 bits.
+constexpr int DIGIT_ITEMS = DIGIT_CAP / DIGIT_THREADS;
+// Segments a part at most (the host's SEG_DIGIT_PART_SEGMENTS_MAX).
 constexpr int DIGIT_PART_SEGMENTS_MAX = 1024;
 constexpr int DIGIT_SEGMENTS_PER_THREAD = DIGIT_PART_SEGMENTS_MAX / DIGIT_THREADS;
-// A bucket's rows at most (the host's SEG_DIGIT_CAP), and so the chunks of 32 positions a warp's
-// share of them holds at most.
-constexpr int DIGIT_CAP = 6144;
-constexpr int DIGIT_SHARE_CHUNKS = DIGIT_CAP / (DIGIT_WARPS * 32);
-
-// Blocks an SM holds: three, with 65 KB of shared memory each at 1024 segments a part.
+// Blocks an SM holds: three (80 registers a thread, for the reduction's rows in flight).
 constexpr int DIGIT_MIN_BLOCKS = 3;
 
 __device__ constexpr int digit_align(int bytes) {
   return (bytes + 15) & ~15;
 }
 
-// The block's dynamic shared memory, at byte offsets: the warps' cursors (16-bit, a warp and
-// segment), the segments' first slots, the ordered rows and their segments (16-bit), the lane
-// groups' partials. The host mirrors it (seg_digit_shared_bytes).
-template <class A, int G, int COLS> struct digit_shared {
-  static constexpr int GROUPS = DIGIT_THREADS / G;
-  static __device__ constexpr int seg_first(int pp) {
-    return digit_align(DIGIT_WARPS * pp * 2);
+// The reduction's dynamic shared memory, at byte offsets: the segments' counts and then first
+// slots (pp + 1), the rows placed by segment, the rows in final order and their segments
+// (16-bit), the lane groups' partials. The host mirrors it (digit_shared_bytes).
+struct digit_shared {
+  static __device__ constexpr int placed(int pp) {
+    return digit_align((pp + 1) * 4);
   }
   static __device__ constexpr int rows(int pp) {
-    return seg_first(pp) + digit_align((pp + 1) * 4);
+    return placed(pp) + DIGIT_CAP * 4;
   }
   static __device__ constexpr int locals(int pp) {
-    return rows(pp) + digit_align(DIGIT_CAP * 4);
+    return rows(pp) + DIGIT_CAP * 4;
   }
   static __device__ constexpr int partials(int pp) {
     return locals(pp) + digit_align(DIGIT_CAP * 2);
   }
 };
 
-// A warp's share of the bucket's positions [first, first + count): a contiguous run of 32-position
-// chunks, walked in order, every key and row loaded at once (one round trip, kept in registers
-// for both walks). Past the end, key -1.
-struct warp_share {
-  int key[DIGIT_SHARE_CHUNKS], row[DIGIT_SHARE_CHUNKS];
-  int chunks; // this warp's chunks (warp-uniform)
-
-  __device__ __forceinline__ void load(const int *keys, const int *rows, int first, int count) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int all = (count + 31) >> 5;
-    const int c0 = (int)((i64)all * warp / DIGIT_WARPS);
-    chunks = (int)((i64)all * (warp + 1) / DIGIT_WARPS) - c0;
+// Turns counts[0..n) into exclusive starts, in place, and writes the total to counts[n]; thread
+// t takes entries [t * K, t * K + K). No barrier at the end.
+template <int K>
+__device__ __forceinline__ void counts_to_starts(int *counts, int n, u64 *warp_sums) {
+  const int i0 = threadIdx.x * K;
+  int count[K], mine = 0;
 #pragma unroll
-    for (int i = 0; i < DIGIT_SHARE_CHUNKS; ++i) {
-      const int p = (c0 + i) * 32 + lane;
-      const bool in = i < chunks && p < count;
-      key[i] = in ? keys[first + p] : -1;
-      row[i] = in ? rows[first + p] : 0;
-    }
+  for (int i = 0; i < K; ++i) {
+    count[i] = i0 + i < n ? counts[i0 + i] : 0;
+    mine += count[i];
   }
-
-  // f(key, row) for every chunk of the share, in order, on every lane.
-  template <class F> __device__ __forceinline__ void walk(F &&f) const {
-#pragma unroll
-    for (int i = 0; i < DIGIT_SHARE_CHUNKS; ++i)
-      if (i < chunks)
-        f(key[i], row[i]);
-  }
-};
-
-// The lanes holding the same part segment as this one (l >= 0), or none (l < 0).
-__device__ __forceinline__ unsigned same_segment_lanes(int l) {
-  const unsigned peers = __match_any_sync(0xffffffffu, l);
-  return l >= 0 ? peers : 0u;
-}
-
-// Segment slots and cursors: thread t owns segments [t * K, t * K + K). Turns the warps' counts
-// (cursor[w][l]) into each warp's first slot and writes seg_first[0..pp]. Ends with a barrier.
-__device__ __forceinline__ void lay_out_segments(unsigned short *cursor, int *seg_first, int pp,
-                                                 u64 *warp_sums) {
-  const int l0 = threadIdx.x * DIGIT_SEGMENTS_PER_THREAD;
-  int rows_of[DIGIT_SEGMENTS_PER_THREAD], mine = 0;
-#pragma unroll
-  for (int i = 0; i < DIGIT_SEGMENTS_PER_THREAD; ++i) {
-    const int l = l0 + i;
-    int running = 0;
-    if (l < pp)
-#pragma unroll
-      for (int w = 0; w < DIGIT_WARPS; ++w) {
-        const int c = cursor[w * pp + l];
-        cursor[w * pp + l] = (unsigned short)running;
-        running += c;
-      }
-    rows_of[i] = running;
-    mine += running;
-  }
+  // Its barriers order every read above before the writes below.
   int at = (int)block_exclusive_sum((u64)mine, warp_sums);
 #pragma unroll
-  for (int i = 0; i < DIGIT_SEGMENTS_PER_THREAD; ++i) {
-    const int l = l0 + i;
-    if (l < pp) {
-      seg_first[l] = at;
-#pragma unroll
-      for (int w = 0; w < DIGIT_WARPS; ++w)
-        cursor[w * pp + l] = (unsigned short)(cursor[w * pp + l] + at);
-    }
-    at += rows_of[i];
+  for (int i = 0; i < K; ++i) {
+    if (i0 + i < n)
+      counts[i0 + i] = at;
+    at += count[i];
   }
-  if (threadIdx.x == DIGIT_THREADS - 1)
-    seg_first[pp] = at;
+  if (threadIdx.x == blockDim.x - 1)
+    counts[n] = at;
+}
+
+// Entries are {key, row}: part key >> part_log2, segment key - part * PP within it. `fill` (a
+// count a part) and `fallback` start zeroed.
+template <class I>
+__global__ void __launch_bounds__(SCATTER_THREADS)
+    segment_digit_scatter(const I *__restrict__ ids, i64 id_stride, int N, int S, int part_log2,
+                          int parts, int *__restrict__ fill, int2 *__restrict__ entries,
+                          int *__restrict__ fallback, unsigned long long *counter64,
+                          unsigned *counter32) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ u64 warp_sums[SCATTER_THREADS / 32];
+  int *first = reinterpret_cast<int *>(smem_raw);
+  int *base = first + SCATTER_FIRST_WORDS;
+  int2 *stage = reinterpret_cast<int2 *>(base + DIGIT_PARTS_MAX);
+  const int tid = threadIdx.x;
+  for (int p = tid; p < parts; p += SCATTER_THREADS)
+    first[p] = 0;
   __syncthreads();
+
+  const i64 tile_first = (i64)blockIdx.x * SCATTER_TILE;
+  int key[SCATTER_ITEMS], rank[SCATTER_ITEMS];
+#pragma unroll
+  for (int k = 0; k < SCATTER_ITEMS; ++k) {
+    const i64 j = tile_first + k * SCATTER_THREADS + tid;
+    key[k] = j < N ? radix_key(ids[j * id_stride], S) : S;
+  }
+  int dropped = 0;
+#pragma unroll
+  for (int k = 0; k < SCATTER_ITEMS; ++k) {
+    dropped += key[k] == S + 1;
+    if (key[k] < S)
+      rank[k] = atomicAdd(&first[key[k] >> part_log2], 1);
+  }
+  dropped = warp_sum(dropped);
+  if ((tid & 31) == 0)
+    add_to_counter(counter64, counter32, dropped);
+  __syncthreads();
+
+  counts_to_starts<SCATTER_PARTS_PER_THREAD>(first, parts, warp_sums);
+  __syncthreads();
+  // A thread a part (strided, unlike the scan), so that a thread's reservations, whose latency
+  // grows with the blocks contending for each part, are at most a few and independent.
+  bool over = false;
+  for (int p = tid; p < parts; p += SCATTER_THREADS) {
+    const int rows = first[p + 1] - first[p];
+    if (rows > 0) {
+      base[p] = atomicAdd(&fill[p], rows);
+      over |= base[p] + rows > DIGIT_CAP;
+    }
+  }
+  if (over)
+    *fallback = 1;
+  __syncthreads();
+
+#pragma unroll
+  for (int k = 0; k < SCATTER_ITEMS; ++k)
+    if (key[k] < S)
+      stage[first[key[k] >> part_log2] + rank[k]] =
+          make_int2(key[k], (int)(tile_first + k * SCATTER_THREADS + tid));
+  __syncthreads();
+  // Runs of one part go to consecutive slots of its region; what does not fit is left out (the
+  // fallback redoes everything).
+  const int staged = first[parts];
+  for (int i = tid; i < staged; i += SCATTER_THREADS) {
+    const int2 e = stage[i];
+    const int p = e.x >> part_log2;
+    const int slot = base[p] + i - first[p];
+    if (slot < DIGIT_CAP)
+      entries[(i64)p * DIGIT_CAP + slot] = e;
+  }
 }
 
 // The share of the part's m ordered rows that group g reduces.
@@ -152,93 +184,69 @@ __device__ __forceinline__ int share_start(int m, int g, int groups) {
 template <class T, int OP, int VEC, int G, int CPL>
 __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
     segment_digit_reduce(const T *__restrict__ data, i64 data_stride, int D,
-                         const int *__restrict__ keys, const int *__restrict__ rows, int N, int S,
-                         const int *__restrict__ top_hist, int top_shift, int parts_log2,
-                         T *__restrict__ out, i64 out_stride, int *__restrict__ seg_start,
-                         int *__restrict__ seg_end, unsigned long long *counter64,
-                         unsigned *counter32, acc_t<T> empty_value) {
+                         const int2 *__restrict__ entries, const int *__restrict__ part_rows, int S,
+                         int part_log2, const int *__restrict__ fallback, T *__restrict__ out,
+                         i64 out_stride, acc_t<T> empty_value) {
   typedef acc_t<T> A;
   constexpr int COLS = G * CPL * VEC;
   constexpr int GROUPS = DIGIT_THREADS / G;
   constexpr int U = CPL * VEC >= 32 ? 1 : (32 / (CPL * VEC) > 16 ? 16 : 32 / (CPL * VEC));
-  typedef digit_shared<A, G, COLS> layout;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ int bucket_first, bucket_rows;
-  __shared__ u64 warp_sums[SORT_WARPS];
+  __shared__ u64 warp_sums[DIGIT_THREADS / 32];
 
   wait_for_previous_grid();
-  if (digit_overflow(top_hist, DIGIT_CAP)) {
-    // The full sort runs instead: the chunked reduction needs zeroed bounds.
-    for (i64 i = (i64)blockIdx.x * DIGIT_THREADS + threadIdx.x; i < S;
-         i += (i64)gridDim.x * DIGIT_THREADS) {
-      seg_start[i] = 0;
-      seg_end[i] = 0;
-    }
+  if (*fallback != 0)
     return;
-  }
   const int tid = threadIdx.x;
-  const int b = blockIdx.x >> parts_log2, q = blockIdx.x & ((1 << parts_log2) - 1);
-  const int pp = (1 << top_shift) >> parts_log2;
-  const int s0 = (b << top_shift) + q * pp;
-  const int segs = max(0, min(pp, S - s0));
-  {
-    const int c = top_hist[tid]; // DIGIT_THREADS == SORT_RADIX_MAX
-    const int before = (int)block_exclusive_sum((u64)c, warp_sums);
-    if (tid == b) {
-      bucket_first = before;
-      bucket_rows = c;
-    }
+  const int pp = 1 << part_log2, s0 = blockIdx.x << part_log2;
+  const int segs = min(pp, S - s0);
+  const int m = part_rows[blockIdx.x]; // at most DIGIT_CAP, else the fallback is up
+  int *seg_first = reinterpret_cast<int *>(smem_raw);
+  int *placed = reinterpret_cast<int *>(smem_raw + digit_shared::placed(pp));
+  int *srow = reinterpret_cast<int *>(smem_raw + digit_shared::rows(pp));
+  unsigned short *slocal = reinterpret_cast<unsigned short *>(smem_raw + digit_shared::locals(pp));
+  A *partial = reinterpret_cast<A *>(smem_raw + digit_shared::partials(pp));
+  for (int l = tid; l <= pp; l += DIGIT_THREADS)
+    seg_first[l] = 0;
+  __syncthreads();
+
+  int local[DIGIT_ITEMS], row[DIGIT_ITEMS], rank[DIGIT_ITEMS];
+  const int2 *part_entries = entries + (i64)blockIdx.x * DIGIT_CAP;
+#pragma unroll
+  for (int k = 0; k < DIGIT_ITEMS; ++k) {
+    const int i = k * DIGIT_THREADS + tid;
+    const int2 e = i < m ? part_entries[i] : make_int2(-1, 0);
+    local[k] = e.x < 0 ? -1 : e.x - s0;
+    row[k] = e.y;
   }
-  unsigned short *cursor = reinterpret_cast<unsigned short *>(smem_raw);
-  int *seg_first = reinterpret_cast<int *>(smem_raw + layout::seg_first(pp));
-  int *srow = reinterpret_cast<int *>(smem_raw + layout::rows(pp));
-  unsigned short *slocal = reinterpret_cast<unsigned short *>(smem_raw + layout::locals(pp));
-  A *partial = reinterpret_cast<A *>(smem_raw + layout::partials(pp));
-  for (int i = tid; i < DIGIT_WARPS * pp; i += DIGIT_THREADS)
-    cursor[i] = 0;
+#pragma unroll
+  for (int k = 0; k < DIGIT_ITEMS; ++k)
+    if (local[k] >= 0)
+      rank[k] = atomicAdd(&seg_first[local[k]], 1);
   __syncthreads();
-  const int first = bucket_first, count = bucket_rows;
-  const int warp = tid >> 5;
-  const unsigned lanes_below = (1u << (tid & 31)) - 1u;
-
-  // Ids >= S sort last as key S + 1: the first part of the bucket holding that key counts them.
-  const bool counts_dropped = q == 0 && b == ((S + 1) >> top_shift);
-  int dropped = 0;
-  warp_share share;
-  share.load(keys, rows, first, count);
-  share.walk([&](int key, int) {
-    dropped += counts_dropped && key == S + 1;
-    const int l = key >= s0 && key - s0 < segs ? key - s0 : -1;
-    const unsigned peers = same_segment_lanes(l);
-    // A shared atomic on the 16-bit count's word (counts stay below 2^16: no carry), where a
-    // plain update would need a __syncwarp a chunk for the next chunk's leader of l.
-    if (l >= 0 && (peers & lanes_below) == 0) {
-      const int at = warp * pp + l;
-      atomicAdd(reinterpret_cast<unsigned *>(cursor) + (at >> 1), (unsigned)__popc(peers)
-                                                                      << ((at & 1) * 16));
-    }
-  });
-  dropped = warp_sum(dropped);
-  if ((tid & 31) == 0)
-    add_to_counter(counter64, counter32, dropped);
+  counts_to_starts<DIGIT_SEGMENTS_PER_THREAD>(seg_first, pp, warp_sums);
   __syncthreads();
-  lay_out_segments(cursor, seg_first, pp, warp_sums);
-  share.walk([&](int key, int row) {
-    const int l = key >= s0 && key - s0 < segs ? key - s0 : -1;
-    const unsigned peers = same_segment_lanes(l);
-    if (l >= 0) {
-      const int slot = cursor[warp * pp + l] + __popc(peers & lanes_below);
-      srow[slot] = row;
-      slocal[slot] = (unsigned short)l;
-    }
-    __syncwarp();
-    if (l >= 0 && (peers & lanes_below) == 0)
-      cursor[warp * pp + l] = (unsigned short)(cursor[warp * pp + l] + __popc(peers));
-    __syncwarp();
-  });
+#pragma unroll
+  for (int k = 0; k < DIGIT_ITEMS; ++k)
+    if (local[k] >= 0)
+      placed[seg_first[local[k]] + rank[k]] = row[k];
+  __syncthreads();
+  // Row order within each segment: a row's slot is its segment's start plus the segment's rows
+  // with a smaller index (row indices are distinct).
+#pragma unroll
+  for (int k = 0; k < DIGIT_ITEMS; ++k) {
+    if (local[k] < 0)
+      continue;
+    const int st = seg_first[local[k]], en = seg_first[local[k] + 1];
+    int slot = st;
+    if (en - st > 1)
+      for (int j = st; j < en; ++j)
+        slot += placed[j] < row[k];
+    srow[slot] = row[k];
+    slocal[slot] = (unsigned short)local[k];
+  }
   __syncthreads();
 
-  const int m = seg_first[pp];
   const int group = tid / G, lane = tid % G;
   const int lo = share_start(m, group, GROUPS), hi = share_start(m, group + 1, GROUPS);
   T *const part_out = out + (i64)s0 * out_stride;

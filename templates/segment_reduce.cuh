@@ -123,9 +123,9 @@ __global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
                           T *__restrict__ out, i64 out_stride, acc_t<T> *__restrict__ partials,
                           int *__restrict__ seg_start, int *__restrict__ seg_end,
                           unsigned long long *counter64, unsigned *counter32, acc_t<T> empty_value,
-                          const int *__restrict__ gate, int gate_cap) {
+                          const int *__restrict__ fallback) {
   wait_for_previous_grid();
-  if (gate != nullptr && !digit_overflow(gate, gate_cap))
+  if (!fallback_runs(fallback))
     return;
   typedef acc_t<T> A;
   // Rows in flight per lane: enough independent loads to cover memory latency, within about
@@ -430,9 +430,9 @@ __global__ void __launch_bounds__(256)
     segment_reduce_fixup(const int *__restrict__ seg_start, const int *__restrict__ seg_end, int S,
                          int D, int CH, const acc_t<T> *__restrict__ partials, T *__restrict__ out,
                          i64 out_stride, acc_t<T> empty_value, int segs,
-                         const int *__restrict__ gate, int gate_cap) {
+                         const int *__restrict__ fallback) {
   wait_for_previous_grid();
-  if (gate != nullptr && !digit_overflow(gate, gate_cap))
+  if (!fallback_runs(fallback))
     return;
   constexpr int GROUPS = 32 / G;
   constexpr int U = CPL * VEC >= 16 ? 1 : 16 / (CPL * VEC) > 4 ? 4 : 16 / (CPL * VEC);

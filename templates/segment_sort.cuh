@@ -39,21 +39,29 @@ constexpr int LOOKBACK_BATCH = 32;
 constexpr u64 LOOKBACK_AGGREGATE = 1ull << 62;
 constexpr u64 LOOKBACK_PREFIX = 2ull << 62;
 
-// Pass p's digit of a key: `bits` bits at p * bits, and every bit above for the last pass. With
-// passes * bits covering the key that is the same; the digit-bucket path (segment_digit.cuh)
-// gives its last pass up to 8 bits above shorter lower passes.
-__device__ __forceinline__ int digit_of_pass(int key, int p, int passes, int bits, int mask) {
-  return p == passes - 1 ? key >> (p * bits) : (key >> (p * bits)) & mask;
+__device__ __forceinline__ int digit_of_pass(int key, int p, int bits, int mask) {
+  return (key >> (p * bits)) & mask;
 }
 
 // hist[p * SORT_RADIX_MAX + d] += number of keys whose digit of pass p is d, for every pass
-// (hist starts zeroed). Integer counts: their order does not matter.
+// (hist starts zeroed). Integer counts: their order does not matter. Behind the digit path's
+// fallback flag (`fallback` given) it first zeroes the segment bounds that the chunked reduction
+// starts from, which that path leaves out of its memset.
 template <class I>
 __global__ void __launch_bounds__(SORT_THREADS)
     segment_sort_histogram(const I *__restrict__ ids, i64 id_stride, int N, int S, int passes,
-                           int bits, int *__restrict__ hist) {
+                           int bits, int *__restrict__ hist, const int *__restrict__ fallback,
+                           int *__restrict__ seg_start, int *__restrict__ seg_end) {
   __shared__ int local[SORT_PASSES_MAX * SORT_RADIX_MAX];
   const int tid = threadIdx.x, mask = (1 << bits) - 1;
+  wait_for_previous_grid();
+  if (!fallback_runs(fallback))
+    return;
+  if (fallback != nullptr)
+    for (i64 s = (i64)blockIdx.x * SORT_THREADS + tid; s < S; s += (i64)gridDim.x * SORT_THREADS) {
+      seg_start[s] = 0;
+      seg_end[s] = 0;
+    }
   for (int i = tid; i < passes * SORT_RADIX_MAX; i += SORT_THREADS)
     local[i] = 0;
   __syncthreads();
@@ -69,7 +77,7 @@ __global__ void __launch_bounds__(SORT_THREADS)
     for (int k = 0; k < HIST_ITEMS; ++k)
       if (key[k] >= 0)
         for (int p = 0; p < passes; ++p)
-          atomicAdd(&local[p * SORT_RADIX_MAX + digit_of_pass(key[k], p, passes, bits, mask)], 1);
+          atomicAdd(&local[p * SORT_RADIX_MAX + digit_of_pass(key[k], p, bits, mask)], 1);
   }
   __syncthreads();
   for (int i = tid; i < passes * SORT_RADIX_MAX; i += SORT_THREADS)
@@ -277,9 +285,7 @@ sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__
       lookback_clear[(i64)tile * SORT_RADIX_MAX + d] = 0;
 }
 
-// A pass of the radix sort. With `gate` (the digit-bucket path's top-digit counts), the pass
-// runs only when some bucket holds more than `gate_cap` rows: the lower passes that only that
-// path's fallback needs.
+// A pass of the radix sort; behind the digit path's fallback flag when `fallback` is given.
 template <class I, class T, bool FIRST, bool CARRY>
 __global__ void __launch_bounds__(SORT_THREADS, 2)
     segment_sort_pass(const I *__restrict__ ids, i64 id_stride, const T *__restrict__ data,
@@ -287,28 +293,13 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
                       const int *__restrict__ vals_in, int N, int S, int shift, int bits,
                       const int *__restrict__ hist, u64 *lookback, u64 *lookback_clear,
                       int *tile_counter, int *__restrict__ keys_out, int *__restrict__ vals_out,
-                      const int *__restrict__ gate, int gate_cap) {
+                      const int *__restrict__ fallback) {
   wait_for_previous_grid();
-  if (gate != nullptr && !digit_overflow(gate, gate_cap))
+  if (!fallback_runs(fallback))
     return;
   sort_pass_tile<I, T, CARRY>(FIRST, ids, id_stride, data, data_stride, keys_in, vals_in, N, S,
                               shift, bits, hist, lookback, lookback_clear, tile_counter, keys_out,
                               vals_out);
-}
-
-// The digit-bucket path's top pass: the first pass over the ids when every bucket fits its
-// block (the lower passes did not run), else the last pass of the full sort.
-template <class I>
-__global__ void __launch_bounds__(SORT_THREADS, 2)
-    segment_sort_pass_top(const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys_in,
-                          const int *__restrict__ vals_in, int N, int S, int shift, int bits,
-                          const int *__restrict__ hist, u64 *lookback, int *tile_counter,
-                          int *__restrict__ keys_out, int *__restrict__ vals_out, int gate_cap) {
-  wait_for_previous_grid();
-  const bool full_sort = digit_overflow(hist, gate_cap);
-  sort_pass_tile<I, float, false>(!full_sort, ids, id_stride, nullptr, 0, keys_in, vals_in, N, S,
-                                  shift, bits, hist, lookback, nullptr, tile_counter, keys_out,
-                                  vals_out);
 }
 
 } // namespace segment

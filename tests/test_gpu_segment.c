@@ -239,9 +239,10 @@ static const seg_case cases[] = {
     {"buckets wide f32 D1000 atomic", F32, .id64 = true, SHAPE(20000, 1000, 500), ATOMIC},
     {"buckets bench shape f32 i64 D64", F32, .id64 = true, SHAPE(1 << 20, 64, 1000000),
      .counter_bits = 64},
-    /* Unsorted sum and mean over many segments: the top radix pass, then a block a part of a
-     * bucket orders and reduces its rows. A bucket over the cap (skewed ids, one segment, many
-     * bad ids) sends the call through the full sort and the chunked reduction instead. */
+    /* Unsorted sum and mean over many segments: the rows scattered into parts of 1024, 512 or
+     * 256 segments, a block a part orders its rows by (segment, row) and reduces them. A part
+     * over its cap (skewed ids, one segment) sends the call through the full sort and the chunked
+     * reduction instead; bad ids are dropped before the parts. */
     {"digit f32 i64 D64", F32, .id64 = true, SHAPE(250000, 64, 200000), .vals = VALS_RANDOM,
      .quick = true},
     {"digit few bad ids f16 D16 fill counter32 padded", F16, SHAPE(200000, 16, 150000),
@@ -249,8 +250,9 @@ static const seg_case cases[] = {
      .id_stride = 2, .quick = true},
     {"digit few bad ids bf16 i64 D8 counter64 strided ids", BF16, .id64 = true,
      SHAPE(300000, 8, 400000), .ids = IDS_FEW_BAD, .counter_bits = 64, .id_stride = 3},
-    {"digit hot segment f32 D64", F32, SHAPE(250000, 64, 200000), .ids = IDS_HOT,
+    {"digit hot segment f32 D64", F32, SHAPE(100000, 64, 200000), .ids = IDS_HOT,
      .vals = VALS_RANDOM, .quick = true},
+    {"digit four rows a segment f32 D16", F32, SHAPE(600000, 16, 150000), .vals = VALS_RANDOM},
     {"digit sparse f64 i64 D16", F64, .id64 = true, SHAPE(5000, 16, 600000), .vals = VALS_RANDOM},
     {"digit f32 D100 (idle lanes)", F32, .id64 = true, SHAPE(100000, 100, 140000),
      .vals = VALS_RANDOM},

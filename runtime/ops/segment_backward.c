@@ -106,7 +106,7 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
   if (!call->sorted) {
     JITOPS__TRY(
         jitops__memset8_async(c->runtime, c->scratch + g->zeroed, 0, g->zeroed_bytes, c->stream));
-    const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass, NULL};
+    const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
     JITOPS__TRY(seg_run_radix_sort(g, &sk, c->scratch, c->ids, c->id_stride, NULL, 0, c->N, c->S,
                                    c->stream, &keys, &perm));
   }

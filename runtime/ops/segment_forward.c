@@ -5,8 +5,8 @@
  *   atomic:     clear the code table -> atomic pass -> finalize  (max/min)
  *   buckets:    count -> offsets -> layout and scatter -> reduce a tile a block
  *               (max/min)
- *   digit:      clear -> digit histogram -> [lower passes] -> top pass -> a block a bucket
- *               part -> [chunks -> fixup]       (sum/mean; [...] only for overflowing buckets)
+ *   digit:      clear -> scatter into parts -> a block a part -> [digit histogram -> radix
+ *               passes -> chunks -> fixup]      (sum/mean; [...] only when a part overflows)
  *   empty:      count the dropped ids, if asked                 (S = 0 or D = 0)
  * all on the caller's stream, with scratch from the workspace or stream-ordered memory. */
 #include <string.h>
@@ -42,25 +42,10 @@ static jitops_status run_empty(const fwd_ctx *c) {
   return seg_launch(c->k->count_too_large, seg_grid(c->props, c->N, 1, 8), 256, 0, c->stream, args);
 }
 
-/* The top pass of the digit path: from the ids when every bucket fits its block, else from the
- * lower passes' keys (the kernel decides). */
-static jitops_status launch_top_pass(const seg_forward_plan *p, const seg_sort_kernels *k,
-                                     const void *ids, int64_t id_stride, const int32_t *keys_in,
-                                     const int32_t *vals_in, int32_t N, int32_t S,
-                                     const int32_t *hist, uint64_t *lookback, int32_t *counter,
-                                     int32_t *keys_out, int32_t *vals_out, void *stream) {
-  const int32_t shift = p->digit_top_shift, bits = SEG_SORT_RADIX_BITS, cap = p->digit_cap;
-  void *args[] = {(void *)&ids,      (void *)&id_stride, (void *)&keys_in, (void *)&vals_in,
-                  (void *)&N,        (void *)&S,         (void *)&shift,   (void *)&bits,
-                  (void *)&hist,     (void *)&lookback,  (void *)&counter, (void *)&keys_out,
-                  (void *)&vals_out, (void *)&cap};
-  return seg_launch_after(k->pass_top, (uint32_t)p->sort_tiles, SEG_SORT_THREADS, 0, stream, args);
-}
-
 /* The digit counts of every pass, then one stable counting pass per `bits` bits of the keys;
  * returns the final keys and rows (or values). The counters and look-back words are zeroed.
- * On the digit path the lower passes run only when some bucket overflows (a gate on the top
- * pass's counts), and the top pass is the first or the last. */
+ * On the digit path every kernel follows the digit reduction and runs only when the fallback
+ * flag is up; its histogram then also zeroes the segment bounds. */
 jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kernels *k,
                                  char *scratch, const void *ids, int64_t id_stride,
                                  const void *data, int64_t data_stride, int32_t N, int32_t S,
@@ -68,13 +53,16 @@ jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kerne
   int32_t *hist = (int32_t *)(scratch + p->hist);
   int32_t *counters = (int32_t *)(scratch + p->tile_counters);
   const int32_t passes = p->sort_passes, bits = p->sort_bits;
-  void *hist_args[] = {(void *)&ids,    (void *)&id_stride, (void *)&N,   (void *)&S,
-                       (void *)&passes, (void *)&bits,      (void *)&hist};
-  JITOPS__TRY(seg_launch(k->histogram, p->hist_blocks, SEG_SORT_THREADS, 0, stream, hist_args));
-  const int32_t *keys_in = NULL, *vals_in = NULL;
   const bool digit = p->path == SEG_PATH_DIGIT;
-  const int32_t *gate = digit ? hist + (passes - 1) * SEG_SORT_RADIX_MAX : NULL;
-  const int32_t gate_cap = digit ? p->digit_cap : 0;
+  const int32_t *fallback = digit ? (const int32_t *)(scratch + p->digit_fallback) : NULL;
+  int32_t *seg_start = digit ? (int32_t *)(scratch + p->seg_start) : NULL;
+  int32_t *seg_end = digit ? (int32_t *)(scratch + p->seg_end) : NULL;
+  void *hist_args[] = {(void *)&ids,       (void *)&id_stride, (void *)&N,    (void *)&S,
+                       (void *)&passes,    (void *)&bits,      (void *)&hist, (void *)&fallback,
+                       (void *)&seg_start, (void *)&seg_end};
+  JITOPS__TRY((digit ? seg_launch_after : seg_launch)(k->histogram, p->hist_blocks,
+                                                      SEG_SORT_THREADS, 0, stream, hist_args));
+  const int32_t *keys_in = NULL, *vals_in = NULL;
   for (int pass = 0; pass < passes; ++pass) {
     const int32_t shift = pass * bits;
     int32_t *keys_out = (int32_t *)(scratch + p->keys[pass % 2]);
@@ -91,19 +79,12 @@ jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kerne
     uint64_t *clear =
         pass >= 1 && pass + 1 < passes ? (uint64_t *)(scratch + p->lookback[(pass + 1) % 2]) : NULL;
     int32_t *counter = counters + pass;
-    if (digit && pass == passes - 1) {
-      JITOPS__TRY(launch_top_pass(p, k, ids, id_stride, keys_in, vals_in, N, S, pass_hist, lookback,
-                                  counter, keys_out, vals_out, stream));
-      keys_in = keys_out;
-      vals_in = vals_out;
-      break;
-    }
     void *args[] = {
         (void *)&pass_ids, (void *)&pass_id_stride, (void *)&pass_data, (void *)&pass_data_stride,
         (void *)&keys_in,  (void *)&vals_in,        (void *)&N,         (void *)&S,
         (void *)&shift,    (void *)&bits,           (void *)&pass_hist, (void *)&lookback,
         (void *)&clear,    (void *)&counter,        (void *)&keys_out,  (void *)&vals_out,
-        (void *)&gate,     (void *)&gate_cap};
+        (void *)&fallback};
     JITOPS__TRY(seg_launch_after(first ? k->pass_first : k->pass, (uint32_t)p->sort_tiles,
                                  SEG_SORT_THREADS, 0, stream, args));
     keys_in = keys_out;
@@ -115,10 +96,10 @@ jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kerne
 }
 
 /* chunked reduction -> fixup, over sorted ids (keys NULL) or sorted keys; the segment bounds
- * are zeroed. With `gate` (the digit path), both run only when some bucket holds more than
- * `gate_cap` rows. */
+ * are zeroed. With `fallback` (the digit path), both run only when that flag is up, and the
+ * dropped ids are left to the digit path's scatter, which counts them on every call. */
 static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const int32_t *perm,
-                                 const int32_t *gate, int32_t gate_cap) {
+                                 const int32_t *fallback) {
   const seg_forward_plan *p = c->plan;
   const seg_call *call = c->call;
   const bool sorted_ids = keys == NULL && c->plan->path == SEG_PATH_BOUNDARIES;
@@ -133,6 +114,8 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
   void *out = call->out.ptr;
   /* Both kernels write empty segments: short gaps, or the rest. */
   const void *empty = c->empty;
+  unsigned long long *c64 = fallback != NULL ? NULL : c->c64;
+  unsigned *c32 = fallback != NULL ? NULL : c->c32;
   if (chunks > 0) {
     void *red_args[] = {(void *)&data,
                         (void *)&call->data.stride,
@@ -150,11 +133,10 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
                         (void *)&partials,
                         (void *)&seg_start,
                         (void *)&seg_end,
-                        (void *)&c->c64,
-                        (void *)&c->c32,
+                        (void *)&c64,
+                        (void *)&c32,
                         (void *)empty,
-                        (void *)&gate,
-                        (void *)&gate_cap};
+                        (void *)&fallback};
     const int64_t threads = (int64_t)chunks * p->layout.lanes;
     /* After a sort the previous operation is its last pass; else the memset. */
     JITOPS__TRY((keys != NULL ? seg_launch_after : seg_launch)(
@@ -163,9 +145,9 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
 
   const int32_t per_warp = seg_fixup_segments_per_warp(p->layout.lanes, call->segments, chunks);
   void *fix_args[] = {
-      (void *)&seg_start, (void *)&seg_end,  (void *)&c->S, (void *)&c->D,
-      (void *)&CH,        (void *)&partials, (void *)&out,  (void *)&call->out.stride,
-      (void *)empty,      (void *)&per_warp, (void *)&gate, (void *)&gate_cap};
+      (void *)&seg_start, (void *)&seg_end,  (void *)&c->S,    (void *)&c->D,
+      (void *)&CH,        (void *)&partials, (void *)&out,     (void *)&call->out.stride,
+      (void *)empty,      (void *)&per_warp, (void *)&fallback};
   const int64_t warps = (call->segments + per_warp - 1) / per_warp;
   return (chunks > 0 ? seg_launch_after : seg_launch)(
       c->k->fixup, (uint32_t)((warps * 32 + 255) / 256), 256, 0, c->stream, fix_args);
@@ -287,37 +269,39 @@ static jitops_status run_tiles(const fwd_ctx *c) {
                     combine_args);
 }
 
-/* The digit path: the histogram, the lower passes (gated), the top pass, the digit reduction,
- * then the chunked reduction and the fixup (gated), every kernel after the memset a dependent
- * launch. Each gated kernel reads the top pass's counts and returns at once unless some bucket
- * holds more than the cap, in which case the digit reduction only clears the segment bounds. */
+/* The digit path: the scatter into parts, the digit reduction, then the full sort, the
+ * chunked reduction and the fixup, every kernel after the scatter a dependent launch. Those last
+ * kernels return at once unless the scatter raised the fallback flag (some part over the cap),
+ * in which case the digit reduction returns at once instead. */
 static jitops_status run_digit(const fwd_ctx *c) {
   const seg_forward_plan *p = c->plan;
   const seg_call *call = c->call;
   JITOPS__TRY(clear_scratch(c));
-  const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass, c->k->pass_top};
-  const int32_t *keys = NULL, *rows = NULL;
-  JITOPS__TRY(seg_run_radix_sort(p, &sk, c->scratch, c->ids, c->id_stride, NULL, 0, c->N, c->S,
-                                 c->stream, &keys, &rows));
-  const int32_t *top_hist =
-      (const int32_t *)(c->scratch + p->hist) + (p->sort_passes - 1) * SEG_SORT_RADIX_MAX;
-  const int32_t shift = p->digit_top_shift, parts_log2 = p->digit_parts_log2;
-  int32_t *seg_start = (int32_t *)(c->scratch + p->seg_start);
-  int32_t *seg_end = (int32_t *)(c->scratch + p->seg_end);
+  int32_t *fill = (int32_t *)(c->scratch + p->digit_fill);
+  int32_t *fallback = (int32_t *)(c->scratch + p->digit_fallback);
+  void *entries = c->scratch + p->digit_entries;
+  const int32_t part_log2 = p->digit_part_log2, parts = (int32_t)p->digit_parts;
+  void *scatter_args[] = {(void *)&c->ids, (void *)&c->id_stride, (void *)&c->N,
+                          (void *)&c->S,   (void *)&part_log2,    (void *)&parts,
+                          (void *)&fill,   (void *)&entries,      (void *)&fallback,
+                          (void *)&c->c64, (void *)&c->c32};
+  JITOPS__TRY(seg_launch(c->k->digit_scatter, p->digit_scatter_blocks, SEG_DIGIT_SCATTER_THREADS,
+                         SEG_DIGIT_SCATTER_SHARED, c->stream, scatter_args));
   const void *data = call->data.ptr;
   void *out = call->out.ptr;
   void *args[] = {(void *)&data,      (void *)&call->data.stride,
-                  (void *)&c->D,      (void *)&keys,
-                  (void *)&rows,      (void *)&c->N,
-                  (void *)&c->S,      (void *)&top_hist,
-                  (void *)&shift,     (void *)&parts_log2,
+                  (void *)&c->D,      (void *)&entries,
+                  (void *)&fill,      (void *)&c->S,
+                  (void *)&part_log2, (void *)&fallback,
                   (void *)&out,       (void *)&call->out.stride,
-                  (void *)&seg_start, (void *)&seg_end,
-                  (void *)&c->c64,    (void *)&c->c32,
                   (void *)c->empty};
-  JITOPS__TRY(seg_launch_after(c->k->digit_reduce, p->digit_blocks, SEG_DIGIT_THREADS,
+  JITOPS__TRY(seg_launch_after(c->k->digit_reduce, p->digit_parts, SEG_DIGIT_THREADS,
                                p->digit_shared, c->stream, args));
-  return run_grouped(c, keys, rows, top_hist, p->digit_cap);
+  const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
+  const int32_t *keys = NULL, *rows = NULL;
+  JITOPS__TRY(seg_run_radix_sort(p, &sk, c->scratch, c->ids, c->id_stride, NULL, 0, c->N, c->S,
+                                 c->stream, &keys, &rows));
+  return run_grouped(c, keys, rows, fallback);
 }
 
 static jitops_status run_forward(fwd_ctx *c) {
@@ -349,16 +333,16 @@ static jitops_status run_forward(fwd_ctx *c) {
     return run_buckets(c);
   case SEG_PATH_BOUNDARIES:
     JITOPS__TRY(clear_scratch(c));
-    return run_grouped(c, NULL, NULL, NULL, 0);
+    return run_grouped(c, NULL, NULL, NULL);
   case SEG_PATH_SORT: {
     JITOPS__TRY(clear_scratch(c));
     const int32_t *keys = NULL, *perm = NULL;
     if (call->rows > 0) {
-      const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass, NULL};
+      const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
       JITOPS__TRY(seg_run_radix_sort(c->plan, &sk, c->scratch, c->ids, c->id_stride, call->data.ptr,
                                      call->data.stride, c->N, c->S, c->stream, &keys, &perm));
     }
-    return run_grouped(c, keys, perm, NULL, 0);
+    return run_grouped(c, keys, perm, NULL);
   }
   case SEG_PATH_DIGIT:
     return run_digit(c);

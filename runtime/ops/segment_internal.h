@@ -33,10 +33,17 @@
 #define SEG_RUNS_TIED_LIST 4
 /* Shared memory a block may use for the atomic path's and the row counts' local tables. */
 #define SEG_SHARED_TABLE_BYTES (48 * 1024)
-/* Threads a block of the digit-bucket reduction, and its most segments a block (DIGIT_THREADS
- * and DIGIT_PART_SEGMENTS_MAX in templates/segment_digit.cuh). */
+/* The digit path (templates/segment_digit.cuh): threads a block of the reduction, its most
+ * segments and rows a part (DIGIT_THREADS, DIGIT_PART_SEGMENTS_MAX, DIGIT_CAP), the most parts
+ * (DIGIT_PARTS_MAX), and the scatter's threads, rows and shared bytes a block (SCATTER_THREADS,
+ * SCATTER_TILE, SCATTER_SHARED). */
 #define SEG_DIGIT_THREADS           256
 #define SEG_DIGIT_PART_SEGMENTS_MAX 1024
+#define SEG_DIGIT_CAP               2048
+#define SEG_DIGIT_PARTS_MAX         4096
+#define SEG_DIGIT_SCATTER_THREADS   1024
+#define SEG_DIGIT_SCATTER_TILE      (SEG_DIGIT_SCATTER_THREADS * 8)
+#define SEG_DIGIT_SCATTER_SHARED    ((2 * SEG_DIGIT_PARTS_MAX + 4) * 4 + SEG_DIGIT_SCATTER_TILE * 8)
 /* Threads a block of the bucket kernels (BUCKET_THREADS in templates/segment_buckets.cuh), and
  * of their counting and scattering passes (COUNTING_THREADS). */
 #define SEG_BUCKET_THREADS          256
@@ -90,8 +97,8 @@ typedef enum seg_path {
   SEG_PATH_ATOMIC,     /* max/min: integer atomics into a code table, then finalize */
   SEG_PATH_TILES,      /* one column, sum/mean, few segments: per-tile sorts and sums */
   SEG_PATH_BUCKETS,    /* max/min, many segments: rows into buckets, shared atomics a bucket */
-  SEG_PATH_DIGIT       /* sum/mean, many segments: the top radix pass, then a block a bucket part,
-                          with the full sort behind a gate (templates/segment_digit.cuh) */
+  SEG_PATH_DIGIT       /* sum/mean, many segments: rows scattered into parts of segments, a block
+                          a part, the full sort behind a flag (templates/segment_digit.cuh) */
 } seg_path;
 
 typedef struct seg_forward_plan {
@@ -113,17 +120,17 @@ typedef struct seg_forward_plan {
   int64_t bucket_segments, buckets, bucket_tile_rows, bucket_tiles_max, bucket_block_rows;
   uint32_t bucket_blocks;
   size_t bucket_matrix, bucket_counts, bucket_done, bucket_tiles, bucket_tile_count, bucket_entries;
-  /* SEG_PATH_DIGIT: buckets of 2^digit_top_shift segments (the top pass's digit), each split
-   * into 2^digit_parts_log2 parts, a block each (digit_blocks in all, digit_shared bytes of
-   * shared memory); the full sort and the chunked reduction run instead when some bucket holds
-   * more than digit_cap rows. */
-  int digit_top_shift, digit_parts_log2, digit_cap;
-  uint32_t digit_blocks, digit_shared;
+  /* SEG_PATH_DIGIT: parts of 2^digit_part_log2 segments, digit_parts of them (a block each of
+   * the reduction, with digit_shared bytes of shared memory), digit_scatter_blocks scatter
+   * blocks; the entry list holds SEG_DIGIT_CAP entries a part. The full sort and the chunked
+   * reduction run instead when some part gets more (the fallback flag). */
+  int digit_part_log2;
+  uint32_t digit_parts, digit_scatter_blocks, digit_shared;
   /* Byte offsets into the scratch memory. [zeroed, zeroed + zeroed_bytes) is cleared by one
-   * memset first: the segment bounds, the sort's digit counts, tile counters and look-back
-   * words. */
+   * memset first: the segment bounds (not on the digit path), the sort's digit counts, tile
+   * counters and look-back words, and the digit path's part counts and flag. */
   size_t ids_copy, seg_start, seg_end, hist, tile_counters, lookback[2], keys[2], vals[2], partials,
-      codes, tile_sums, tile_counts;
+      codes, tile_sums, tile_counts, digit_fill, digit_fallback, digit_entries;
   size_t zeroed, zeroed_bytes;
   size_t workspace_bytes;
 } seg_forward_plan;
@@ -192,7 +199,7 @@ typedef struct seg_forward_kernels {
   jitops_kernel_t *atomic, *finalize;
   jitops_kernel_t *tile_sums, *tile_combine;
   jitops_kernel_t *bucket_count, *bucket_offsets, *bucket_scatter, *bucket_extreme;
-  jitops_kernel_t *pass_top, *digit_reduce;
+  jitops_kernel_t *digit_scatter, *digit_reduce;
   jitops_kernel_t *count_too_large;
 } seg_forward_kernels;
 
@@ -208,17 +215,17 @@ jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call 
 jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
                                        const seg_backward_plan *plan, seg_backward_kernels *out);
 
-/* The radix sort's kernels: the digit histogram, the first pass and the later passes, and the
- * digit-bucket path's top pass (else NULL). */
+/* The radix sort's kernels: the digit histogram, the first pass and the later passes. */
 typedef struct seg_sort_kernels {
-  const jitops_kernel_t *histogram, *pass_first, *pass, *pass_top;
+  const jitops_kernel_t *histogram, *pass_first, *pass;
 } seg_sort_kernels;
 
 /* ---- segment_forward.c ------------------------------------------------------------------- */
 
 /* Sorts the ids by the plan's radix passes on `stream` (the plan's zeroed range cleared
  * before); `data` is read only when the plan carries values. Returns the sorted keys and rows
- * (or values). */
+ * (or values). On the digit path every kernel follows the digit reduction and runs only when
+ * the fallback flag is up. */
 jitops_status seg_run_radix_sort(const seg_forward_plan *plan, const seg_sort_kernels *k,
                                  char *scratch, const void *ids, int64_t id_stride,
                                  const void *data, int64_t data_stride, int32_t N, int32_t S,

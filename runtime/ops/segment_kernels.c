@@ -63,21 +63,16 @@ static jitops_status get_grouped(jitops_runtime_t *rt, const seg_call *call,
              l->vec, l->lanes, l->cpl);
 }
 
-/* The digit path: the histogram, the gated lower passes, the top pass, the digit reduction,
- * and the gated chunked reduction and fixup. */
+/* The digit path: the scatter and the digit reduction, then the full sort, the chunked
+ * reduction and the fixup behind the fallback flag. */
 static jitops_status get_digit(jitops_runtime_t *rt, const seg_call *call, const char *I,
                                const seg_forward_plan *plan, seg_forward_kernels *k) {
   const char *T = jitops__dtype_cname(call->dtype);
   const seg_layout *l = &plan->layout;
-  JITOPS__TRY(get(rt, SRC_SORT, &k->histogram, NS "segment_sort_histogram<%s>", I));
-  if (plan->sort_passes > 1)
-    JITOPS__TRY(
-        get(rt, SRC_SORT, &k->pass_first, NS "segment_sort_pass<%s, float, true, false>", I));
-  if (plan->sort_passes > 2)
-    JITOPS__TRY(get(rt, SRC_SORT, &k->pass, NS "segment_sort_pass<int, float, false, false>"));
-  JITOPS__TRY(get(rt, SRC_SORT, &k->pass_top, NS "segment_sort_pass_top<%s>", I));
+  JITOPS__TRY(get(rt, SRC_DIGIT, &k->digit_scatter, NS "segment_digit_scatter<%s>", I));
   JITOPS__TRY(get(rt, SRC_DIGIT, &k->digit_reduce, NS "segment_digit_reduce<%s, %d, %d, %d, %d>", T,
                   (int)call->reduction, l->vec, l->lanes, l->cpl));
+  JITOPS__TRY(get_sort(rt, call, I, plan, k));
   return get_grouped(rt, call, plan, "int", false, k);
 }
 

@@ -75,24 +75,25 @@ _Static_assert(SEG_BUCKET_COUNT_BLOCKS <= 4 * 32, "the bucket offsets pass's col
 #define SEG_TILES_MAX_SEGMENTS 16384
 #define SEG_TILES_MAX_TILES    1024
 
-/* Unsorted sum and mean over many segments of about one row (SEG_PATH_DIGIT): the top radix
- * pass (at most 8 bits) groups the rows into buckets of 2^top_shift segments, and a block a part
- * of at most SEG_DIGIT_PART_SEGMENTS_MAX segments orders and reduces them in shared memory,
- * which holds at most SEG_DIGIT_CAP rows a bucket. The host sizes the buckets for uniform ids,
- * at most SEG_DIGIT_BUCKET_ROWS expected rows (Poisson spread at 4300 rows: +-66); any bucket
- * over the cap at run time (skewed ids) sends the call through the full sort and the chunked
- * reduction instead, chosen on the device. Taken for at least SEG_DIGIT_MIN_SEGMENTS segments
- * (buckets of >= 1024 segments: enough blocks) and SEG_DIGIT_MIN_COLS to SEG_DIGIT_MAX_COLS
- * columns. Measured on an H200 (N = 2^20, S = 10^6, f32 sum, digit against sort): D = 8 0.179
- * against 0.221 ms, D = 16 0.146 / 0.168, D = 64 0.219 / 0.243, D = 128 0.348 / 0.379, D = 256
- * 0.660 / 0.639; skewed ids (the fallback) 0.364 / 0.357. With 8 top bits a pass, buckets
- * hold about N / 128 to N / 256 rows, so the path stops at about a million rows. */
-#define SEG_DIGIT_CAP          6144 /* DIGIT_CAP in templates/segment_digit.cuh */
-#define SEG_DIGIT_BUCKET_ROWS  4608
-#define SEG_DIGIT_MIN_SEGMENTS ((int64_t)1 << 17)
-#define SEG_DIGIT_MIN_COLS     8
-#define SEG_DIGIT_MAX_COLS     128
-_Static_assert(SEG_DIGIT_CAP <= 65535, "the digit path's slots are 16-bit");
+/* Unsorted sum and mean over many segments of about one row (SEG_PATH_DIGIT): one scatter puts
+ * the rows into parts of PP consecutive segments, a region of SEG_DIGIT_CAP entries a part, and a
+ * block a part orders and reduces the part's rows in shared memory. The host takes the largest
+ * PP (a power of two from SEG_DIGIT_PART_SEGMENTS_MAX down to SEG_DIGIT_PART_SEGMENTS_MIN) at
+ * which a part of uniform ids expects at most SEG_DIGIT_PART_ROWS rows (Poisson spread at 1280:
+ * +-36, and the cap 21 spreads above); a region over the cap at run time (skewed ids) sends the
+ * call through the full sort and the chunked reduction instead, chosen on the device. Taken for
+ * at least SEG_DIGIT_MIN_SEGMENTS segments, at most SEG_DIGIT_PARTS_MAX parts, and
+ * SEG_DIGIT_MIN_COLS to SEG_DIGIT_MAX_COLS columns. Measured on an H200 (N = 2^20, f32 sum,
+ * against the path's earlier form, a top radix pass into buckets of 4096 segments): S = 10^6
+ * D = 64 0.184 against 0.213 ms, D = 128 0.316 / 0.343, D = 8 0.126 / 0.172; S = 2^18 (parts
+ * of 256 segments) D = 64 0.132 / 0.163; skewed ids (the fallback) 0.364 / 0.358. Parts of 512
+ * segments at S = 10^6 (H100): reduction 198 against 203 us, scatter 19 against 15, no gain. */
+#define SEG_DIGIT_PART_ROWS         1280
+#define SEG_DIGIT_PART_SEGMENTS_MIN 256
+#define SEG_DIGIT_MIN_SEGMENTS      ((int64_t)1 << 17)
+#define SEG_DIGIT_MIN_COLS          8
+#define SEG_DIGIT_MAX_COLS          128
+_Static_assert(SEG_DIGIT_PART_SEGMENTS_MAX <= 65536, "a part's segments are 16-bit");
 
 static size_t take(size_t *cursor, size_t bytes) {
   const size_t at = *cursor;
@@ -317,21 +318,23 @@ static void plan_buckets(const seg_call *call, seg_forward_plan *plan, size_t *c
   plan->bucket_entries = take(cursor, (size_t)call->rows * 2 * sizeof(int32_t));
 }
 
-/* The digit path's top shift: the lower passes take the bits below it in equal passes of at
- * most 8, the top pass at most 8 above it. 0 when the path does not fit the call. */
-static int digit_top_shift(const seg_call *call, int *low_passes, int *low_bits) {
+/* log2 of the digit path's segments a part, or 0 when the path does not fit the call. */
+static int digit_part_log2(const seg_call *call) {
   const bool sum_or_mean =
       call->reduction == JITOPS_SEGMENT_SUM || call->reduction == JITOPS_SEGMENT_MEAN;
   if (!sum_or_mean || call->sorted || call->algorithm != JITOPS_SEGMENT_ALGORITHM_AUTO ||
-      call->segments < SEG_DIGIT_MIN_SEGMENTS || call->cols < SEG_DIGIT_MIN_COLS ||
-      call->cols > SEG_DIGIT_MAX_COLS)
+      call->rows <= 0 || call->segments < SEG_DIGIT_MIN_SEGMENTS ||
+      call->cols < SEG_DIGIT_MIN_COLS || call->cols > SEG_DIGIT_MAX_COLS)
     return 0;
-  const int below = total_sort_bits(call) - 8;
-  *low_passes = (below + 7) / 8;
-  *low_bits = (below + *low_passes - 1) / *low_passes;
-  const int shift = *low_passes * *low_bits;
-  const int64_t expected_rows = (call->rows << shift) / call->segments;
-  return expected_rows <= SEG_DIGIT_BUCKET_ROWS ? shift : 0;
+  for (int log2 = 0; ((int64_t)SEG_DIGIT_PART_SEGMENTS_MAX >> log2) >= SEG_DIGIT_PART_SEGMENTS_MIN;
+       ++log2) {
+    const int64_t pp = (int64_t)SEG_DIGIT_PART_SEGMENTS_MAX >> log2;
+    if (call->rows * pp > SEG_DIGIT_PART_ROWS * call->segments)
+      continue;
+    const int64_t parts = (call->segments + pp - 1) / pp;
+    return parts <= SEG_DIGIT_PARTS_MAX ? bit_width(pp) - 1 : 0;
+  }
+  return 0;
 }
 
 static int64_t align16(int64_t bytes) {
@@ -342,48 +345,42 @@ static int64_t align16(int64_t bytes) {
 static int64_t digit_shared_bytes(const seg_call *call, const seg_layout *l, int64_t pp) {
   const int64_t groups = SEG_DIGIT_THREADS / l->lanes;
   const int64_t cols = (int64_t)l->lanes * l->cpl * l->vec;
-  return align16(8 * pp * 2) + align16((pp + 1) * 4) + align16(SEG_DIGIT_CAP * 4) +
-         align16(SEG_DIGIT_CAP * 2) + groups * 2 * cols * (int64_t)acc_size(call->dtype);
+  return align16((pp + 1) * 4) + 2 * SEG_DIGIT_CAP * 4 + align16(SEG_DIGIT_CAP * 2) +
+         groups * 2 * cols * (int64_t)acc_size(call->dtype);
 }
 
 static bool digit_fits(const jitops__device_props *props, const seg_call *call,
                        const seg_layout *layout) {
-  int low_passes, low_bits;
-  const int shift = digit_top_shift(call, &low_passes, &low_bits);
-  if (shift == 0)
+  const int log2 = digit_part_log2(call);
+  if (log2 == 0)
     return false;
-  const int64_t pp = ((int64_t)1 << shift) < SEG_DIGIT_PART_SEGMENTS_MAX
-                         ? (int64_t)1 << shift
-                         : SEG_DIGIT_PART_SEGMENTS_MAX;
   const size_t most =
       props != NULL && props->smem_per_block_optin > 0 ? props->smem_per_block_optin : 227 * 1024;
-  return (size_t)digit_shared_bytes(call, layout, pp) <= most;
+  return (size_t)digit_shared_bytes(call, layout, (int64_t)1 << log2) <= most &&
+         SEG_DIGIT_SCATTER_SHARED <= most;
 }
 
-/* The full sort's plan (lower passes of low_bits, the top pass of up to 8 bits), the chunked
- * reduction's chunks, and the digit path's grid. The segment bounds start zeroed only when the
- * full sort runs (the digit reduction clears them then), so they stay out of the memset. */
+/* The parts and grids, the full sort's plan and the chunked reduction's chunks (the fallback).
+ * The part counts and the flag start zeroed; the segment bounds are zeroed only when the
+ * fallback runs (by its histogram), so they stay out of the memset. */
 static void plan_digit(const jitops__device_props *props, const seg_call *call,
                        int64_t threads_per_sm, seg_forward_plan *plan, size_t *cursor) {
-  int low_passes = 0, low_bits = 0;
-  plan->digit_top_shift = digit_top_shift(call, &low_passes, &low_bits);
-  plan->sort_passes = low_passes + 1;
-  plan->sort_bits = low_bits;
-  const int64_t P = (int64_t)1 << plan->digit_top_shift;
-  const int64_t pp = P < SEG_DIGIT_PART_SEGMENTS_MAX ? P : SEG_DIGIT_PART_SEGMENTS_MAX;
-  int parts_log2 = 0;
-  while ((pp << parts_log2) < P)
-    ++parts_log2;
-  plan->digit_parts_log2 = parts_log2;
-  plan->digit_cap = SEG_DIGIT_CAP;
-  const int64_t buckets = ((call->segments + 1) >> plan->digit_top_shift) + 1;
-  plan->digit_blocks = (uint32_t)(buckets << parts_log2);
+  plan->digit_part_log2 = digit_part_log2(call);
+  const int64_t pp = (int64_t)1 << plan->digit_part_log2;
+  const int64_t parts = (call->segments + pp - 1) / pp;
+  plan->digit_parts = (uint32_t)parts;
+  plan->digit_scatter_blocks =
+      (uint32_t)((call->rows + SEG_DIGIT_SCATTER_TILE - 1) / SEG_DIGIT_SCATTER_TILE);
   plan->digit_shared = (uint32_t)digit_shared_bytes(call, &plan->layout, pp);
+  const int total_bits = total_sort_bits(call);
+  plan->sort_passes = (total_bits + 7) / 8;
+  plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
 
   plan->zeroed = *cursor;
+  plan->digit_fill = take(cursor, (size_t)parts * sizeof(int32_t));
+  plan->digit_fallback = take(cursor, sizeof(int32_t));
   plan_radix_scratch(props, call, plan, cursor);
   plan->zeroed_bytes = *cursor - plan->zeroed;
-  const int sets = plan->sort_passes > 1 ? 2 : 1;
 
   plan->seg_start = take(cursor, (size_t)call->segments * sizeof(int32_t));
   plan->seg_end = take(cursor, (size_t)call->segments * sizeof(int32_t));
@@ -391,11 +388,16 @@ static void plan_digit(const jitops__device_props *props, const seg_call *call,
   plan->chunks = (call->rows + plan->chunk_rows - 1) / plan->chunk_rows;
   plan->partials =
       take(cursor, (size_t)plan->chunks * 2 * (size_t)call->cols * acc_size(call->dtype));
+  /* Only the digit reduction reads the entries, and the fallback's sort writes its lists only
+   * after it: they share memory. */
   const size_t list = (size_t)call->rows * sizeof(int32_t);
-  for (int b = 0; b < sets; ++b) {
-    plan->keys[b] = take(cursor, list);
-    plan->vals[b] = take(cursor, list);
+  size_t lists_end = *cursor, entries_end = *cursor;
+  for (int b = 0; b < (plan->sort_passes > 1 ? 2 : 1); ++b) {
+    plan->keys[b] = take(&lists_end, list);
+    plan->vals[b] = take(&lists_end, list);
   }
+  plan->digit_entries = take(&entries_end, (size_t)parts * SEG_DIGIT_CAP * 2 * sizeof(int32_t));
+  *cursor = lists_end > entries_end ? lists_end : entries_end;
 }
 
 static void plan_tiles(const seg_call *call, seg_forward_plan *plan, size_t *cursor) {
