@@ -30,12 +30,13 @@
  *     accesses); host ids are checked and a decrease is an error.
  *
  * Determinism: bit-identical results for the same inputs on the same GPU. No floating-point
- * atomics: unsorted ids are grouped by a stable radix sort, and each segment is reduced in
- * row order by a fixed split into chunks; the atomic algorithm for max/min uses integer
- * atomics, whose result does not depend on their order. The backward uses integer atomics
- * only (counts), and divides or routes deterministically; the max/min backward with sorted ids
- * or at least 2^22 result cells groups the rows by segment (the same sort, or none for sorted
- * ids) and finds ties without atomics.
+ * atomics: unsorted ids are grouped by a stable radix sort (sum and mean over many segments of
+ * a few rows: scattered into parts of consecutive segments, each part's rows then ordered by
+ * segment and row index), and each segment is reduced in row order by a fixed split; the
+ * atomic algorithm for max/min uses integer atomics, whose result does not depend on their
+ * order. The backward uses integer atomics only (counts), and divides or routes
+ * deterministically; the max/min backward with sorted ids or at least 2^22 result cells groups
+ * the rows by segment (the same sort, or none for sorted ids) and finds ties without atomics.
  *
  * Work and memory: O(N x D) time for every variant (no per-cell scans), on the caller's
  * stream, never synchronizing. Scratch comes from `workspace` when it is at least as large
@@ -44,6 +45,10 @@
  * pageable host memory, whose copy is not capturable). Sizes, roughly:
  *   forward, unsorted ids, sort algorithm:   17 N + 8 S + 2 (N / chunk) D a  bytes
  *                                            (8.5 N with at most 255 segments)
+ *   forward, unsorted, sum/mean, 8 <= D <= 128, 2^17 <= S <= 4096 P, N <= 1.25 P S / 1024
+ *   (parts of P = 1024, 512 or 256 segments, the largest that fits):
+ *                                            N + 8 S + 2 (N / chunk) D a
+ *                                            + max(16 N, 16384 ceil(S / P))  bytes
  *   forward, sorted ids:                     8 S + 2 (N / chunk) D a  bytes
  *   forward, unsorted, one column, sum/mean, S <= 16384, N <= 2^22 (not f64):
  *                                            4 S ceil(N / 4096)  bytes (8 for mean)
