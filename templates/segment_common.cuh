@@ -79,6 +79,16 @@ __device__ __forceinline__ void store_pack(T *p, const acc_t<T> (&in)[VEC]) {
   *reinterpret_cast<pack<T, VEC> *>(p) = r;
 }
 
+// A segment's result from a lane's VEC accumulators over `count` rows, stored as one pack.
+template <int OP, class T, int VEC>
+__device__ __forceinline__ void store_result(T *p, const acc_t<T> (&acc)[VEC], int count) {
+  acc_t<T> r[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    r[e] = finish<OP, acc_t<T>>(acc[e], count);
+  store_pack<T, VEC>(p, r);
+}
+
 // The same, for data touched exactly once (the rows of data and grad_data in the backward):
 // evict-first ("streaming") accesses, which leave L2 to what is reused — the segments' rows.
 template <class T, int VEC>

@@ -263,11 +263,7 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
         if (col >= D)
           continue;
         if (a == st && e == en) {
-          A r[VEC];
-#pragma unroll
-          for (int v = 0; v < VEC; ++v)
-            r[v] = finish<OP, A>(acc[k][v], en - st);
-          store_pack<T, VEC>(part_out + (i64)l * out_stride + col, r);
+          store_result<OP, T, VEC>(part_out + (i64)l * out_stride + col, acc[k], en - st);
         } else {
 #pragma unroll
           for (int v = 0; v < VEC; ++v)
@@ -340,13 +336,8 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
 #pragma unroll
         for (int k = 0; k < CPL; ++k) {
           const int col = c0 + (k * G + lane) * VEC;
-          if (col < D) {
-            A r[VEC];
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-              r[e] = finish<OP, A>(acc[k][e], en - st);
-            store_pack<T, VEC>(part_out + (i64)l * out_stride + col, r);
-          }
+          if (col < D)
+            store_result<OP, T, VEC>(part_out + (i64)l * out_stride + col, acc[k], en - st);
         }
       }
     }

@@ -166,11 +166,7 @@ __global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
         if (col >= D)
           continue;
         if (starts && ends) {
-          A r[VEC];
-#pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            r[e] = finish<OP, A>(acc[k][e], b - a);
-          store_pack<T, VEC>(out + (i64)s * out_stride + col, r);
+          store_result<OP, T, VEC>(out + (i64)s * out_stride + col, acc[k], b - a);
         } else {
           A *p = partials + (chunk * 2 + (a == lo ? 0 : 1)) * D + col;
           pack<A, VEC> r;

@@ -188,6 +188,13 @@ static int total_sort_bits(const seg_call *call) {
   return bit_width(call->segments + 1); /* keys run to S + 1 (ids >= S) */
 }
 
+/* The radix sort's passes: the key's bits balanced over as few passes of <= 8 bits as needed. */
+static void plan_sort_passes(const seg_call *call, seg_forward_plan *plan) {
+  const int total_bits = total_sort_bits(call);
+  plan->sort_passes = (total_bits + 7) / 8;
+  plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
+}
+
 static bool extreme(const seg_call *call) {
   return call->reduction == JITOPS_SEGMENT_MAX || call->reduction == JITOPS_SEGMENT_MIN;
 }
@@ -256,10 +263,7 @@ static void plan_sort(const jitops__device_props *props, const seg_call *call,
   plan->seg_end = take(cursor, (size_t)call->segments * sizeof(int32_t));
   const bool sort = plan->path == SEG_PATH_SORT && call->rows > 0;
   if (sort) {
-    /* Balance the bits over as few <= 8-bit passes as needed. */
-    const int total_bits = total_sort_bits(call);
-    plan->sort_passes = (total_bits + 7) / 8;
-    plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
+    plan_sort_passes(call, plan);
     plan_radix_scratch(props, call, plan, cursor);
     /* One column of a 32-bit-or-narrower type: the sort carries the values, and the
      * reduction streams them instead of gathering rows. */
@@ -372,9 +376,7 @@ static void plan_digit(const jitops__device_props *props, const seg_call *call,
   plan->digit_scatter_blocks =
       (uint32_t)((call->rows + SEG_DIGIT_SCATTER_TILE - 1) / SEG_DIGIT_SCATTER_TILE);
   plan->digit_shared = (uint32_t)digit_shared_bytes(call, &plan->layout, pp);
-  const int total_bits = total_sort_bits(call);
-  plan->sort_passes = (total_bits + 7) / 8;
-  plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
+  plan_sort_passes(call, plan);
 
   plan->zeroed = *cursor;
   plan->digit_fill = take(cursor, (size_t)parts * sizeof(int32_t));
@@ -401,9 +403,7 @@ static void plan_digit(const jitops__device_props *props, const seg_call *call,
 }
 
 static void plan_tiles(const seg_call *call, seg_forward_plan *plan, size_t *cursor) {
-  const int total_bits = total_sort_bits(call);
-  plan->sort_passes = (total_bits + 7) / 8;
-  plan->sort_bits = (total_bits + plan->sort_passes - 1) / plan->sort_passes;
+  plan_sort_passes(call, plan);
   plan->sort_tiles = (call->rows + SEG_SORT_TILE - 1) / SEG_SORT_TILE;
   const size_t cells = (size_t)plan->sort_tiles * (size_t)call->segments;
   plan->tile_sums = take(cursor, cells * sizeof(float));
