@@ -1,0 +1,108 @@
+/* Fused linear cross-entropy (jitops/flce.h): jitops_flce_forward and jitops_flce_backward. */
+#include "binding.h"
+
+typedef struct flce_call {
+  jitops_runtime_t *runtime;
+  jp_tensor input, weight, bias, target, grad_output, loss, lse, grad_input, grad_weight,
+      grad_bias;
+  jitops_flce_tensors tensors;
+  jitops_flce_options options;
+  void *stream;
+} flce_call;
+
+static int read_options(PyObject *const *args, flce_call *c) {
+  int reduction;
+  jitops_flce_options_init(&c->options);
+  if (jp_arg_int(args[12], "reduction", &reduction) < 0 ||
+      jp_arg_int64(args[13], "ignore_index", &c->options.ignore_index) < 0 ||
+      jp_arg_double(args[14], "label_smoothing", &c->options.label_smoothing) < 0 ||
+      jp_arg_double(args[15], "softcap", &c->options.softcap) < 0 ||
+      jp_arg_double(args[16], "z_loss_scale", &c->options.z_loss_scale) < 0 ||
+      jp_arg_int64(args[17], "scratch_budget_bytes", &c->options.scratch_budget_bytes) < 0)
+    return -1;
+  c->options.reduction = (jitops_flce_reduction)reduction;
+  return 0;
+}
+
+/* Reads the ten tensors (args 2..11) into c->tensors; JP_OK, JP_SYMBOLIC or -1. */
+static int read_tensors(PyObject *const *args, jp_mode mode, flce_call *c) {
+  static const char *const names[] = {"input", "weight", "bias", "target", "grad_output",
+                                      "loss",  "lse",    "grad_input", "grad_weight",
+                                      "grad_bias"};
+  jp_tensor *slots[] = {&c->input, &c->weight,     &c->bias,       &c->target,      &c->grad_output,
+                        &c->loss,  &c->lse,        &c->grad_input, &c->grad_weight, &c->grad_bias};
+  DLTensor *described[10];
+  for (int i = 0; i < 10; ++i) {
+    int status = jp_tensor_read_optional(args[2 + i], mode, names[i], slots[i], &described[i]);
+    if (status != JP_OK)
+      return status;
+  }
+  c->tensors = (jitops_flce_tensors){described[0], described[1], described[2], described[3],
+                                     described[4], described[5], described[6], described[7],
+                                     described[8], described[9]};
+  return JP_OK;
+}
+
+static jitops_status run_forward(void *ctx, const jitops_workspace *workspace) {
+  flce_call *c = ctx;
+  return jitops_flce_forward(c->runtime, &c->tensors, &c->options, workspace, c->stream);
+}
+
+/* flce_forward(mode, runtime, input, weight, bias, target, grad_output, loss, lse, grad_input,
+ *              grad_weight, grad_bias, reduction, ignore_index, label_smoothing, softcap,
+ *              z_loss_scale, scratch_budget_bytes, stream); optional tensors may be None. */
+static PyObject *flce_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  flce_call c;
+  jp_mode mode;
+  if (jp_arg_count("flce_forward", nargs, 19) < 0 ||
+      jp_arg_mode_runtime(args, &mode, &c.runtime) < 0 || read_options(args, &c) < 0 ||
+      jp_arg_pointer(args[18], "stream", &c.stream) < 0)
+    return NULL;
+  int read = read_tensors(args, mode, &c);
+  if (read != JP_OK)
+    return read < 0 ? NULL : jp_done(mode, 0);
+  if (c.tensors.input == NULL) {
+    PyErr_SetString(PyExc_TypeError, "input must be a tensor");
+    return NULL;
+  }
+  size_t bytes = 0;
+  jitops_status status = jitops_flce_workspace_size(c.runtime, &c.tensors, &c.options, &bytes);
+  return jp_finish(mode, status, bytes, jp_tensor_device(&c.input), run_forward, &c);
+}
+
+static jitops_status run_backward(void *ctx, const jitops_workspace *workspace) {
+  flce_call *c = ctx;
+  return jitops_flce_backward(c->runtime, c->tensors.grad_output, c->tensors.grad_input,
+                              c->tensors.grad_weight, c->tensors.grad_bias, c->stream);
+}
+
+/* flce_backward(mode, runtime, grad_output, grad_input, grad_weight, grad_bias, stream): scales
+ * the saved gradients in place. It has no size function: in validation mode it runs on the
+ * compile-only runtime, which validates and then refuses to launch (JITOPS_ERR_NO_DEVICE). */
+static PyObject *flce_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  flce_call c;
+  jp_mode mode;
+  DLTensor *grads[3];
+  if (jp_arg_count("flce_backward", nargs, 7) < 0 ||
+      jp_arg_mode_runtime(args, &mode, &c.runtime) < 0 ||
+      jp_arg_pointer(args[6], "stream", &c.stream) < 0)
+    return NULL;
+  JP_READ(args[2], mode, "grad_output", &c.grad_output);
+  JP_READ_OPTIONAL(args[3], mode, "grad_input", &c.grad_input, &grads[0]);
+  JP_READ_OPTIONAL(args[4], mode, "grad_weight", &c.grad_weight, &grads[1]);
+  JP_READ_OPTIONAL(args[5], mode, "grad_bias", &c.grad_bias, &grads[2]);
+  c.tensors = (jitops_flce_tensors){.grad_output = &c.grad_output.dl,
+                                    .grad_input = grads[0],
+                                    .grad_weight = grads[1],
+                                    .grad_bias = grads[2]};
+  if (mode == JP_VALIDATE) {
+    jitops_status status = run_backward(&c, NULL);
+    return status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1) : jp_raise(status);
+  }
+  return jp_finish(mode, JITOPS_SUCCESS, 0, jp_tensor_device(&c.grad_output), run_backward, &c);
+}
+
+PyMethodDef jp_flce_methods[] = {
+    {"flce_forward", JP_FASTCALL(flce_forward), METH_FASTCALL, NULL},
+    {"flce_backward", JP_FASTCALL(flce_backward), METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL}};
