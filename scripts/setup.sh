@@ -11,7 +11,12 @@ need_packages() {
   for pkg in cmake make gcc g++ pkg-config libsqlite3-dev libxxhash-dev libdlpack-dev; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
-  command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-venv)
+  # The Python extension needs Python.h (a pyenv or python.org Python has it; Debian's is in
+  # python3-dev).
+  command -v python3 >/dev/null 2>&1 && ! python3 -c \
+    "import os, sysconfig; raise SystemExit(not os.path.exists(sysconfig.get_paths()['include'] + '/Python.h'))" \
+    && missing+=(python3-dev)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}"
     local sudo=""
@@ -37,7 +42,8 @@ configure_and_build() {
   local werror=${JITOPS_WERROR:-OFF}
   [ "${CI:-}" = "true" ] && werror=ON
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
-    -DJITOPS_WERROR="$werror" ${CUDAToolkit_ROOT:+-DCUDAToolkit_ROOT="$CUDAToolkit_ROOT"} >/dev/null
+    -DJITOPS_WERROR="$werror" -DJITOPS_BUILD_PYTHON=ON -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
+    ${CUDAToolkit_ROOT:+-DCUDAToolkit_ROOT="$CUDAToolkit_ROOT"} >/dev/null
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 

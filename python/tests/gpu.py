@@ -1,0 +1,51 @@
+"""What the GPU tests share: the module-level skip, random data that is never zero, and a
+comparison that scales its tolerance to the dtype."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+DEVICE = torch.device("cuda")
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+# Relative error allowed against an f64 reference, by the dtype of the data.
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+def randn(*shape, dtype=torch.float32, scale=1.0, seed=None):
+    """Normal data on the GPU, with no exact zeros (they hide unwritten outputs)."""
+    generator = torch.Generator(device=DEVICE)
+    generator.manual_seed(hash((shape, str(dtype), seed)) % 2**31 if seed is None else seed)
+    x = torch.randn(shape, device=DEVICE, dtype=torch.float64, generator=generator) * scale
+    x = torch.where(x == 0, torch.full_like(x, 0.5), x)
+    return x.to(dtype)
+
+
+def assert_close(got, want, dtype, what="", scale=None):
+    """max |got - want| <= tol(dtype) * max(|want|, 1) (or * `scale`), NaN never passes."""
+    got64, want64 = got.double(), want.double()
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    assert not torch.isnan(got64).any() or torch.equal(torch.isnan(got64), torch.isnan(want64)), what
+    finite = torch.isfinite(want64)
+    assert torch.equal(got64[~finite], want64[~finite]), f"{what}: non-finite values differ"
+    if finite.any():
+        error = (got64[finite] - want64[finite]).abs().max().item()
+        bound = TOLERANCE[dtype] * (scale if scale is not None else max(want64[finite].abs().max().item(), 1.0))
+        assert error <= bound, f"{what}: max error {error:.3g} > {bound:.3g} ({dtype})"
+
+
+def poison(t):
+    """Fills an output with NaN (or -1 for integers) so that an unwritten element shows."""
+    return t.fill_(float("nan") if t.is_floating_point() else -1)
+
+
+def reruns_identical(fn, *args):
+    """fn(*args) twice gives bit-identical outputs."""
+    first, second = fn(*args), fn(*args)
+    first = first if isinstance(first, tuple) else (first,)
+    second = second if isinstance(second, tuple) else (second,)
+    return all(torch.equal(a, b) for a, b in zip(first, second))

@@ -1,0 +1,97 @@
+"""Scans on the GPU against torch's, in every dtype, both directions; gradients by
+gradcheck in f64; reruns bit-identical."""
+
+from __future__ import annotations
+
+import pytest
+from gpu import DEVICE, FLOATS, assert_close, randn, reruns_identical, torch
+
+import jitops.ops as O
+
+pytestmark = pytest.mark.gpu
+
+OPS = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
+
+
+def data(op, shape, dtype):
+    x = randn(*shape, dtype=torch.float64)
+    if op == "cumprod":  # products of values near 1 stay in range
+        x = 1 + 0.05 * x
+    return x.to(dtype)
+
+
+def reference(op, x, dim, reverse):
+    """torch's op in f64, flipped for reverse (indices back in the original coordinates)."""
+    x64 = x.double()
+    if reverse:
+        x64 = x64.flip(dim)
+    result = getattr(torch, op)(x64, dim)
+    if op in ("cummax", "cummin"):
+        values, indices = result
+        if reverse:
+            values, indices = values.flip(dim), (x.shape[dim] - 1 - indices).flip(dim)
+        return values, indices
+    return result.flip(dim) if reverse else result
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_matches_torch(op, dtype, reverse):
+    x = data(op, (33, 257), dtype)
+    for dim in (0, 1, -1):
+        got = getattr(O, op)(x, dim, reverse=reverse)
+        want = reference(op, x, dim, reverse)
+        if op in ("cummax", "cummin"):
+            assert_close(got[0], want[0], dtype, f"{op} values dim {dim}")
+            assert torch.equal(got[1], want[1]), f"{op} indices dim {dim}"
+        else:
+            scale = None if op != "cumsum" else x.double().abs().sum(dim).max().item()
+            assert_close(got, want, dtype, f"{op} dim {dim}", scale)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_cumsum_and_cumprod_are_exact(dtype):
+    x = torch.randint(-3, 4, (7, 100), device=DEVICE, dtype=dtype)
+    assert torch.equal(O.cumsum(x, 1), torch.cumsum(x, 1))
+    assert torch.equal(O.cumprod(x[:, :12], 1), torch.cumprod(x[:, :12], 1))
+
+
+def test_strided_input_and_zero_dim_tensor():
+    x = randn(64, 48).t()  # not contiguous
+    assert_close(O.cumsum(x, 0), torch.cumsum(x.double(), 0), torch.float32)
+    scalar = randn(1).reshape(())
+    assert torch.equal(O.cumsum(scalar, 0), scalar)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gradcheck_f64(op, reverse):
+    x = data(op, (4, 9), torch.float64)
+    if op == "cumprod":
+        x[1, 3] = 0.0  # the backward must be exact at zeros (no division by x)
+    x.requires_grad_()
+
+    def f(t):
+        out = getattr(O, op)(t, 1, reverse=reverse)
+        return out[0] if isinstance(out, tuple) else out
+
+    assert torch.autograd.gradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_backward_matches_torch_f32(op):
+    x = data(op, (16, 300), torch.float32).requires_grad_()
+    dy = randn(16, 300, seed=1)
+    out = getattr(O, op)(x, 1)
+    (out[0] if isinstance(out, tuple) else out).backward(dy)
+    x_ref = x.detach().double().requires_grad_()
+    ref = getattr(torch, op)(x_ref, 1)
+    (ref[0] if isinstance(ref, tuple) else ref).backward(dy.double())
+    assert_close(x.grad, x_ref.grad, torch.float32, op, scale=x_ref.grad.abs().max().item() * 10)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reruns_are_bit_identical(op):
+    x = data(op, (8, 5000), torch.float32)
+    assert reruns_identical(lambda t: getattr(O, op)(t, 1), x)
