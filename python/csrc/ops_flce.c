@@ -97,7 +97,8 @@ static PyObject *flce_backward(PyObject *self, PyObject *const *args, Py_ssize_t
                                     .grad_bias = grads[2]};
   if (mode == JP_VALIDATE) {
     jitops_status status = run_backward(&c, NULL);
-    return status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1) : jp_raise(status);
+    return status == JITOPS_SUCCESS || status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1)
+                                                                     : jp_raise(status);
   }
   return jp_finish(mode, JITOPS_SUCCESS, 0, jp_tensor_device(&c.grad_output), run_backward, &c);
 }

@@ -38,7 +38,8 @@ static PyObject *repeat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   JP_READ(args[4], mode, "y", &c.out);
   if (mode == JP_VALIDATE) {
     jitops_status status = run_forward(&c, NULL);
-    return status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1) : jp_raise(status);
+    return status == JITOPS_SUCCESS || status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1)
+                                                                     : jp_raise(status);
   }
   return jp_finish(mode, JITOPS_SUCCESS, 0, jp_tensor_device(&c.in), run_forward, &c);
 }
