@@ -1,65 +1,44 @@
-"""CTC loss: libjitops against torch.nn.functional.ctc_loss (native CUDA, and cuDNN where it
-applies) on the same tensors, in the same run, timed with CUDA events (median).
+"""CTC loss: libjitops, through the jitops package, against torch.nn.functional.ctc_loss
+(native CUDA, and cuDNN where it applies) on the same tensors, in the same run, timed with CUDA
+events (median).
 
-    python3 bench/bench_ctc.py [--lib build/libjitops.so] [--quick]
+    PYTHONPATH=build/python python3 bench/bench_ctc.py [--quick] [--only T,N,C,S]
 
-Columns, per shape (f32 unless said, mean reduction, PyTorch's gradient convention so that
-the gradients can be compared with torch's):
-  fwd        jitops_ctc_loss / F.ctc_loss
-  fwd+bwd    jitops_ctc_loss then jitops_ctc_loss_backward / loss + autograd.grad
-  fused      one jitops_ctc_loss_backward that also writes the loss
-  ab only    jitops_ctc_alpha_beta alone (the backward's first pass, into [N, T, 2S+1] tensors)
+Columns, per shape (f32 unless said, mean reduction):
+  fwd        jitops.ops.ctc_loss / F.ctc_loss
+  fwd+bwd    jitops.ops.ctc_loss, then the backward (jitops._C.ctc_loss_backward, in PyTorch's
+             gradient convention so that the gradients can be compared with torch's) / loss +
+             autograd.grad
+  autograd   jitops.ops.ctc_loss + autograd.grad, as a training step runs it (the exact
+             gradient, which equals PyTorch's after a log_softmax)
   cudnn      torch's cuDNN path (int32 concatenated targets on the CPU, blank 0, every
              input_length == T): one call computes loss and gradient, so its fwd and fwd+bwd
              are nearly the same
   ratio      the faster of native and cuDNN divided by ours (> 1: ours is faster)
-Our calls take int64 padded targets and int64 lengths in device memory (no host sync); torch
-native gets the same targets and CPU lengths (its fastest: no device sync).
+Every column times `inner` calls queued back to back between two CUDA events, so that the
+GPU queue stays full and host overheads overlap device work, as in a training loop. Our calls
+take int64 padded targets and int64 lengths in device memory (no host sync); torch native gets
+the same targets and CPU lengths (its fastest: no device sync).
 """
 import argparse
-import ctypes
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-import jitops_ctypes as jc  # noqa: E402
+import jitops.ops
+from jitops import _C
+from timing import time_queued_ms
 
+RUN = 0  # jitops._C's mode: validate, allocate the workspace, launch
+BLANK = 0
 REDUCTION_MEAN = 2
 GRADIENT_PYTORCH = 1
 
 
-def time_ms(fn, reps=20, inner=10, warmup=3):
-    """Median milliseconds per fn() call: `reps` samples of `inner` back-to-back calls between
-    two CUDA events, so that the GPU queue stays full and host overheads (ctypes, Python,
-    torch dispatch) overlap device work, as in a training loop. Every column uses it."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
-
-
-class Options(ctypes.Structure):
-    _fields_ = [
-        ("blank", ctypes.c_int64),
-        ("reduction", ctypes.c_int),
-        ("zero_infinity", ctypes.c_int),
-        ("gradient", ctypes.c_int),
-        ("max_target_length", ctypes.c_int64),
-        ("storage", ctypes.c_int),
-    ]
+def time_ms(fn, reps):
+    """Median milliseconds per fn() over `reps` samples of 10 queued calls."""
+    return time_queued_ms(fn, inner=10, reps=reps)
 
 
 def make_inputs(T, N, C, S, dtype, seed=0):
@@ -74,61 +53,35 @@ def make_inputs(T, N, C, S, dtype, seed=0):
     return lp, targets.cuda(), il, tl
 
 
-def bench_shape(lib, rt, T, N, C, S, dtype=torch.float32, reps=20):
+def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
     lp, targets, il_cpu, tl_cpu = make_inputs(T, N, C, S, dtype)
     il_dev, tl_dev = il_cpu.cuda(), tl_cpu.cuda()
-    opt = Options(0, REDUCTION_MEAN, 0, GRADIENT_PYTORCH, 0, 0)
-    loss = torch.empty((), device="cuda", dtype=torch.float32)
     grad_out = torch.ones((), device="cuda", dtype=torch.float32)
     grad = torch.empty_like(lp)
-    t_lp, t_tg, t_il, t_tl = jc.Tensor(lp), jc.Tensor(targets), jc.Tensor(il_dev), jc.Tensor(tl_dev)
-    t_loss, t_go, t_grad = jc.Tensor(loss), jc.Tensor(grad_out), jc.Tensor(grad)
-    size = ctypes.c_size_t()
-    jc.check(lib, lib.jitops_ctc_workspace_size(rt, t_lp.ref, t_tg.ref, t_il.ref,
-                                                t_tl.ref, ctypes.byref(opt), 1,
-                                                ctypes.byref(size)), "workspace_size")
-    ws_buf = torch.empty(size.value, dtype=torch.uint8, device="cuda")
-    ws = jc.Workspace(ws_buf.data_ptr(), size.value)
-    stream = jc.current_stream()
+    rt = jitops.Runtime(lp.device).handle
+    stream = torch.cuda.current_stream().cuda_stream
 
     def ours_fwd():
-        jc.check(lib, lib.jitops_ctc_loss(rt, t_lp.ref, t_tg.ref, t_il.ref,
-                                          t_tl.ref, ctypes.byref(opt), t_loss.ref,
-                                          ctypes.byref(ws), stream), "jitops_ctc_loss")
+        return jitops.ops.ctc_loss(lp, targets, il_dev, tl_dev, blank=BLANK, reduction="mean")
 
-    def ours_bwd(with_loss):
-        jc.check(lib, lib.jitops_ctc_loss_backward(
-            rt, t_lp.ref, t_tg.ref, t_il.ref, t_tl.ref, t_go.ref,
-            ctypes.byref(opt), t_grad.ref, t_loss.ref if with_loss else None,
-            ctypes.byref(ws), stream), "jitops_ctc_loss_backward")
+    def ours_bwd():
+        _C.ctc_loss_backward(RUN, rt, lp, targets, il_dev, tl_dev, BLANK, REDUCTION_MEAN, False, 0,
+                             GRADIENT_PYTORCH, grad_out, grad, stream)
 
     def ours_fwd_bwd():
         ours_fwd()
-        ours_bwd(False)
+        ours_bwd()
 
-    def ours_fused():
-        ours_bwd(True)
+    lp_req = lp.detach().requires_grad_(True)
+
+    def ours_autograd():
+        loss = jitops.ops.ctc_loss(lp_req, targets, il_dev, tl_dev, blank=BLANK, reduction="mean")
+        torch.autograd.grad(loss, lp_req)
 
     row = {"shape": "T=%d N=%d C=%d S=%d %s" % (T, N, C, S, str(dtype).replace("torch.", ""))}
     row["fwd"] = time_ms(ours_fwd, reps)
     row["fwd_bwd"] = time_ms(ours_fwd_bwd, reps)
-    row["fused"] = time_ms(ours_fused, reps)
-
-    # The public alpha/beta pass alone (the backward's first kernel, plus the -inf fill).
-    acc = torch.float64 if dtype == torch.float64 else torch.float32
-    la = torch.empty(N, T, 2 * S + 1, device="cuda", dtype=acc)
-    lb = torch.empty_like(la)
-    nll = torch.empty(N, device="cuda", dtype=acc)
-    t_la, t_lb, t_nll = jc.Tensor(la), jc.Tensor(lb), jc.Tensor(nll)
-
-    def ours_ab():
-        jc.check(lib, lib.jitops_ctc_alpha_beta(
-            rt, t_lp.ref, t_tg.ref, t_il.ref, t_tl.ref, ctypes.byref(opt),
-            t_la.ref, t_lb.ref, t_nll.ref, ctypes.byref(ws), stream),
-            "jitops_ctc_alpha_beta")
-
-    row["ab"] = time_ms(ours_ab, reps)
-    del la, lb
+    row["autograd"] = time_ms(ours_autograd, reps)
 
     # torch native: f32 only (it rejects f16/bf16 on CUDA); compare against f32 for halves.
     lp32 = lp.float().detach().requires_grad_(True)
@@ -166,7 +119,8 @@ def bench_shape(lib, rt, T, N, C, S, dtype=torch.float32, reps=20):
         row["c_fwd_bwd"] = time_ms(cudnn_fwd_bwd, reps)
 
     # Agreement with torch native (same inputs; halves: ours on rounded inputs).
-    ours_bwd(True)
+    loss = ours_fwd()
+    ours_bwd()
     torch.cuda.synchronize()
     row["loss_rel"] = abs(loss.item() - ref_loss.item()) / max(abs(ref_loss.item()), 1e-30)
     row["grad_abs"] = (grad.float() - ref_grad).abs().max().item()
@@ -174,20 +128,17 @@ def bench_shape(lib, rt, T, N, C, S, dtype=torch.float32, reps=20):
     best_fb = min(row["t_fwd_bwd"], row.get("c_fwd_bwd", float("inf")))
     row["ratio_fwd"] = best_fwd / row["fwd"]
     row["ratio_fwd_bwd"] = best_fb / row["fwd_bwd"]
-    row["ratio_fused"] = best_fb / row["fused"]
+    row["ratio_autograd"] = best_fb / row["autograd"]
     row["gbps"] = lp.numel() * lp.element_size() / (row["fwd"] * 1e-3) / 1e9
     return row
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", action="append", default=[],
                     help="T,N,C,S: run only these f32 shapes (repeatable)")
     args = ap.parse_args()
-    lib = jc.load_library(args.lib)
-    rt = jc.create_runtime(lib)
     shapes = [
         (500, 64, 64, 100),     # the issue's first shape
         (1000, 32, 256, 400),   # the issue's second shape
@@ -201,9 +152,9 @@ def main():
         shapes = shapes[:2]
     print("device: %s, torch %s, cuDNN %s" % (torch.cuda.get_device_name(), torch.__version__,
                                               torch.backends.cudnn.version()))
-    head = ("%-32s %8s %8s %8s %8s | %8s %8s | %8s %8s | %7s %7s %7s | %8s %8s"
-            % ("shape", "fwd", "fwd+bwd", "fused", "ab only", "torch f", "torch fb", "cudnn f",
-               "cudnn fb", "x fwd", "x f+b", "x fused", "loss rel", "grad abs"))
+    head = ("%-32s %8s %8s %8s | %8s %8s | %8s %8s | %7s %7s %7s | %8s %8s"
+            % ("shape", "fwd", "fwd+bwd", "autograd", "torch f", "torch fb", "cudnn f",
+               "cudnn fb", "x fwd", "x f+b", "x autogr", "loss rel", "grad abs"))
     print(head)
     print("-" * len(head))
     cases = [(T, N, C, S, torch.float32) for (T, N, C, S) in shapes]
@@ -211,12 +162,12 @@ def main():
     if args.only:
         cases = [tuple(int(v) for v in o.split(",")) + (torch.float32,) for o in args.only]
     for (T, N, C, S, dtype) in cases:
-        r = bench_shape(lib, rt, T, N, C, S, dtype)
+        r = bench_shape(T, N, C, S, dtype)
         c_f = "%8.3f" % r["c_fwd"] if "c_fwd" in r else "%8s" % "n/a"
         c_fb = "%8.3f" % r["c_fwd_bwd"] if "c_fwd_bwd" in r else "%8s" % "n/a"
-        print("%-32s %8.3f %8.3f %8.3f %8.3f | %8.3f %8.3f | %s %s | %7.2f %7.2f %7.2f | %8.1e %8.1e"
-              % (r["shape"], r["fwd"], r["fwd_bwd"], r["fused"], r["ab"], r["t_fwd"],
-                 r["t_fwd_bwd"], c_f, c_fb, r["ratio_fwd"], r["ratio_fwd_bwd"], r["ratio_fused"],
+        print("%-32s %8.3f %8.3f %8.3f | %8.3f %8.3f | %s %s | %7.2f %7.2f %7.2f | %8.1e %8.1e"
+              % (r["shape"], r["fwd"], r["fwd_bwd"], r["autograd"], r["t_fwd"],
+                 r["t_fwd_bwd"], c_f, c_fb, r["ratio_fwd"], r["ratio_fwd_bwd"], r["ratio_autograd"],
                  r["loss_rel"], r["grad_abs"]))
         sys.stdout.flush()
     print("times in ms (median of CUDA-event timings); x = faster torch path / ours")

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
-"""Fused linear cross-entropy: libjitops against PyTorch's unfused F.cross_entropy(x @ W.T),
-forward + backward, on the same tensors in the same run.
+"""Fused linear cross-entropy: libjitops, through the jitops package, against PyTorch's
+unfused F.cross_entropy(x @ W.T), forward + backward, on the same tensors in the same run.
 
 For each shape it times (CUDA events, warm-up, median) and measures the peak memory above
-the inputs (torch.cuda.max_memory_allocated; libjitops gets its scratch as a torch-allocated
-workspace so that it is counted, and every output either side allocates is counted):
+the inputs (torch.cuda.max_memory_allocated; libjitops takes its scratch from torch's caching
+allocator, so it is counted, and every output either side allocates is counted):
   - torch:   loss = F.cross_entropy(x @ W.T, target); loss.backward()
-  - jitops:  jitops_flce_forward (loss, grad_input, grad_weight) + jitops_flce_backward (dy),
-             with the default scratch budget and with larger budgets (other algorithms).
+  - jitops:  jitops.ops.fused_linear_cross_entropy + backward() (the default scratch budget),
+             and, with larger budgets (other algorithms), jitops._C.flce_forward (loss,
+             grad_input, grad_weight) + jitops._C.flce_backward (dy): the scratch budget is
+             an option of the C call that the Python op does not take.
 At the first shape it also compares both against an f32 unfused reference (relative L2
 errors), and checks that two libjitops runs give identical bytes.
 
-Usage: bench_flce.py [--shapes BT,H,V ...] [--dtype bf16] [--quick]
+Usage: PYTHONPATH=build/python python3 bench/bench_flce.py [--shapes BT,H,V ...] [--dtype bf16]
+       [--quick]
 """
 import argparse
-import ctypes
+import functools
 import json
 import math
 import sys
@@ -22,86 +25,38 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from jitops_ctypes import (DLTensor, Workspace, check, create_runtime, current_stream,
-                           load_library, peak_bytes, tensor_ptr, time_interleaved)
+import jitops.ops
+from jitops import _C
+from timing import peak_bytes, time_interleaved
 
 GIB = float(1 << 30)
+RUN = 0  # jitops._C's mode: validate, allocate the workspace, launch
+REDUCTION_MEAN = 1
+IGNORE_INDEX = -100
 
 
-class Options(ctypes.Structure):
-    _fields_ = [
-        ("reduction", ctypes.c_int),
-        ("ignore_index", ctypes.c_int64),
-        ("label_smoothing", ctypes.c_double),
-        ("softcap", ctypes.c_double),
-        ("z_loss_scale", ctypes.c_double),
-        ("chunk_rows", ctypes.c_int64),
-        ("scratch_budget_bytes", ctypes.c_int64),
-    ]
+def loss_and_grads(x, w, target, dy=None, budget=0, dy_in_forward=False, grads=True):
+    """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight), by
+    the C calls with scratch_budget_bytes `budget` (0: the default). dy goes to
+    jitops_flce_backward (a scalar rescale of the saved gradients), or with dy_in_forward to the
+    forward, which then needs no backward. grads=False: the loss only."""
+    loss = torch.empty((), dtype=torch.float32, device=x.device)
+    gi, gw = (torch.empty_like(x), torch.empty_like(w)) if grads else (None, None)
+    rt = jitops.Runtime(x.device).handle
+    stream = torch.cuda.current_stream().cuda_stream
+    _C.flce_forward(RUN, rt, x, w, None, target, dy if dy_in_forward else None, loss, None, gi, gw, None,
+                    REDUCTION_MEAN, IGNORE_INDEX, 0.0, 0.0, 0.0, budget, stream)
+    if grads and dy is not None and not dy_in_forward:
+        _C.flce_backward(RUN, rt, dy, gi, gw, None, stream)
+    return loss, gi, gw
 
 
-TENSOR_FIELDS = ("input", "weight", "bias", "target", "grad_output", "loss", "lse",
-                 "grad_input", "grad_weight", "grad_bias")
-
-
-class Tensors(ctypes.Structure):
-    _fields_ = [(name, ctypes.POINTER(DLTensor)) for name in TENSOR_FIELDS]
-
-
-class Flce:
-    def __init__(self):
-        self.lib = load_library()
-        lib = self.lib
-        lib.jitops_flce_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensors),
-                                            ctypes.POINTER(Options), ctypes.POINTER(Workspace),
-                                            ctypes.c_void_p]
-        lib.jitops_flce_workspace_size.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensors),
-                                                   ctypes.POINTER(Options),
-                                                   ctypes.POINTER(ctypes.c_size_t)]
-        lib.jitops_flce_backward.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(DLTensor)] * 4 + [
-            ctypes.c_void_p]
-        self.rt = create_runtime(lib)
-
-    def options(self, **kw):
-        o = Options()
-        self.lib.jitops_flce_options_init(ctypes.byref(o))
-        for k, v in kw.items():
-            setattr(o, k, v)
-        return o
-
-    def loss_and_grads(self, x, w, target, opts, dy=None, dy_in_forward=False, grads=True):
-        """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight).
-        dy goes to jitops_flce_backward (a scalar rescale of the saved gradients), or with
-        dy_in_forward to the forward, which then needs no backward. grads=False: the loss only."""
-        loss = torch.empty((), dtype=torch.float32, device=x.device)
-        gi, gw = torch.empty_like(x), torch.empty_like(w)
-        held, ts = [], Tensors()
-        named = [("input", x), ("weight", w), ("target", target), ("loss", loss)]
-        if grads:
-            named += [("grad_input", gi), ("grad_weight", gw)]
-        if dy_in_forward:
-            named.append(("grad_output", dy))
-        for name, t in named:
-            h, p = tensor_ptr(t)
-            held.append(h)
-            setattr(ts, name, p)
-        size = ctypes.c_size_t()
-        check(self.lib, self.lib.jitops_flce_workspace_size(self.rt, ctypes.byref(ts),
-                                                            ctypes.byref(opts), ctypes.byref(size)),
-              "jitops_flce_workspace_size")
-        ws_t = torch.empty(size.value, dtype=torch.uint8, device=x.device)
-        ws = Workspace(ctypes.c_void_p(ws_t.data_ptr()), size.value)
-        stream = current_stream()
-        check(self.lib, self.lib.jitops_flce_forward(self.rt, ctypes.byref(ts), ctypes.byref(opts),
-                                                     ctypes.byref(ws), stream),
-              "jitops_flce_forward")
-        if grads and dy is not None and not dy_in_forward:
-            hd, pd = tensor_ptr(dy)
-            check(self.lib, self.lib.jitops_flce_backward(self.rt, pd, ts.grad_input,
-                                                          ts.grad_weight, None, stream),
-                  "jitops_flce_backward")
-        del ws_t  # stream-ordered reuse by torch's allocator is safe on this stream
-        return loss, gi, gw, size.value
+def through_autograd(x, w, target, dy):
+    """The same through the Python op and autograd, as a training step runs it."""
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    loss = jitops.ops.fused_linear_cross_entropy(xr, wr, target, ignore_index=IGNORE_INDEX)
+    loss.backward(dy)
+    return loss.detach(), xr.grad, wr.grad
 
 
 def torch_unfused(x, w, target):
@@ -116,7 +71,7 @@ def rel(a, ref):
     return ((a - ref).norm() / ref.norm()).item()
 
 
-def accuracy_report(flce, x, w, target, configs, out):
+def accuracy_report(x, w, target, configs, out):
     """Errors against the f32 unfused computation, for torch bf16 and each jitops config."""
     xf, wf = x.float().requires_grad_(), w.float().requires_grad_()
     ref_loss = F.cross_entropy(xf @ wf.t(), target)
@@ -129,9 +84,9 @@ def accuracy_report(flce, x, w, target, configs, out):
     rows.append(("torch %s unfused" % str(x.dtype).split(".")[1], tl, tgi, tgw))
     del tl, tgi, tgw
     dy = torch.ones((), dtype=torch.float32, device=x.device)
-    for name, opts, dy_fwd in configs:
-        l1, gi1, gw1, _ = flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)
-        l2, gi2, gw2, _ = flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)
+    for name, fn in configs:
+        l1, gi1, gw1 = fn(x, w, target, dy)
+        l2, gi2, gw2 = fn(x, w, target, dy)
         torch.cuda.synchronize()
         same = bool(torch.equal(l1, l2) and torch.equal(gi1, gi2) and torch.equal(gw1, gw2))
         rows.append((name + (", rerun bit-identical" if same else ", RERUN DIFFERS"), l1, gi1, gw1))
@@ -149,7 +104,7 @@ def accuracy_report(flce, x, w, target, configs, out):
     torch.cuda.empty_cache()
 
 
-def bench_shape(flce, bt, h, v, dtype, quick, results, accuracy):
+def bench_shape(bt, h, v, dtype, quick, results, accuracy):
     torch.manual_seed(0)
     dev = torch.device("cuda")
     x = torch.randn(bt, h, device=dev, dtype=dtype)
@@ -158,26 +113,22 @@ def bench_shape(flce, bt, h, v, dtype, quick, results, accuracy):
     target[torch.rand(bt, device=dev) < 0.05] = -100  # some padding
     ld = (v + 63) // 64 * 64
     esize = x.element_size()
-    configs = [("jitops default (1 GiB budget)", flce.options(), False)]
+    configs = [("jitops default (1 GiB budget), autograd", through_autograd)]
     # The whole batch as one chunk: 3 GEMMs, no accumulator, BT x V of scratch logits.
-    one_chunk = flce.options(scratch_budget_bytes=bt * ld * esize + (96 << 20))
-    configs.append(("jitops rows, one chunk", one_chunk, False))
+    one_chunk = bt * ld * esize + (96 << 20)
+    configs.append(("jitops rows, one chunk", functools.partial(loss_and_grads, budget=one_chunk)))
     # The same with dy known at the forward (grad_output): no backward kernel.
-    configs.append(("jitops rows, one chunk, dy in forward", one_chunk, True))
-    if bt > 2048:
-        # 4096-row chunks with the V x H f32 grad_weight accumulator.
-        configs.append(("jitops rows, 4096-row chunks + f32 acc", flce.options(
-            chunk_rows=4096, scratch_budget_bytes=4096 * ld * esize + v * h * 4 + (96 << 20)),
-            False))
+    configs.append(("jitops rows, one chunk, dy in forward",
+                    functools.partial(loss_and_grads, budget=one_chunk, dy_in_forward=True)))
     warm, iters = (1, 3) if quick else (2, 5) if bt >= 32768 else (3, 15)
     dy = torch.ones((), dtype=torch.float32, device=dev)
     flops = 6.0 * bt * h * v
 
-    def ours(opts, dy_fwd):
-        return lambda: flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)
+    def ours(fn):
+        return lambda: fn(x, w, target, dy)
 
     # Timing in rounds: torch and every config once per round.
-    fns = [lambda: torch_unfused(x, w, target)] + [ours(o, d) for _, o, d in configs]
+    fns = [lambda: torch_unfused(x, w, target)] + [ours(fn) for _, fn in configs]
     times = time_interleaved(fns, warm, iters)
     t_ms = times[0]
     torch.cuda.empty_cache()
@@ -186,15 +137,14 @@ def bench_shape(flce, bt, h, v, dtype, quick, results, accuracy):
     except torch.cuda.OutOfMemoryError:
         t_peak = float("nan")
     torch.cuda.empty_cache()
-    for (name, opts, dy_fwd), ms in zip(configs, times[1:]):
+    for (name, fn), ms in zip(configs, times[1:]):
         held = []
-        peak = peak_bytes(lambda: held.append(flce.loss_and_grads(x, w, target, opts, dy, dy_fwd)))
-        ws_bytes = held[0][3]
+        peak = peak_bytes(lambda: held.append(fn(x, w, target, dy)))
         del held
         torch.cuda.empty_cache()
         r = {"bt": bt, "h": h, "v": v, "dtype": str(dtype), "config": name, "ms": ms,
              "torch_ms": t_ms, "ratio": ms / t_ms, "peak_gib": peak / GIB,
-             "torch_peak_gib": t_peak / GIB, "workspace_gib": ws_bytes / GIB,
+             "torch_peak_gib": t_peak / GIB,
              "tflops_3gemm": flops / (ms * 1e9)}
         results["timing"].append(r)
         print("%6d %5d %6d  %-40s %9.2f %9.2f %6.3f %9.3f %9.3f %7.1f" % (
@@ -206,14 +156,14 @@ def bench_shape(flce, bt, h, v, dtype, quick, results, accuracy):
                  ("torch F.cross_entropy(x @ W.T), forward only",
                   lambda: F.cross_entropy(xr @ w.t(), target)),
                  ("jitops loss only (one pass of logits + row stats)",
-                  lambda: flce.loss_and_grads(x, w, target, configs[1][1], grads=False))]
+                  lambda: loss_and_grads(x, w, target, budget=one_chunk, grads=False))]
         pt = time_interleaved([f for _, f in parts], warm, iters)
         print("  breakdown (%d x %d x %d):" % (bt, h, v))
         for (name, _), ms in zip(parts, pt):
             print("    %-52s %8.2f ms  %6.1f TFLOP/s per GEMM" % (name, ms, flops / 3 / (ms * 1e9)))
             results["breakdown"].append({"what": name, "ms": ms})
     if accuracy:
-        accuracy_report(flce, x, w, target, configs, results["accuracy"])
+        accuracy_report(x, w, target, configs, results["accuracy"])
     sys.stdout.flush()
     del x, w, target
     torch.cuda.empty_cache()
@@ -229,7 +179,6 @@ def main():
     ap.add_argument("--no-accuracy", action="store_true")
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    flce = Flce()
     print("GPU: %s; torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     print("time = forward + backward (ms, median); peak = GiB above the inputs; TFLOP/s counts "
           "the 3 GEMMs (6 BT H V)")
@@ -240,7 +189,7 @@ def main():
                "accuracy": [], "breakdown": []}
     for i, s in enumerate(args.shapes):
         bt, h, v = (int(t) for t in s.split(","))
-        bench_shape(flce, bt, h, v, dtype, args.quick, results,
+        bench_shape(bt, h, v, dtype, args.quick, results,
                     accuracy=(i == 0 and not args.no_accuracy))
     if args.json:
         with open(args.json, "w") as f:

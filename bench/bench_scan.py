@@ -1,42 +1,35 @@
 #!/usr/bin/env python3
 """Scans and repeat: libjitops against PyTorch on the same tensors, in the same run.
 
+libjitops runs through the jitops package: the forward ops of jitops.ops (which allocate their
+outputs and scratch from torch's caching allocator), and the backward ops
+torch.ops.jitops.scan_backward and repeat_backward called directly, as autograd calls them.
+PyTorch writes its forward results into preallocated outputs (out=) and runs its backward
+through autograd.
+
 For every op it times libjitops and PyTorch with CUDA events, checks that both agree, and
 reports the bytes each op must move at least (its byte floor), the achieved GB/s, and that
 bandwidth as a share of a plain device copy measured in the same run (torch's copy_ of the same
 tensor). Two timings of each: "queued" (the main columns) is the device time per call with the
 calls queued back to back, as in a training step, so host latency overlaps the previous call;
 "synced" waits for every call before the next one is issued, so it adds the host's launch
-latency and, for libjitops ops that need scratch memory, the stream-ordered allocator's cost
-after each synchronization. Prints a markdown table; --json writes the rows.
+latency (for libjitops, the Python op's dispatch included). Prints a markdown table; --json
+writes the rows.
 
-    python3 bench/bench_scan.py [--n 8192] [--iters 20] [--json out.json]
+    PYTHONPATH=build/python python3 bench/bench_scan.py [--n 8192] [--iters 20] [--json out.json]
 """
 import argparse
-import ctypes
 import datetime
 import json
 import sys
 
 import torch
 
-import jitops_ctypes as jc
+import jitops.ops
+from timing import time_ms, time_queued_ms
 
-SCAN_OPS = {"cumsum": 0, "cumprod": 1, "cummax": 2, "cummin": 3, "logcumsumexp": 4}
-
-
-def bind(lib):
-    P = ctypes.c_void_p
-    lib.jitops_scan.argtypes = [P, ctypes.c_int, P, ctypes.c_int, ctypes.c_int, P, P, P, P]
-    lib.jitops_scan_backward.argtypes = [P, ctypes.c_int, P, P, P, P, ctypes.c_int, ctypes.c_int,
-                                         P, P, P]
-    lib.jitops_repeat.argtypes = [P, P, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, P, P]
-    lib.jitops_repeat_backward.argtypes = [P, P, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, P,
-                                           P, P]
-
-
-def ptr(holder):
-    return None if holder is None else ctypes.cast(holder.ref, ctypes.c_void_p)
+SCANS = {"cumsum": jitops.ops.cumsum, "cumprod": jitops.ops.cumprod, "cummax": jitops.ops.cummax,
+         "cummin": jitops.ops.cummin, "logcumsumexp": jitops.ops.logcumsumexp}
 
 
 def torch_forward(op, x, axis, y, idx):
@@ -68,27 +61,10 @@ def make_input(op, n, seed):
     return x
 
 
-def time_queued_ms(fn, iters, reps=5):
-    """Device milliseconds per call: `iters` calls queued between two events, the median over
-    `reps` such batches."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    per_call = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        per_call.append(start.elapsed_time(end) / iters)
-    return sorted(per_call)[reps // 2]
-
-
 def timings(fn, iters):
-    """(queued, synced) milliseconds per call."""
-    return time_queued_ms(fn, iters), jc.time_ms(fn, iters=iters)
+    """(queued, synced) milliseconds per call: queued is the median over 5 batches of `iters`
+    calls queued between two events."""
+    return time_queued_ms(fn, inner=iters, reps=5), time_ms(fn, iters=iters)
 
 
 def rel_err(a, b):
@@ -111,22 +87,17 @@ def row(kind, op, shape, axis, ours, theirs, floor_bytes, copy_gbs, err):
     }
 
 
-def bench_forward(lib, rt, stream, n, iters, copy_gbs):
+def bench_forward(n, iters, copy_gbs):
     rows = []
     for op in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"):
         x = make_input(op, n, 1)
         for axis in (1, 0):
-            y = torch.empty_like(x)
-            idx = (torch.empty(x.shape, dtype=torch.int64, device="cuda")
-                   if op in ("cummax", "cummin") else None)
-            X, Y = jc.Tensor(x), jc.Tensor(y)
-            I = jc.Tensor(idx) if idx is not None else None
 
             def ours():
-                jc.check(lib, lib.jitops_scan(rt, SCAN_OPS[op], ptr(X), axis, 0, ptr(Y), ptr(I),
-                                              None, stream), "jitops_scan")
+                return SCANS[op](x, axis)
 
-            ours()
+            out = ours()
+            y, idx = out if isinstance(out, tuple) else (out, None)
             ref = torch_op(op, x, axis)
             ref_v = ref[0] if isinstance(ref, tuple) else ref
             err = rel_err(y, ref_v)
@@ -142,7 +113,7 @@ def bench_forward(lib, rt, stream, n, iters, copy_gbs):
     return rows
 
 
-def bench_backward(lib, rt, stream, n, iters, copy_gbs):
+def bench_backward(n, iters, copy_gbs):
     rows = []
     for op in ("cumsum", "cumprod", "cummax", "logcumsumexp"):
         x = make_input(op, n, 2)
@@ -153,21 +124,15 @@ def bench_backward(lib, rt, stream, n, iters, copy_gbs):
             idx = out[1] if isinstance(out, tuple) else None
             g = torch.Generator(device="cuda").manual_seed(3)
             dy = torch.randn(x.shape, device="cuda", generator=g)
-            dx = torch.empty_like(x)
             y = yv.detach()
-            DY, DX, X, Y = jc.Tensor(dy), jc.Tensor(dx), jc.Tensor(x), jc.Tensor(y)
-            I = jc.Tensor(idx) if idx is not None else None
 
             def ours():
-                jc.check(lib, lib.jitops_scan_backward(rt, SCAN_OPS[op], ptr(DY), ptr(X), ptr(Y),
-                                                       ptr(I), axis, 0, ptr(DX), None, stream),
-                         "jitops_scan_backward")
+                return torch.ops.jitops.scan_backward(op, dy, x, y, idx, axis, False)
 
             def theirs():
                 torch.autograd.grad(yv, xg, dy, retain_graph=True)
 
-            ours()
-            err = rel_err(dx, torch.autograd.grad(yv, xg, dy, retain_graph=True)[0])
+            err = rel_err(ours(), torch.autograd.grad(yv, xg, dy, retain_graph=True)[0])
             t_ours = timings(ours, iters)
             t_torch = timings(theirs, iters)
             streams = {"cumsum": 8, "cumprod": 16, "cummax": 16, "logcumsumexp": 16}[op]
@@ -177,18 +142,15 @@ def bench_backward(lib, rt, stream, n, iters, copy_gbs):
     return rows
 
 
-def bench_repeat(lib, rt, stream, iters, copy_gbs):
+def bench_repeat(iters, copy_gbs):
     rows = []
     x = torch.randn(1024, 1024, device="cuda")
     reps = (4, 4)
-    rep = (ctypes.c_int64 * 2)(*reps)
-    y = torch.empty(4096, 4096, device="cuda")
-    X, Y = jc.Tensor(x), jc.Tensor(y)
 
     def ours():
-        jc.check(lib, lib.jitops_repeat(rt, ptr(X), rep, 2, ptr(Y), stream), "jitops_repeat")
+        return jitops.ops.repeat(x, *reps)
 
-    ours()
+    y = ours()
     err = rel_err(y, x.repeat(*reps))
     t_ours = timings(ours, iters)
     t_torch = timings(lambda: x.repeat(*reps), iters)
@@ -199,15 +161,11 @@ def bench_repeat(lib, rt, stream, iters, copy_gbs):
     xg = x.clone().requires_grad_(True)
     yg = xg.repeat(*reps)
     dy = torch.randn(yg.shape, device="cuda")
-    dx = torch.empty_like(x)
-    DY, DX = jc.Tensor(dy), jc.Tensor(dx)
 
     def ours_bwd():
-        jc.check(lib, lib.jitops_repeat_backward(rt, ptr(DY), rep, 2, ptr(DX), None, stream),
-                 "jitops_repeat_backward")
+        return torch.ops.jitops.repeat_backward(dy, list(reps), list(x.shape))
 
-    ours_bwd()
-    err = rel_err(dx, torch.autograd.grad(yg, xg, dy, retain_graph=True)[0])
+    err = rel_err(ours_bwd(), torch.autograd.grad(yg, xg, dy, retain_graph=True)[0])
     t_ours = timings(ours_bwd, iters)
     t_torch = timings(lambda: torch.autograd.grad(yg, xg, dy, retain_graph=True), iters)
     rows.append(row("repeat", "repeat backward", x.shape, "4x4", t_ours, t_torch, floor, copy_gbs,
@@ -222,10 +180,6 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json")
     args = ap.parse_args()
-    lib = jc.load_library()
-    bind(lib)
-    rt = jc.create_runtime(lib)
-    stream = jc.current_stream()
 
     x = torch.randn(args.n, args.n, device="cuda")
     y = torch.empty_like(x)
@@ -233,9 +187,9 @@ def main():
     copy_gbs = 2 * x.numel() * 4 / (copy_ms * 1e6)
     del x, y
 
-    rows = bench_forward(lib, rt, stream, args.n, args.iters, copy_gbs)
-    rows += bench_backward(lib, rt, stream, args.n, args.iters, copy_gbs)
-    rows += bench_repeat(lib, rt, stream, args.iters, copy_gbs)
+    rows = bench_forward(args.n, args.iters, copy_gbs)
+    rows += bench_backward(args.n, args.iters, copy_gbs)
+    rows += bench_repeat(args.iters, copy_gbs)
 
     gpu = torch.cuda.get_device_name()
     print("GPU: %s, PyTorch %s, %s; device copy of f32 %dx%d: %.4f ms = %.0f GB/s (read+write)"

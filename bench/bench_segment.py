@@ -4,37 +4,36 @@
 For each shape (rows N, row length D, segments S; f32 data, int64 ids drawn uniformly, so
 unsorted) and each reduction (sum, mean, max, min) it times, with CUDA events (warm-up, then
 the median of several samples of back-to-back calls):
-  forward   jitops_segment_reduce (automatic algorithm; for max/min also each algorithm
-            forced), torch scatter_reduce_ (index expanded to [N, D], include_self=False,
-            into a preallocated output) and torch index_add_/index_reduce_ (1-D index);
-  backward  jitops_segment_reduce_backward, and torch autograd through scatter_reduce.
-libjitops gets a preallocated workspace of the size it asks for. Ours is checked against
-torch's result (non-empty segments) before timing. GB/s counts the bytes a forward must move:
-data, ids and the output, once.
+  forward   jitops.ops.segment_reduce (the automatic algorithm), torch scatter_reduce_ (index
+            expanded to [N, D], include_self=False, into a preallocated output) and torch
+            index_add_/index_reduce_ (1-D index);
+  backward  torch.ops.jitops.segment_reduce_backward called directly (as autograd calls it),
+            and torch autograd through scatter_reduce.
+libjitops allocates its output and workspace from torch's caching allocator. Ours is checked
+against torch's result (non-empty segments) before timing. GB/s counts the bytes a forward
+must move: data, ids and the output, once. (Each algorithm forced for max/min: see
+segment_buckets_sweep.py.)
 
 The last rows repeat the first shape with sorted ids (options.sorted) against the same torch
 calls on the sorted ids.
 
-Usage: bench_segment.py [--quick] [--shapes 0,1,...] [--no-sorted] [--once] [--json FILE]
+Usage: PYTHONPATH=build/python python3 bench/bench_segment.py [--quick] [--shapes 0,1,...]
+       [--no-sorted] [--once] [--json FILE]
   --shapes  indices into SHAPES (default all); --no-sorted skips the sorted-ids rows;
   --once    no timing: one forward and one backward of each (shape, reduction), for a
             profiler (e.g. ncu -k regex:segment) to time each kernel.
 """
 import argparse
-import ctypes
 import json
 import sys
 
 import torch
 
-from jitops_ctypes import (DLTensor, Workspace, check, create_runtime, current_stream,
-                           load_library, tensor_ptr, time_ms)
+import jitops.ops
+from timing import time_queued_ms
 
-SUM, MEAN, MAX, MIN = 0, 1, 2, 3
 NAMES = ["sum", "mean", "max", "min"]
 TORCH_REDUCE = ["sum", "mean", "amax", "amin"]
-AUTO, SORT, ATOMIC = 0, 1, 2
-ALGO_NAMES = ["auto", "sort", "atomic"]
 
 SHAPES = [  # (N, D, S): the issue's shape, then one parameter changed at a time
     (1 << 20, 64, 10000),
@@ -45,85 +44,18 @@ SHAPES = [  # (N, D, S): the issue's shape, then one parameter changed at a time
 ]
 
 
-class Options(ctypes.Structure):
-    _fields_ = [
-        ("sorted", ctypes.c_int),
-        ("has_fill", ctypes.c_int),
-        ("fill", ctypes.c_double),
-        ("first_occurrence", ctypes.c_int),
-        ("dropped_count", ctypes.POINTER(DLTensor)),
-        ("algorithm", ctypes.c_int),
-    ]
+def forward_fn(name, data, ids, S, sorted_ids=False):
+    return lambda: jitops.ops.segment_reduce(data, ids, S, name, sorted=sorted_ids)
 
 
-class Segment:
-    def __init__(self):
-        self.lib = load_library()
-        lib = self.lib
-        P = ctypes.POINTER(DLTensor)
-        lib.jitops_segment_reduce.argtypes = [ctypes.c_void_p, ctypes.c_int, P, P, ctypes.c_int64,
-                                              P, ctypes.POINTER(Options),
-                                              ctypes.POINTER(Workspace), ctypes.c_void_p]
-        lib.jitops_segment_reduce_backward.argtypes = [
-            ctypes.c_void_p, ctypes.c_int, P, P, P, P, ctypes.c_int64, P,
-            ctypes.POINTER(Options), ctypes.POINTER(Workspace), ctypes.c_void_p]
-        lib.jitops_segment_reduce_workspace_size.argtypes = [
-            ctypes.c_void_p, ctypes.c_int, P, P, ctypes.c_int64, P, ctypes.POINTER(Options),
-            ctypes.POINTER(ctypes.c_size_t)]
-        lib.jitops_segment_reduce_backward_workspace_size.argtypes = [
-            ctypes.c_void_p, ctypes.c_int, P, P, P, P, ctypes.c_int64, P,
-            ctypes.POINTER(Options), ctypes.POINTER(ctypes.c_size_t)]
-        self.rt = create_runtime(lib)
-        self.keep = []
-
-    def _workspace(self, nbytes):
-        buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
-        self.keep.append(buf)
-        return Workspace(buf.data_ptr(), nbytes)
-
-    def forward_fn(self, kind, data, ids, S, out, algorithm=AUTO, sorted_ids=False):
-        """A closure running the forward with a workspace of the queried size."""
-        hs = [tensor_ptr(t) for t in (data, ids, out)]
-        (_, d), (_, i), (_, o) = hs
-        opts = Options(int(sorted_ids), 0, 0.0, 0, None, algorithm)
-        size = ctypes.c_size_t()
-        check(self.lib, self.lib.jitops_segment_reduce_workspace_size(
-            self.rt, kind, d, i, S, o, ctypes.byref(opts), ctypes.byref(size)), "workspace size")
-        ws = self._workspace(size.value)
-        stream = current_stream()
-
-        def run():
-            check(self.lib, self.lib.jitops_segment_reduce(self.rt, kind, d, i, S, o,
-                                                           ctypes.byref(opts), ctypes.byref(ws),
-                                                           stream), "jitops_segment_reduce")
-        run.keep = (hs, opts, ws)
-        return run, size.value
-
-    def backward_fn(self, kind, dy, data, out, ids, S, dx, sorted_ids=False):
-        hs = [tensor_ptr(t) for t in (dy, data, out, ids, dx)]
-        (_, g), (_, x), (_, y), (_, i), (_, gx) = hs
-        opts = Options(int(sorted_ids), 0, 0.0, 0, None, AUTO)
-        size = ctypes.c_size_t()
-        check(self.lib, self.lib.jitops_segment_reduce_backward_workspace_size(
-            self.rt, kind, g, x, y, i, S, gx, ctypes.byref(opts), ctypes.byref(size)),
-            "backward workspace size")
-        ws = self._workspace(size.value)
-        stream = current_stream()
-
-        def run():
-            check(self.lib, self.lib.jitops_segment_reduce_backward(
-                self.rt, kind, g, x, y, i, S, gx, ctypes.byref(opts), ctypes.byref(ws), stream),
-                "jitops_segment_reduce_backward")
-        run.keep = (hs, opts, ws)
-        return run, size.value
+def backward_fn(name, dy, data, out, ids, S, sorted_ids=False):
+    shape = list(data.shape)
+    return lambda: torch.ops.jitops.segment_reduce_backward(dy, data, out, ids, shape, S, name, sorted_ids)
 
 
 def per_call_ms(fn, inner, iters):
     """Median ms per call over `iters` samples of `inner` back-to-back calls."""
-    def many():
-        for _ in range(inner):
-            fn()
-    return time_ms(many, warmup=2, iters=iters) / inner
+    return time_queued_ms(fn, inner, reps=iters, warmup=2 * inner)
 
 
 def nonempty_max_diff(ours, ref, ids, S):
@@ -132,61 +64,48 @@ def nonempty_max_diff(ours, ref, ids, S):
     return (ours[mask].double() - ref[mask].double()).abs().max().item() if mask.any() else 0.0
 
 
-def run_once(seg, N, D, S, sorted_ids=False):
+def run_once(N, D, S, sorted_ids=False):
     """One forward and one backward per reduction, nothing timed (for a profiler)."""
     torch.manual_seed(0)
     data = torch.randn(N, D, device="cuda", dtype=torch.float32)
     ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
     if sorted_ids:
         ids = ids.sort().values
-    out = torch.empty(S, D, device="cuda", dtype=torch.float32)
     dy = torch.randn(S, D, device="cuda", dtype=torch.float32)
-    dx = torch.empty(N, D, device="cuda", dtype=torch.float32)
-    for kind in range(4):
-        fwd, _ = seg.forward_fn(kind, data, ids, S, out, sorted_ids=sorted_ids)
-        fwd()
-        bwd, _ = seg.backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids)
-        bwd()
+    for name in NAMES:
+        out = forward_fn(name, data, ids, S, sorted_ids)()
+        backward_fn(name, dy, data, out, ids, S, sorted_ids)()
         torch.cuda.synchronize()
-        print("once: N=%d D=%d S=%d %s" % (N, D, S, NAMES[kind]), flush=True)
+        print("once: N=%d D=%d S=%d %s" % (N, D, S, name), flush=True)
 
 
-def bench_shape(seg, N, D, S, inner, iters, rows, sorted_ids=False):
+def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
     torch.manual_seed(0)
     data = torch.randn(N, D, device="cuda", dtype=torch.float32)
     ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
     if sorted_ids:
         ids = ids.sort().values
     index = ids.view(-1, 1).expand(-1, D)
-    out = torch.empty(S, D, device="cuda", dtype=torch.float32)
     ref = torch.empty(S, D, device="cuda", dtype=torch.float32)
-    alt = torch.empty(S, D, device="cuda", dtype=torch.float32)
     dy = torch.randn(S, D, device="cuda", dtype=torch.float32)
-    dx = torch.empty(N, D, device="cuda", dtype=torch.float32)
     data_req = data.clone().requires_grad_(True)
     bytes_fwd = N * D * 4 + N * 8 + S * D * 4
-    for kind in range(4):
-        red = TORCH_REDUCE[kind]
-        fwd, ws = seg.forward_fn(kind, data, ids, S, out, sorted_ids=sorted_ids)
-        fwd()
+    for name, red in zip(NAMES, TORCH_REDUCE):
+        fwd = forward_fn(name, data, ids, S, sorted_ids)
+        out = fwd()
         ref.zero_().scatter_reduce_(0, index, data, red, include_self=False)
         torch.cuda.synchronize()
         diff = nonempty_max_diff(out, ref, ids, S)
         ours = per_call_ms(fwd, inner, iters)
-        forced = {}
-        if kind >= MAX and not sorted_ids:
-            for algo in (SORT, ATOMIC):
-                f, _ = seg.forward_fn(kind, data, ids, S, alt, algorithm=algo)
-                forced[ALGO_NAMES[algo]] = per_call_ms(f, inner, iters)
         t_scatter = per_call_ms(
             lambda: ref.scatter_reduce_(0, index, data, red, include_self=False), inner, iters)
-        if kind == SUM:
+        if name == "sum":
             t_index = per_call_ms(lambda: ref.zero_().index_add_(0, ids, data), inner, iters)
         else:
             t_index = per_call_ms(
                 lambda: ref.index_reduce_(0, ids, data, red, include_self=False), inner, iters)
 
-        bwd, bws = seg.backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids)
+        bwd = backward_fn(name, dy, data, out, ids, S, sorted_ids)
         ours_b = per_call_ms(bwd, inner, iters)
         res = torch.zeros(S, D, device="cuda").scatter_reduce(0, index, data_req, red,
                                                                include_self=False)
@@ -194,17 +113,16 @@ def bench_shape(seg, N, D, S, inner, iters, rows, sorted_ids=False):
             lambda: torch.autograd.grad(res, data_req, dy, retain_graph=True), inner, iters)
         del res
         row = {
-            "N": N, "D": D, "S": S, "kind": NAMES[kind] + (" sorted" if sorted_ids else ""),
+            "N": N, "D": D, "S": S, "kind": name + (" sorted" if sorted_ids else ""),
             "ours_ms": ours,
             "torch_scatter_ms": t_scatter, "torch_index_ms": t_index,
             "ratio": t_scatter / ours, "ours_gbps": bytes_fwd / ours / 1e6,
             "ours_bwd_ms": ours_b, "torch_bwd_ms": t_bwd, "bwd_ratio": t_bwd / ours_b,
-            "bwd_over_fwd": ours_b / ours, "max_diff": diff, "workspace": ws,
-            "bwd_workspace": bws, "forced": forced,
+            "bwd_over_fwd": ours_b / ours, "max_diff": diff,
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    del data_req, dx
+    del data_req
 
 
 def print_table(rows, gpu):
@@ -220,13 +138,6 @@ def print_table(rows, gpu):
                           r["torch_scatter_ms"], r["torch_index_ms"], r["ratio"],
                           r["ours_gbps"], r["ours_bwd_ms"], r["torch_bwd_ms"], r["bwd_ratio"],
                           r["bwd_over_fwd"]))
-    print()
-    print("max/min forward by algorithm (ms): ")
-    for r in rows:
-        if r["forced"]:
-            print("  N=%d D=%d S=%d %s: auto %.4f, sort %.4f, atomic %.4f" %
-                  (r["N"], r["D"], r["S"], r["kind"], r["ours_ms"], r["forced"]["sort"],
-                   r["forced"]["atomic"]))
     worst = max(r["max_diff"] for r in rows)
     print("largest |ours - torch| over non-empty segments: %.3g" % worst)
 
@@ -239,24 +150,23 @@ def main():
     ap.add_argument("--once", action="store_true", help="run each call once, time nothing")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
-    seg = Segment()
     rows = []
     shapes = SHAPES[:1] if args.quick else SHAPES
     if args.shapes:
         shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
     if args.once:
         for N, D, S in shapes:
-            run_once(seg, N, D, S)
+            run_once(N, D, S)
         return
     for N, D, S in shapes:
         big = N * D >= (1 << 28)
-        bench_shape(seg, N, D, S, inner=2 if big else 10, iters=5 if big else 9, rows=rows)
+        bench_shape(N, D, S, inner=2 if big else 10, iters=5 if big else 9, rows=rows)
         torch.cuda.empty_cache()
     # Sorted ids (TensorFlow's segment_*): ours takes the boundaries path; torch has no
     # sorted variant of scatter_reduce, so it runs the same call on the sorted ids.
     if not args.no_sorted:
         N, D, S = SHAPES[0]
-        bench_shape(seg, N, D, S, inner=10, iters=9, rows=rows, sorted_ids=True)
+        bench_shape(N, D, S, inner=10, iters=9, rows=rows, sorted_ids=True)
     print_table(rows, torch.cuda.get_device_name())
     if args.json:
         with open(args.json, "w") as f:

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # One device call over everything: the GPU tests of the core and of every op family, their
-# compute-sanitizer runs, the quickstart, and the benchmarks named in $BENCHES (default:
-# jit ctc). Run from a directory holding `build` and `bench`. The scan racecheck set runs as
-# $RACE_SHARDS sanitized processes in the background while the other tests run (racecheck is
-# far too slow for it in one process); the benchmarks run after it, on a quiet GPU. Each step
-# has a time limit; logs are packed into $OUT/logs.tgz and a summary is printed last.
+# compute-sanitizer runs, the quickstart, and the benchmarks named in $BENCHES (default: jit
+# ctc; the others: compile scan segment flce host). Run from a directory holding `build` (the
+# Python benchmarks import the package from build/python) and `bench`. The scan racecheck set
+# runs as $RACE_SHARDS sanitized processes in the background while the other tests run
+# (racecheck is far too slow for it in one process); the benchmarks run after it, on a quiet
+# GPU. Each step has a time limit; logs are packed into $OUT/logs.tgz and a summary is printed
+# last.
 set -uo pipefail
 HERE=$PWD
 OUT=${OUT:-/tmp/out}
 LOGS=/tmp/jitops-logs
 rm -rf "$LOGS" && mkdir -p "$LOGS" "$OUT"
 export LD_LIBRARY_PATH=$HERE/build:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export JITOPS_LIB=$HERE/build/libjitops.so
+export PYTHONPATH=$HERE/build/python${PYTHONPATH:+:$PYTHONPATH}
 export JITOPS_CACHE_DIR=/tmp/jitops-all-cache
 export TEST_THREADS=16
 mkdir -p "$JITOPS_CACHE_DIR" && chmod 700 "$JITOPS_CACHE_DIR"
@@ -88,10 +90,11 @@ for b in $BENCHES; do
   case $b in
   jit) step bench_jit 90 build/bench/bench_jit_overhead ;;
   compile) step bench_compile_options 90 build/bench/bench_compile_options ;;
-  ctc) step bench_ctc 150 python3 bench/bench_ctc.py --lib "$JITOPS_LIB" ;;
+  ctc) step bench_ctc 150 python3 bench/bench_ctc.py ;;
   scan) step bench_scan 150 python3 bench/bench_scan.py ;;
   segment) step bench_segment 200 python3 bench/bench_segment.py ;;
   flce) step bench_flce 200 python3 bench/bench_flce.py ;;
+  host) step bench_host_overhead 120 python3 bench/bench_host_overhead.py ;;
   esac
 done
 tar -czf "$OUT/logs.tgz" -C "$LOGS" .

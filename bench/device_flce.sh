@@ -9,6 +9,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$BUILD:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export JITOPS_CACHE_DIR=${JITOPS_CACHE_DIR:-/tmp/jitops-device-cache}
+export PYTHONPATH=$PWD/$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 S=$OUT/summary.txt
 step() { # name timeout log command...

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # One device call for the scan and repeat families: the GPU tests, the benchmark against
-# PyTorch, then compute-sanitizer memcheck over the tests' quick subsets and racecheck over
-# the scan test's race subset (f32 through each kernel path) and the repeat quick subset. Run
-# from a directory holding `build` (tests/ and libjitops.so) and `bench`; logs go to $OUT. A
-# kernel cache prewarmed on the build machine (test_gpu_scan --prewarm DIR, test_gpu_repeat
-# --prewarm DIR) may be given as $PREWARMED (a directory holding kernels.db).
+# PyTorch, then compute-sanitizer memcheck over the tests' quick subsets and racecheck over the
+# scan test's race subset (f32 through each kernel path) and the repeat quick subset. Run from a
+# directory holding `build` (tests/, libjitops.so and the package in python/) and `bench`; logs
+# go to $OUT. A kernel cache prewarmed on the build machine (test_gpu_scan --prewarm DIR,
+# test_gpu_repeat --prewarm DIR) may be given as $PREWARMED (a directory holding kernels.db).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$HERE/build:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export JITOPS_CACHE_DIR=/tmp/jitops-scan-cache
-export JITOPS_LIB=$HERE/build/libjitops.so
+export PYTHONPATH=$HERE/build/python${PYTHONPATH:+:$PYTHONPATH}
 export TEST_THREADS=${TEST_THREADS:-16}
 mkdir -p "$JITOPS_CACHE_DIR"
 chmod 700 "$JITOPS_CACHE_DIR"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One device call for the segment family: the GPU test, compute-sanitizer memcheck and
-# racecheck over its --quick subset, the benchmark against PyTorch, and (step "ceilings", not
-# in the default) the memory ceilings of its access patterns (bench/stream_ceilings.cu,
-# compiled there). Run from a directory holding `build` (with tests/ and libjitops.so) and
-# `bench`; logs go to $OUT. A kernel cache prewarmed on the build machine (test_gpu_segment
+# One device call for the segment family: the GPU test, compute-sanitizer memcheck and racecheck
+# over its --quick subset, the benchmark against PyTorch, and (step "ceilings", not in the
+# default) the memory ceilings of its access patterns (bench/stream_ceilings.cu, compiled
+# there). Run from a directory holding `build` (tests/, libjitops.so and the package in python/)
+# and `bench`; logs go to $OUT. A kernel cache prewarmed on the build machine (test_gpu_segment
 # --prewarm DIR) may be given as $PREWARMED. $STEPS picks the steps (default "test memcheck
 # racecheck bench"); each has a time limit.
 set -uo pipefail
@@ -12,7 +12,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$HERE/build:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export JITOPS_CACHE_DIR=/tmp/jitops-segment-cache
-export JITOPS_LIB=$HERE/build/libjitops.so
+export PYTHONPATH=$HERE/build/python${PYTHONPATH:+:$PYTHONPATH}
 rm -rf "$JITOPS_CACHE_DIR"
 mkdir -p "$JITOPS_CACHE_DIR"
 chmod 700 "$JITOPS_CACHE_DIR"

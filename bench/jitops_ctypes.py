@@ -1,8 +1,8 @@
-"""ctypes access to libjitops for the bench scripts: the library, a runtime, DLPack tensors
-over torch tensors, status checks and CUDA-event timing. Shared by every bench_<op>.py."""
+"""ctypes access to libjitops, for what the jitops package does not expose: the library, a
+runtime, DLPack tensors over torch tensors and status checks. Used by segment_buckets_sweep.py
+only (the other bench scripts use the package)."""
 import ctypes
 import os
-import statistics
 
 import torch
 
@@ -73,10 +73,6 @@ class Tensor:
             0,
         )
 
-    @property
-    def ref(self):
-        return ctypes.byref(self.dl)
-
 
 def tensor_ptr(t):
     """A DLTensor* for a torch tensor, or NULL for None (keep the returned holder alive)."""
@@ -103,57 +99,3 @@ def create_runtime(lib):
 def current_stream():
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
-
-def time_ms(fn, warmup=3, iters=10):
-    """Median milliseconds of fn() on the current stream, by CUDA events."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def time_interleaved(fns, warmup=3, iters=10):
-    """Median milliseconds of each fn, measured in rounds (one call of each per round) so that
-    clock and thermal drift affect every fn alike. A fn that raises during warm-up (say, out of
-    memory) gets NaN."""
-    alive = []
-    for fn in fns:
-        try:
-            for _ in range(warmup):
-                fn()
-            torch.cuda.synchronize()
-            alive.append(True)
-        except torch.cuda.OutOfMemoryError:
-            alive.append(False)
-            torch.cuda.empty_cache()
-    times = [[] for _ in fns]
-    for _ in range(iters):
-        for i, fn in enumerate(fns):
-            if not alive[i]:
-                continue
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times[i].append(start.elapsed_time(end))
-    return [statistics.median(t) if t else float("nan") for t in times]
-
-
-def peak_bytes(fn):
-    """Peak bytes torch's allocator held above what it held before fn() (fn's allocations,
-    the workspace it hands to libjitops included)."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - base
