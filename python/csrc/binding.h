@@ -26,7 +26,8 @@
 
 typedef enum jp_mode {
   JP_RUN = 0,      /* real tensors: validate, allocate the workspace, launch */
-  JP_VALIDATE = 1  /* fake tensors: validate only, on a compile-only runtime */
+  JP_VALIDATE = 1, /* fake tensors: validate only, on a compile-only runtime */
+  JP_SIZE = 2      /* real tensors: validate, and return the workspace bytes (benchmarks) */
 } jp_mode;
 
 /* A DLTensor with its own shape and stride storage. */
@@ -72,29 +73,29 @@ int jp_arg_string(PyObject *obj, const char *arg, const char **out);
 int jp_arg_int64_list(PyObject *obj, const char *arg, int64_t *out, int max, int *count);
 
 /* The result of an op function: None after a launch, True after validation, False when
- * validation was skipped (symbolic sizes). */
+ * validation was skipped (symbolic sizes); JP_SIZE gets its number from jp_finish. */
 PyObject *jp_done(jp_mode mode, int validated);
 
 /* Reads a tensor argument inside an op function, returning from it when the read fails (an
  * exception) or meets a symbolic size (validation skipped). */
-#define JP_READ(obj, mode, arg, tensor)                                                        \
-  do {                                                                                         \
-    int jp_read_status_ = jp_tensor_read(obj, mode, arg, tensor);                             \
-    if (jp_read_status_ != JP_OK)                                                              \
-      return jp_read_status_ < 0 ? NULL : jp_done(mode, 0);                                    \
+#define JP_READ(obj, mode, arg, tensor)                                                            \
+  do {                                                                                             \
+    int jp_read_status_ = jp_tensor_read(obj, mode, arg, tensor);                                  \
+    if (jp_read_status_ != JP_OK)                                                                  \
+      return jp_read_status_ < 0 ? NULL : jp_done(mode, 0);                                        \
   } while (0)
 
-#define JP_READ_OPTIONAL(obj, mode, arg, tensor, ptr)                                          \
-  do {                                                                                         \
-    int jp_read_status_ = jp_tensor_read_optional(obj, mode, arg, tensor, ptr);               \
-    if (jp_read_status_ != JP_OK)                                                              \
-      return jp_read_status_ < 0 ? NULL : jp_done(mode, 0);                                    \
+#define JP_READ_OPTIONAL(obj, mode, arg, tensor, ptr)                                              \
+  do {                                                                                             \
+    int jp_read_status_ = jp_tensor_read_optional(obj, mode, arg, tensor, ptr);                    \
+    if (jp_read_status_ != JP_OK)                                                                  \
+      return jp_read_status_ < 0 ? NULL : jp_done(mode, 0);                                        \
   } while (0)
 
 /* The common end of an op function. `size_status` and `bytes` come from the op's
- * *_workspace_size call (which validated everything). In JP_VALIDATE mode that is all; in
- * JP_RUN mode the workspace is allocated on `device` and run(ctx, workspace) enqueues the op
- * without the GIL. */
+ * *_workspace_size call (which validated everything). In JP_VALIDATE mode that is all, and
+ * JP_SIZE returns `bytes`; in JP_RUN mode the workspace is allocated on `device` and
+ * run(ctx, workspace) enqueues the op without the GIL. */
 typedef jitops_status (*jp_op_run)(void *ctx, const jitops_workspace *workspace);
 PyObject *jp_finish(jp_mode mode, jitops_status size_status, size_t bytes, int device,
                     jp_op_run run, void *ctx);

@@ -54,10 +54,9 @@ static int visit_entry(const jitops_cache_entry *e, void *user) {
   rows *r = user;
   PyEval_RestoreThread(r->save);
   PyObject *row = Py_BuildValue(
-      "(y#sssssiLdLLL)", (const char *)e->key, (Py_ssize_t)sizeof e->key, e->op,
-      e->name_expression, e->lowered_name, e->target, e->options, e->nvrtc_version,
-      (long long)e->bytes, e->compile_ms, (long long)e->created, (long long)e->last_used,
-      (long long)e->use_count);
+      "(y#sssssiLdLLL)", (const char *)e->key, (Py_ssize_t)sizeof e->key, e->op, e->name_expression,
+      e->lowered_name, e->target, e->options, e->nvrtc_version, (long long)e->bytes, e->compile_ms,
+      (long long)e->created, (long long)e->last_used, (long long)e->use_count);
   int stop = append_row(r, row) < 0;
   r->save = PyEval_SaveThread();
   return stop;
@@ -66,10 +65,10 @@ static int visit_entry(const jitops_cache_entry *e, void *user) {
 static int visit_group(const jitops_cache_group_stats *g, void *user) {
   rows *r = user;
   PyEval_RestoreThread(r->save);
-  PyObject *row = Py_BuildValue("(ssLLLLLL)", g->op, g->target, (long long)g->entries,
-                                (long long)g->bytes, (long long)g->memory_hits,
-                                (long long)g->disk_hits, (long long)g->misses,
-                                (long long)g->compiles);
+  PyObject *row =
+      Py_BuildValue("(ssLLLLLL)", g->op, g->target, (long long)g->entries, (long long)g->bytes,
+                    (long long)g->memory_hits, (long long)g->disk_hits, (long long)g->misses,
+                    (long long)g->compiles);
   int stop = append_row(r, row) < 0;
   r->save = PyEval_SaveThread();
   return stop;

@@ -143,8 +143,7 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t
   Py_ssize_t packed_size;
   if (jp_arg_count("kernel_launch", nargs, 7) < 0 ||
       jp_arg_pointer(args[0], "kernel", &kernel) < 0 || read_dim3(args[1], "grid", params.grid) ||
-      read_dim3(args[2], "block", params.block) ||
-      jp_arg_int(args[3], "shared_mem", &shared) < 0 ||
+      read_dim3(args[2], "block", params.block) || jp_arg_int(args[3], "shared_mem", &shared) < 0 ||
       jp_arg_pointer(args[4], "stream", &stream) < 0 ||
       PyBytes_AsStringAndSize(args[5], &packed, &packed_size) < 0)
     return NULL;

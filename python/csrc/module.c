@@ -54,6 +54,8 @@ int jp_workspace(size_t bytes, int device, PyObject **holder, jitops_workspace *
 }
 
 PyObject *jp_done(jp_mode mode, int validated) {
+  if (mode == JP_SIZE)
+    return PyLong_FromLong(0);
   if (mode == JP_RUN)
     Py_RETURN_NONE;
   return PyBool_FromLong(validated);
@@ -65,6 +67,8 @@ PyObject *jp_finish(jp_mode mode, jitops_status size_status, size_t bytes, int d
     return jp_raise(size_status);
   if (mode == JP_VALIDATE)
     return jp_done(mode, 1);
+  if (mode == JP_SIZE)
+    return PyLong_FromSize_t(bytes);
   PyObject *holder;
   jitops_workspace workspace;
   if (jp_workspace(bytes, device, &holder, &workspace) < 0)
@@ -80,9 +84,14 @@ PyObject *jp_finish(jp_mode mode, jitops_status size_status, size_t bytes, int d
 
 int jp_arg_mode_runtime(PyObject *const *args, jp_mode *mode, jitops_runtime_t **runtime) {
   int value;
-  if (jp_arg_int(args[0], "mode", &value) < 0 || jp_arg_pointer(args[1], "runtime", (void **)runtime) < 0)
+  if (jp_arg_int(args[0], "mode", &value) < 0 ||
+      jp_arg_pointer(args[1], "runtime", (void **)runtime) < 0)
     return -1;
-  *mode = value == JP_VALIDATE ? JP_VALIDATE : JP_RUN;
+  if (value < JP_RUN || value > JP_SIZE) {
+    PyErr_Format(PyExc_ValueError, "mode must be 0 (run), 1 (validate) or 2 (size); got %d", value);
+    return -1;
+  }
+  *mode = (jp_mode)value;
   return 0;
 }
 
@@ -251,16 +260,21 @@ static int intern_names(void) {
   jp_name_stride = PyUnicode_InternFromString("stride");
   jp_name_dtype = PyUnicode_InternFromString("dtype");
   jp_name_get_device = PyUnicode_InternFromString("get_device");
-  return jp_name_data_ptr && jp_name_shape && jp_name_stride && jp_name_dtype &&
-                 jp_name_get_device
+  return jp_name_data_ptr && jp_name_shape && jp_name_stride && jp_name_dtype && jp_name_get_device
              ? 0
              : -1;
 }
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "jitops._C",
-    "The C layer of jitops: libjitops' API, one function per entry point.", -1, module_methods,
-    NULL, NULL, NULL, NULL};
+    PyModuleDef_HEAD_INIT,
+    "jitops._C",
+    "The C layer of jitops: libjitops' API, one function per entry point.",
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
 
 PyMODINIT_FUNC PyInit__C(void) {
   if (intern_names() < 0)

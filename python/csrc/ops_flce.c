@@ -3,8 +3,7 @@
 
 typedef struct flce_call {
   jitops_runtime_t *runtime;
-  jp_tensor input, weight, bias, target, grad_output, loss, lse, grad_input, grad_weight,
-      grad_bias;
+  jp_tensor input, weight, bias, target, grad_output, loss, lse, grad_input, grad_weight, grad_bias;
   jitops_flce_tensors tensors;
   jitops_flce_options options;
   void *stream;
@@ -18,7 +17,8 @@ static int read_options(PyObject *const *args, flce_call *c) {
       jp_arg_double(args[14], "label_smoothing", &c->options.label_smoothing) < 0 ||
       jp_arg_double(args[15], "softcap", &c->options.softcap) < 0 ||
       jp_arg_double(args[16], "z_loss_scale", &c->options.z_loss_scale) < 0 ||
-      jp_arg_int64(args[17], "scratch_budget_bytes", &c->options.scratch_budget_bytes) < 0)
+      jp_arg_int64(args[17], "chunk_rows", &c->options.chunk_rows) < 0 ||
+      jp_arg_int64(args[18], "scratch_budget_bytes", &c->options.scratch_budget_bytes) < 0)
     return -1;
   c->options.reduction = (jitops_flce_reduction)reduction;
   return 0;
@@ -26,20 +26,19 @@ static int read_options(PyObject *const *args, flce_call *c) {
 
 /* Reads the ten tensors (args 2..11) into c->tensors; JP_OK, JP_SYMBOLIC or -1. */
 static int read_tensors(PyObject *const *args, jp_mode mode, flce_call *c) {
-  static const char *const names[] = {"input", "weight", "bias", "target", "grad_output",
-                                      "loss",  "lse",    "grad_input", "grad_weight",
-                                      "grad_bias"};
-  jp_tensor *slots[] = {&c->input, &c->weight,     &c->bias,       &c->target,      &c->grad_output,
-                        &c->loss,  &c->lse,        &c->grad_input, &c->grad_weight, &c->grad_bias};
+  static const char *const names[] = {"input", "weight", "bias",       "target",      "grad_output",
+                                      "loss",  "lse",    "grad_input", "grad_weight", "grad_bias"};
+  jp_tensor *slots[] = {&c->input, &c->weight, &c->bias,       &c->target,      &c->grad_output,
+                        &c->loss,  &c->lse,    &c->grad_input, &c->grad_weight, &c->grad_bias};
   DLTensor *described[10];
   for (int i = 0; i < 10; ++i) {
     int status = jp_tensor_read_optional(args[2 + i], mode, names[i], slots[i], &described[i]);
     if (status != JP_OK)
       return status;
   }
-  c->tensors = (jitops_flce_tensors){described[0], described[1], described[2], described[3],
-                                     described[4], described[5], described[6], described[7],
-                                     described[8], described[9]};
+  c->tensors =
+      (jitops_flce_tensors){described[0], described[1], described[2], described[3], described[4],
+                            described[5], described[6], described[7], described[8], described[9]};
   return JP_OK;
 }
 
@@ -50,13 +49,14 @@ static jitops_status run_forward(void *ctx, const jitops_workspace *workspace) {
 
 /* flce_forward(mode, runtime, input, weight, bias, target, grad_output, loss, lse, grad_input,
  *              grad_weight, grad_bias, reduction, ignore_index, label_smoothing, softcap,
- *              z_loss_scale, scratch_budget_bytes, stream); optional tensors may be None. */
+ *              z_loss_scale, chunk_rows, scratch_budget_bytes, stream); optional tensors may
+ *              be None; 0 for chunk_rows and the budget means the defaults. */
 static PyObject *flce_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   flce_call c;
   jp_mode mode;
-  if (jp_arg_count("flce_forward", nargs, 19) < 0 ||
+  if (jp_arg_count("flce_forward", nargs, 20) < 0 ||
       jp_arg_mode_runtime(args, &mode, &c.runtime) < 0 || read_options(args, &c) < 0 ||
-      jp_arg_pointer(args[18], "stream", &c.stream) < 0)
+      jp_arg_pointer(args[19], "stream", &c.stream) < 0)
     return NULL;
   int read = read_tensors(args, mode, &c);
   if (read != JP_OK)
@@ -98,12 +98,11 @@ static PyObject *flce_backward(PyObject *self, PyObject *const *args, Py_ssize_t
   if (mode == JP_VALIDATE) {
     jitops_status status = run_backward(&c, NULL);
     return status == JITOPS_SUCCESS || status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1)
-                                                                     : jp_raise(status);
+                                                                      : jp_raise(status);
   }
   return jp_finish(mode, JITOPS_SUCCESS, 0, jp_tensor_device(&c.grad_output), run_backward, &c);
 }
 
-PyMethodDef jp_flce_methods[] = {
-    {"flce_forward", JP_FASTCALL(flce_forward), METH_FASTCALL, NULL},
-    {"flce_backward", JP_FASTCALL(flce_backward), METH_FASTCALL, NULL},
-    {NULL, NULL, 0, NULL}};
+PyMethodDef jp_flce_methods[] = {{"flce_forward", JP_FASTCALL(flce_forward), METH_FASTCALL, NULL},
+                                 {"flce_backward", JP_FASTCALL(flce_backward), METH_FASTCALL, NULL},
+                                 {NULL, NULL, 0, NULL}};

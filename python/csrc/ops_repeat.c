@@ -39,15 +39,15 @@ static PyObject *repeat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   if (mode == JP_VALIDATE) {
     jitops_status status = run_forward(&c, NULL);
     return status == JITOPS_SUCCESS || status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1)
-                                                                     : jp_raise(status);
+                                                                      : jp_raise(status);
   }
   return jp_finish(mode, JITOPS_SUCCESS, 0, jp_tensor_device(&c.in), run_forward, &c);
 }
 
 static jitops_status run_backward(void *ctx, const jitops_workspace *workspace) {
   repeat_call *c = ctx;
-  return jitops_repeat_backward(c->runtime, &c->in.dl, c->repeats, c->count, &c->out.dl,
-                                workspace, c->stream);
+  return jitops_repeat_backward(c->runtime, &c->in.dl, c->repeats, c->count, &c->out.dl, workspace,
+                                c->stream);
 }
 
 /* repeat_backward(mode, runtime, grad_y, repeats, grad_x, stream) */

@@ -29,16 +29,19 @@ static jitops_status run_forward(void *ctx, const jitops_workspace *workspace) {
 }
 
 /* segment_reduce(mode, runtime, reduction, data, segment_ids, num_segments, out, sorted, fill,
- *                dropped_count, stream): fill None keeps the dtype's default, dropped_count
- *                None counts nothing. */
+ *                dropped_count, algorithm, stream): fill None keeps the dtype's default,
+ *                dropped_count None counts nothing, algorithm is a jitops_segment_algorithm. */
 static PyObject *segment_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   segment_call c;
   jp_mode mode;
-  if (jp_arg_count("segment_reduce", nargs, 11) < 0 || read_leading(args, &c, &mode) < 0 ||
+  int algorithm;
+  if (jp_arg_count("segment_reduce", nargs, 12) < 0 || read_leading(args, &c, &mode) < 0 ||
       jp_arg_int64(args[5], "num_segments", &c.num_segments) < 0 ||
       jp_arg_int(args[7], "sorted", &c.options.sorted) < 0 ||
-      jp_arg_pointer(args[10], "stream", &c.stream) < 0)
+      jp_arg_int(args[10], "algorithm", &algorithm) < 0 ||
+      jp_arg_pointer(args[11], "stream", &c.stream) < 0)
     return NULL;
+  c.options.algorithm = (jitops_segment_algorithm)algorithm;
   if (args[8] != Py_None) {
     c.options.has_fill = 1;
     if (jp_arg_double(args[8], "fill", &c.options.fill) < 0)
@@ -68,8 +71,7 @@ static jitops_status run_backward(void *ctx, const jitops_workspace *workspace) 
 static PyObject *segment_reduce_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   segment_call c;
   jp_mode mode;
-  if (jp_arg_count("segment_reduce_backward", nargs, 12) < 0 ||
-      read_leading(args, &c, &mode) < 0 ||
+  if (jp_arg_count("segment_reduce_backward", nargs, 12) < 0 || read_leading(args, &c, &mode) < 0 ||
       jp_arg_int64(args[7], "num_segments", &c.num_segments) < 0 ||
       jp_arg_int(args[9], "sorted", &c.options.sorted) < 0 ||
       jp_arg_int(args[10], "first_occurrence", &c.options.first_occurrence) < 0 ||

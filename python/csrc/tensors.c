@@ -10,8 +10,8 @@ extern PyObject *jp_name_data_ptr, *jp_name_shape, *jp_name_stride, *jp_name_dty
 #define JP_FAKE_ADDRESS ((void *)(uintptr_t)(1u << 20))
 
 /* Reads a tuple of sizes or strides. Returns JP_OK, JP_SYMBOLIC or -1. */
-static int read_dims(PyObject *tuple, jp_mode mode, const char *arg, const char *what,
-                     int64_t *out, int *ndim) {
+static int read_dims(PyObject *tuple, jp_mode mode, const char *arg, const char *what, int64_t *out,
+                     int *ndim) {
   Py_ssize_t n = PyTuple_Check(tuple) ? PyTuple_Size(tuple) : -1;
   if (n < 0) {
     PyErr_Format(PyExc_TypeError, "%s: its %s is not a tuple", arg, what);

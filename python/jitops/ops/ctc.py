@@ -53,7 +53,7 @@ def _backward_op(grad, log_probs, targets, input_lengths, target_lengths, blank,
                  max_target_length, validate):
     grad_log_probs = torch.empty_like(log_probs)
     args = (log_probs, targets, input_lengths, target_lengths, blank, _REDUCTIONS[reduction], zero_infinity,
-            max_target_length, _GRADIENT_EXACT, grad, grad_log_probs)
+            max_target_length, _GRADIENT_EXACT, grad, grad_log_probs, None)
     _torch.call(validate, "ctc_loss_backward", C.ctc_loss_backward, log_probs, *args)
     return grad_log_probs
 

@@ -47,7 +47,7 @@ def _outputs(input, weight, bias, reduction, grads):
 def _call(validate, input, weight, target, bias, grad_output, outputs, options, reduction):
     loss, lse, grad_input, grad_weight, grad_bias = outputs
     args = (input, weight, bias, target, grad_output, loss, lse, _present(grad_input), _present(grad_weight),
-            _present(grad_bias), _REDUCTIONS[reduction], *options, 0)
+            _present(grad_bias), _REDUCTIONS[reduction], *options, 0, 0)  # default chunking and budget
     _torch.call(validate, "fused_linear_cross_entropy", C.flce_forward, input, *args)
 
 

@@ -23,6 +23,7 @@ from .._lib import C
 from . import _torch
 
 _CODES = {"sum": 0, "mean": 1, "max": 2, "min": 3}
+_ALGORITHM_AUTO = 0
 
 
 def _output(data: torch.Tensor, num_segments: int) -> torch.Tensor:
@@ -33,7 +34,7 @@ def _output(data: torch.Tensor, num_segments: int) -> torch.Tensor:
 
 def _forward(data, segment_ids, num_segments, reduction, sorted, fill, dropped, validate):
     out = _output(data, num_segments)
-    args = (_CODES[reduction], data, segment_ids, num_segments, out, sorted, fill, dropped)
+    args = (_CODES[reduction], data, segment_ids, num_segments, out, sorted, fill, dropped, _ALGORITHM_AUTO)
     if not validate or _torch.static([num_segments]):
         _torch.call(validate, f"segment_{reduction}", C.segment_reduce, data, *args)
     return out
