@@ -1,16 +1,15 @@
-"""CTC loss: libjitops, through the jitops package, against torch.nn.functional.ctc_loss
-(native CUDA, and cuDNN where it applies) on the same tensors, in the same run, timed with CUDA
-events (median).
+"""CTC loss: libjitops, through the jitops package's C layer (jitops._C, one function per C
+entry point), against torch.nn.functional.ctc_loss (native CUDA, and cuDNN where it applies)
+on the same tensors, in the same run, timed with CUDA events (median).
 
     PYTHONPATH=build/python python3 bench/bench_ctc.py [--quick] [--only T,N,C,S]
 
-Columns, per shape (f32 unless said, mean reduction):
-  fwd        jitops.ops.ctc_loss / F.ctc_loss
-  fwd+bwd    jitops.ops.ctc_loss, then the backward (jitops._C.ctc_loss_backward, in PyTorch's
-             gradient convention so that the gradients can be compared with torch's) / loss +
-             autograd.grad
-  autograd   jitops.ops.ctc_loss + autograd.grad, as a training step runs it (the exact
-             gradient, which equals PyTorch's after a log_softmax)
+Columns, per shape (f32 unless said, mean reduction, PyTorch's gradient convention so that
+the gradients can be compared with torch's):
+  fwd        jitops_ctc_loss / F.ctc_loss
+  fwd+bwd    jitops_ctc_loss then jitops_ctc_loss_backward / loss + autograd.grad
+  fused      one jitops_ctc_loss_backward that also writes the loss
+  ab only    jitops_ctc_alpha_beta alone (the backward's first pass, into [N, T, 2S+1] tensors)
   cudnn      torch's cuDNN path (int32 concatenated targets on the CPU, blank 0, every
              input_length == T): one call computes loss and gradient, so its fwd and fwd+bwd
              are nearly the same
@@ -18,7 +17,8 @@ Columns, per shape (f32 unless said, mean reduction):
 Every column times `inner` calls queued back to back between two CUDA events, so that the
 GPU queue stays full and host overheads overlap device work, as in a training loop. Our calls
 take int64 padded targets and int64 lengths in device memory (no host sync); torch native gets
-the same targets and CPU lengths (its fastest: no device sync).
+the same targets and CPU lengths (its fastest: no device sync). Each of our calls takes its
+workspace from torch's caching allocator (jitops._C allocates it per call).
 """
 import argparse
 import sys
@@ -26,7 +26,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-import jitops.ops
+import jitops.ops  # also makes torch's caching allocator the workspace allocator of jitops._C
 from jitops import _C
 from timing import time_queued_ms
 
@@ -53,35 +53,53 @@ def make_inputs(T, N, C, S, dtype, seed=0):
     return lp, targets.cuda(), il, tl
 
 
-def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
-    lp, targets, il_cpu, tl_cpu = make_inputs(T, N, C, S, dtype)
-    il_dev, tl_dev = il_cpu.cuda(), tl_cpu.cuda()
-    grad_out = torch.ones((), device="cuda", dtype=torch.float32)
-    grad = torch.empty_like(lp)
+def our_calls(lp, targets, il, tl, grad_out, grad, loss):
+    """Our calls on these tensors (blank 0, mean reduction, PyTorch's gradient convention), as
+    closures: fwd() writes `loss`; bwd(with_loss) writes `grad` and, with with_loss, `loss` from
+    the same pass; ab(la, lb, nll) runs the alpha/beta pass alone into those tensors."""
     rt = jitops.Runtime(lp.device).handle
     stream = torch.cuda.current_stream().cuda_stream
 
-    def ours_fwd():
-        return jitops.ops.ctc_loss(lp, targets, il_dev, tl_dev, blank=BLANK, reduction="mean")
+    def fwd():
+        _C.ctc_loss(RUN, rt, lp, targets, il, tl, BLANK, REDUCTION_MEAN, False, 0, loss, stream)
 
-    def ours_bwd():
-        _C.ctc_loss_backward(RUN, rt, lp, targets, il_dev, tl_dev, BLANK, REDUCTION_MEAN, False, 0,
-                             GRADIENT_PYTORCH, grad_out, grad, stream)
+    def bwd(with_loss):
+        _C.ctc_loss_backward(RUN, rt, lp, targets, il, tl, BLANK, REDUCTION_MEAN, False, 0,
+                             GRADIENT_PYTORCH, grad_out, grad, loss if with_loss else None, stream)
+
+    def ab(la, lb, nll):
+        _C.ctc_alpha_beta(RUN, rt, lp, targets, il, tl, BLANK, 0, la, lb, nll, stream)
+
+    return fwd, bwd, ab
+
+
+def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
+    lp, targets, il_cpu, tl_cpu = make_inputs(T, N, C, S, dtype)
+    il_dev, tl_dev = il_cpu.cuda(), tl_cpu.cuda()
+    loss = torch.empty((), device="cuda", dtype=torch.float32)
+    grad_out = torch.ones((), device="cuda", dtype=torch.float32)
+    grad = torch.empty_like(lp)
+    ours_fwd, ours_bwd, ours_ab = our_calls(lp, targets, il_dev, tl_dev, grad_out, grad, loss)
 
     def ours_fwd_bwd():
         ours_fwd()
-        ours_bwd()
+        ours_bwd(False)
 
-    lp_req = lp.detach().requires_grad_(True)
-
-    def ours_autograd():
-        loss = jitops.ops.ctc_loss(lp_req, targets, il_dev, tl_dev, blank=BLANK, reduction="mean")
-        torch.autograd.grad(loss, lp_req)
+    def ours_fused():
+        ours_bwd(True)
 
     row = {"shape": "T=%d N=%d C=%d S=%d %s" % (T, N, C, S, str(dtype).replace("torch.", ""))}
     row["fwd"] = time_ms(ours_fwd, reps)
     row["fwd_bwd"] = time_ms(ours_fwd_bwd, reps)
-    row["autograd"] = time_ms(ours_autograd, reps)
+    row["fused"] = time_ms(ours_fused, reps)
+
+    # The public alpha/beta pass alone (the backward's first kernel, plus the -inf fill).
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    la = torch.empty(N, T, 2 * S + 1, device="cuda", dtype=acc)
+    lb = torch.empty_like(la)
+    nll = torch.empty(N, device="cuda", dtype=acc)
+    row["ab"] = time_ms(lambda: ours_ab(la, lb, nll), reps)
+    del la, lb
 
     # torch native: f32 only (it rejects f16/bf16 on CUDA); compare against f32 for halves.
     lp32 = lp.float().detach().requires_grad_(True)
@@ -119,8 +137,7 @@ def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
         row["c_fwd_bwd"] = time_ms(cudnn_fwd_bwd, reps)
 
     # Agreement with torch native (same inputs; halves: ours on rounded inputs).
-    loss = ours_fwd()
-    ours_bwd()
+    ours_bwd(True)
     torch.cuda.synchronize()
     row["loss_rel"] = abs(loss.item() - ref_loss.item()) / max(abs(ref_loss.item()), 1e-30)
     row["grad_abs"] = (grad.float() - ref_grad).abs().max().item()
@@ -128,7 +145,7 @@ def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
     best_fb = min(row["t_fwd_bwd"], row.get("c_fwd_bwd", float("inf")))
     row["ratio_fwd"] = best_fwd / row["fwd"]
     row["ratio_fwd_bwd"] = best_fb / row["fwd_bwd"]
-    row["ratio_autograd"] = best_fb / row["autograd"]
+    row["ratio_fused"] = best_fb / row["fused"]
     row["gbps"] = lp.numel() * lp.element_size() / (row["fwd"] * 1e-3) / 1e9
     return row
 
@@ -152,9 +169,9 @@ def main():
         shapes = shapes[:2]
     print("device: %s, torch %s, cuDNN %s" % (torch.cuda.get_device_name(), torch.__version__,
                                               torch.backends.cudnn.version()))
-    head = ("%-32s %8s %8s %8s | %8s %8s | %8s %8s | %7s %7s %7s | %8s %8s"
-            % ("shape", "fwd", "fwd+bwd", "autograd", "torch f", "torch fb", "cudnn f",
-               "cudnn fb", "x fwd", "x f+b", "x autogr", "loss rel", "grad abs"))
+    head = ("%-32s %8s %8s %8s %8s | %8s %8s | %8s %8s | %7s %7s %7s | %8s %8s"
+            % ("shape", "fwd", "fwd+bwd", "fused", "ab only", "torch f", "torch fb", "cudnn f",
+               "cudnn fb", "x fwd", "x f+b", "x fused", "loss rel", "grad abs"))
     print(head)
     print("-" * len(head))
     cases = [(T, N, C, S, torch.float32) for (T, N, C, S) in shapes]
@@ -165,9 +182,9 @@ def main():
         r = bench_shape(T, N, C, S, dtype)
         c_f = "%8.3f" % r["c_fwd"] if "c_fwd" in r else "%8s" % "n/a"
         c_fb = "%8.3f" % r["c_fwd_bwd"] if "c_fwd_bwd" in r else "%8s" % "n/a"
-        print("%-32s %8.3f %8.3f %8.3f | %8.3f %8.3f | %s %s | %7.2f %7.2f %7.2f | %8.1e %8.1e"
-              % (r["shape"], r["fwd"], r["fwd_bwd"], r["autograd"], r["t_fwd"],
-                 r["t_fwd_bwd"], c_f, c_fb, r["ratio_fwd"], r["ratio_fwd_bwd"], r["ratio_autograd"],
+        print("%-32s %8.3f %8.3f %8.3f %8.3f | %8.3f %8.3f | %s %s | %7.2f %7.2f %7.2f | %8.1e %8.1e"
+              % (r["shape"], r["fwd"], r["fwd_bwd"], r["fused"], r["ab"], r["t_fwd"],
+                 r["t_fwd_bwd"], c_f, c_fb, r["ratio_fwd"], r["ratio_fwd_bwd"], r["ratio_fused"],
                  r["loss_rel"], r["grad_abs"]))
         sys.stdout.flush()
     print("times in ms (median of CUDA-event timings); x = faster torch path / ours")

@@ -6,10 +6,9 @@ For each shape it times (CUDA events, warm-up, median) and measures the peak mem
 the inputs (torch.cuda.max_memory_allocated; libjitops takes its scratch from torch's caching
 allocator, so it is counted, and every output either side allocates is counted):
   - torch:   loss = F.cross_entropy(x @ W.T, target); loss.backward()
-  - jitops:  jitops.ops.fused_linear_cross_entropy + backward() (the default scratch budget),
-             and, with larger budgets (other algorithms), jitops._C.flce_forward (loss,
-             grad_input, grad_weight) + jitops._C.flce_backward (dy): the scratch budget is
-             an option of the C call that the Python op does not take.
+  - jitops:  jitops_flce_forward (loss, grad_input, grad_weight) + jitops_flce_backward (dy),
+             through the package's C layer (jitops._C.flce_forward, flce_backward), with the
+             default scratch budget and with larger budgets (other algorithms).
 At the first shape it also compares both against an f32 unfused reference (relative L2
 errors), and checks that two libjitops runs give identical bytes.
 
@@ -17,7 +16,6 @@ Usage: PYTHONPATH=build/python python3 bench/bench_flce.py [--shapes BT,H,V ...]
        [--quick]
 """
 import argparse
-import functools
 import json
 import math
 import sys
@@ -25,38 +23,40 @@ import sys
 import torch
 import torch.nn.functional as F
 
-import jitops.ops
+import jitops.ops  # also makes torch's caching allocator the workspace allocator of jitops._C
 from jitops import _C
 from timing import peak_bytes, time_interleaved
 
 GIB = float(1 << 30)
-RUN = 0  # jitops._C's mode: validate, allocate the workspace, launch
+RUN, SIZE = 0, 2  # jitops._C's modes: launch (the workspace from torch) / the workspace bytes
 REDUCTION_MEAN = 1
 IGNORE_INDEX = -100
 
 
-def loss_and_grads(x, w, target, dy=None, budget=0, dy_in_forward=False, grads=True):
-    """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight), by
-    the C calls with scratch_budget_bytes `budget` (0: the default). dy goes to
-    jitops_flce_backward (a scalar rescale of the saved gradients), or with dy_in_forward to the
-    forward, which then needs no backward. grads=False: the loss only."""
+def options(chunk_rows=0, scratch_budget_bytes=0):
+    """jitops_flce_options past the reduction, in jitops._C.flce_forward's order: ignore_index,
+    label_smoothing, softcap, z_loss_scale, chunk_rows, scratch_budget_bytes (0: the
+    library's choice)."""
+    return (IGNORE_INDEX, 0.0, 0.0, 0.0, chunk_rows, scratch_budget_bytes)
+
+
+def loss_and_grads(x, w, target, opts, dy=None, dy_in_forward=False, grads=True):
+    """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight,
+    workspace bytes). dy goes to jitops_flce_backward (a scalar rescale of the saved
+    gradients), or with dy_in_forward to the forward, which then needs no backward.
+    grads=False: the loss only."""
     loss = torch.empty((), dtype=torch.float32, device=x.device)
-    gi, gw = (torch.empty_like(x), torch.empty_like(w)) if grads else (None, None)
+    gi, gw = torch.empty_like(x), torch.empty_like(w)
     rt = jitops.Runtime(x.device).handle
     stream = torch.cuda.current_stream().cuda_stream
-    _C.flce_forward(RUN, rt, x, w, None, target, dy if dy_in_forward else None, loss, None, gi, gw, None,
-                    REDUCTION_MEAN, IGNORE_INDEX, 0.0, 0.0, 0.0, budget, stream)
+    args = (rt, x, w, None, target, dy if dy_in_forward else None, loss, None,  # bias, lse: None
+            gi if grads else None, gw if grads else None, None,  # grad_bias: None
+            REDUCTION_MEAN, *opts, stream)
+    ws_bytes = _C.flce_forward(SIZE, *args)
+    _C.flce_forward(RUN, *args)
     if grads and dy is not None and not dy_in_forward:
         _C.flce_backward(RUN, rt, dy, gi, gw, None, stream)
-    return loss, gi, gw
-
-
-def through_autograd(x, w, target, dy):
-    """The same through the Python op and autograd, as a training step runs it."""
-    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
-    loss = jitops.ops.fused_linear_cross_entropy(xr, wr, target, ignore_index=IGNORE_INDEX)
-    loss.backward(dy)
-    return loss.detach(), xr.grad, wr.grad
+    return loss, gi, gw, ws_bytes
 
 
 def torch_unfused(x, w, target):
@@ -84,9 +84,9 @@ def accuracy_report(x, w, target, configs, out):
     rows.append(("torch %s unfused" % str(x.dtype).split(".")[1], tl, tgi, tgw))
     del tl, tgi, tgw
     dy = torch.ones((), dtype=torch.float32, device=x.device)
-    for name, fn in configs:
-        l1, gi1, gw1 = fn(x, w, target, dy)
-        l2, gi2, gw2 = fn(x, w, target, dy)
+    for name, opts, dy_fwd in configs:
+        l1, gi1, gw1, _ = loss_and_grads(x, w, target, opts, dy, dy_fwd)
+        l2, gi2, gw2, _ = loss_and_grads(x, w, target, opts, dy, dy_fwd)
         torch.cuda.synchronize()
         same = bool(torch.equal(l1, l2) and torch.equal(gi1, gi2) and torch.equal(gw1, gw2))
         rows.append((name + (", rerun bit-identical" if same else ", RERUN DIFFERS"), l1, gi1, gw1))
@@ -113,22 +113,26 @@ def bench_shape(bt, h, v, dtype, quick, results, accuracy):
     target[torch.rand(bt, device=dev) < 0.05] = -100  # some padding
     ld = (v + 63) // 64 * 64
     esize = x.element_size()
-    configs = [("jitops default (1 GiB budget), autograd", through_autograd)]
+    configs = [("jitops default (1 GiB budget)", options(), False)]
     # The whole batch as one chunk: 3 GEMMs, no accumulator, BT x V of scratch logits.
-    one_chunk = bt * ld * esize + (96 << 20)
-    configs.append(("jitops rows, one chunk", functools.partial(loss_and_grads, budget=one_chunk)))
+    one_chunk = options(scratch_budget_bytes=bt * ld * esize + (96 << 20))
+    configs.append(("jitops rows, one chunk", one_chunk, False))
     # The same with dy known at the forward (grad_output): no backward kernel.
-    configs.append(("jitops rows, one chunk, dy in forward",
-                    functools.partial(loss_and_grads, budget=one_chunk, dy_in_forward=True)))
+    configs.append(("jitops rows, one chunk, dy in forward", one_chunk, True))
+    if bt > 2048:
+        # 4096-row chunks with the V x H f32 grad_weight accumulator.
+        configs.append(("jitops rows, 4096-row chunks + f32 acc", options(
+            chunk_rows=4096, scratch_budget_bytes=4096 * ld * esize + v * h * 4 + (96 << 20)),
+            False))
     warm, iters = (1, 3) if quick else (2, 5) if bt >= 32768 else (3, 15)
     dy = torch.ones((), dtype=torch.float32, device=dev)
     flops = 6.0 * bt * h * v
 
-    def ours(fn):
-        return lambda: fn(x, w, target, dy)
+    def ours(opts, dy_fwd):
+        return lambda: loss_and_grads(x, w, target, opts, dy, dy_fwd)
 
     # Timing in rounds: torch and every config once per round.
-    fns = [lambda: torch_unfused(x, w, target)] + [ours(fn) for _, fn in configs]
+    fns = [lambda: torch_unfused(x, w, target)] + [ours(o, d) for _, o, d in configs]
     times = time_interleaved(fns, warm, iters)
     t_ms = times[0]
     torch.cuda.empty_cache()
@@ -137,14 +141,15 @@ def bench_shape(bt, h, v, dtype, quick, results, accuracy):
     except torch.cuda.OutOfMemoryError:
         t_peak = float("nan")
     torch.cuda.empty_cache()
-    for (name, fn), ms in zip(configs, times[1:]):
+    for (name, opts, dy_fwd), ms in zip(configs, times[1:]):
         held = []
-        peak = peak_bytes(lambda: held.append(fn(x, w, target, dy)))
+        peak = peak_bytes(lambda: held.append(loss_and_grads(x, w, target, opts, dy, dy_fwd)))
+        ws_bytes = held[0][3]
         del held
         torch.cuda.empty_cache()
         r = {"bt": bt, "h": h, "v": v, "dtype": str(dtype), "config": name, "ms": ms,
              "torch_ms": t_ms, "ratio": ms / t_ms, "peak_gib": peak / GIB,
-             "torch_peak_gib": t_peak / GIB,
+             "torch_peak_gib": t_peak / GIB, "workspace_gib": ws_bytes / GIB,
              "tflops_3gemm": flops / (ms * 1e9)}
         results["timing"].append(r)
         print("%6d %5d %6d  %-40s %9.2f %9.2f %6.3f %9.3f %9.3f %7.1f" % (
@@ -156,7 +161,7 @@ def bench_shape(bt, h, v, dtype, quick, results, accuracy):
                  ("torch F.cross_entropy(x @ W.T), forward only",
                   lambda: F.cross_entropy(xr @ w.t(), target)),
                  ("jitops loss only (one pass of logits + row stats)",
-                  lambda: loss_and_grads(x, w, target, budget=one_chunk, grads=False))]
+                  lambda: loss_and_grads(x, w, target, configs[1][1], grads=False))]
         pt = time_interleaved([f for _, f in parts], warm, iters)
         print("  breakdown (%d x %d x %d):" % (bt, h, v))
         for (name, _), ms in zip(parts, pt):

@@ -4,15 +4,14 @@
 For each shape (rows N, row length D, segments S; f32 data, int64 ids drawn uniformly, so
 unsorted) and each reduction (sum, mean, max, min) it times, with CUDA events (warm-up, then
 the median of several samples of back-to-back calls):
-  forward   jitops.ops.segment_reduce (the automatic algorithm), torch scatter_reduce_ (index
-            expanded to [N, D], include_self=False, into a preallocated output) and torch
-            index_add_/index_reduce_ (1-D index);
-  backward  torch.ops.jitops.segment_reduce_backward called directly (as autograd calls it),
-            and torch autograd through scatter_reduce.
-libjitops allocates its output and workspace from torch's caching allocator. Ours is checked
-against torch's result (non-empty segments) before timing. GB/s counts the bytes a forward
-must move: data, ids and the output, once. (Each algorithm forced for max/min: see
-segment_buckets_sweep.py.)
+  forward   jitops_segment_reduce (automatic algorithm; for max/min also each algorithm
+            forced), torch scatter_reduce_ (index expanded to [N, D], include_self=False,
+            into a preallocated output) and torch index_add_/index_reduce_ (1-D index);
+  backward  jitops_segment_reduce_backward, and torch autograd through scatter_reduce.
+libjitops runs through the package's C layer (jitops._C, one function per C entry point) into
+preallocated outputs, and takes its workspace from torch's caching allocator at each call.
+Ours is checked against torch's result (non-empty segments) before timing. GB/s counts the
+bytes a forward must move: data, ids and the output, once.
 
 The last rows repeat the first shape with sorted ids (options.sorted) against the same torch
 calls on the sorted ids.
@@ -29,11 +28,16 @@ import sys
 
 import torch
 
-import jitops.ops
+import jitops.ops  # also makes torch's caching allocator the workspace allocator of jitops._C
+from jitops import _C
 from timing import time_queued_ms
 
+SUM, MEAN, MAX, MIN = 0, 1, 2, 3
 NAMES = ["sum", "mean", "max", "min"]
 TORCH_REDUCE = ["sum", "mean", "amax", "amin"]
+AUTO, SORT, ATOMIC = 0, 1, 2  # jitops_segment_algorithm
+ALGO_NAMES = ["auto", "sort", "atomic"]
+RUN, SIZE = 0, 2  # jitops._C's modes: launch (the workspace from torch) / the workspace bytes
 
 SHAPES = [  # (N, D, S): the issue's shape, then one parameter changed at a time
     (1 << 20, 64, 10000),
@@ -44,13 +48,24 @@ SHAPES = [  # (N, D, S): the issue's shape, then one parameter changed at a time
 ]
 
 
-def forward_fn(name, data, ids, S, sorted_ids=False):
-    return lambda: jitops.ops.segment_reduce(data, ids, S, name, sorted=sorted_ids)
+def runtime_and_stream(t):
+    """The jitops runtime handle of t's device and torch's current stream there."""
+    return jitops.Runtime(t.device).handle, torch.cuda.current_stream().cuda_stream
 
 
-def backward_fn(name, dy, data, out, ids, S, sorted_ids=False):
-    shape = list(data.shape)
-    return lambda: torch.ops.jitops.segment_reduce_backward(dy, data, out, ids, shape, S, name, sorted_ids)
+def forward_fn(kind, data, ids, S, out, algorithm=AUTO, sorted_ids=False):
+    """A closure running the forward into `out`, and the workspace bytes it takes."""
+    rt, stream = runtime_and_stream(data)
+    args = (rt, kind, data, ids, S, out, int(sorted_ids), None, None, algorithm,  # no fill, no count
+            stream)
+    return (lambda: _C.segment_reduce(RUN, *args)), _C.segment_reduce(SIZE, *args)
+
+
+def backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids=False):
+    """A closure running the backward into `dx`, and the workspace bytes it takes."""
+    rt, stream = runtime_and_stream(dy)
+    args = (rt, kind, dy, data, out, ids, S, dx, int(sorted_ids), 0, stream)  # first_occurrence 0
+    return (lambda: _C.segment_reduce_backward(RUN, *args)), _C.segment_reduce_backward(SIZE, *args)
 
 
 def per_call_ms(fn, inner, iters):
@@ -71,12 +86,16 @@ def run_once(N, D, S, sorted_ids=False):
     ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
     if sorted_ids:
         ids = ids.sort().values
+    out = torch.empty(S, D, device="cuda", dtype=torch.float32)
     dy = torch.randn(S, D, device="cuda", dtype=torch.float32)
-    for name in NAMES:
-        out = forward_fn(name, data, ids, S, sorted_ids)()
-        backward_fn(name, dy, data, out, ids, S, sorted_ids)()
+    dx = torch.empty(N, D, device="cuda", dtype=torch.float32)
+    for kind in range(4):
+        fwd, _ = forward_fn(kind, data, ids, S, out, sorted_ids=sorted_ids)
+        fwd()
+        bwd, _ = backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids)
+        bwd()
         torch.cuda.synchronize()
-        print("once: N=%d D=%d S=%d %s" % (N, D, S, name), flush=True)
+        print("once: N=%d D=%d S=%d %s" % (N, D, S, NAMES[kind]), flush=True)
 
 
 def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
@@ -86,26 +105,35 @@ def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
     if sorted_ids:
         ids = ids.sort().values
     index = ids.view(-1, 1).expand(-1, D)
+    out = torch.empty(S, D, device="cuda", dtype=torch.float32)
     ref = torch.empty(S, D, device="cuda", dtype=torch.float32)
+    alt = torch.empty(S, D, device="cuda", dtype=torch.float32)
     dy = torch.randn(S, D, device="cuda", dtype=torch.float32)
+    dx = torch.empty(N, D, device="cuda", dtype=torch.float32)
     data_req = data.clone().requires_grad_(True)
     bytes_fwd = N * D * 4 + N * 8 + S * D * 4
-    for name, red in zip(NAMES, TORCH_REDUCE):
-        fwd = forward_fn(name, data, ids, S, sorted_ids)
-        out = fwd()
+    for kind in range(4):
+        red = TORCH_REDUCE[kind]
+        fwd, ws = forward_fn(kind, data, ids, S, out, sorted_ids=sorted_ids)
+        fwd()
         ref.zero_().scatter_reduce_(0, index, data, red, include_self=False)
         torch.cuda.synchronize()
         diff = nonempty_max_diff(out, ref, ids, S)
         ours = per_call_ms(fwd, inner, iters)
+        forced = {}
+        if kind >= MAX and not sorted_ids:
+            for algo in (SORT, ATOMIC):
+                f, _ = forward_fn(kind, data, ids, S, alt, algorithm=algo)
+                forced[ALGO_NAMES[algo]] = per_call_ms(f, inner, iters)
         t_scatter = per_call_ms(
             lambda: ref.scatter_reduce_(0, index, data, red, include_self=False), inner, iters)
-        if name == "sum":
+        if kind == SUM:
             t_index = per_call_ms(lambda: ref.zero_().index_add_(0, ids, data), inner, iters)
         else:
             t_index = per_call_ms(
                 lambda: ref.index_reduce_(0, ids, data, red, include_self=False), inner, iters)
 
-        bwd = backward_fn(name, dy, data, out, ids, S, sorted_ids)
+        bwd, bws = backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids)
         ours_b = per_call_ms(bwd, inner, iters)
         res = torch.zeros(S, D, device="cuda").scatter_reduce(0, index, data_req, red,
                                                                include_self=False)
@@ -113,16 +141,17 @@ def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
             lambda: torch.autograd.grad(res, data_req, dy, retain_graph=True), inner, iters)
         del res
         row = {
-            "N": N, "D": D, "S": S, "kind": name + (" sorted" if sorted_ids else ""),
+            "N": N, "D": D, "S": S, "kind": NAMES[kind] + (" sorted" if sorted_ids else ""),
             "ours_ms": ours,
             "torch_scatter_ms": t_scatter, "torch_index_ms": t_index,
             "ratio": t_scatter / ours, "ours_gbps": bytes_fwd / ours / 1e6,
             "ours_bwd_ms": ours_b, "torch_bwd_ms": t_bwd, "bwd_ratio": t_bwd / ours_b,
-            "bwd_over_fwd": ours_b / ours, "max_diff": diff,
+            "bwd_over_fwd": ours_b / ours, "max_diff": diff, "workspace": ws,
+            "bwd_workspace": bws, "forced": forced,
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    del data_req
+    del data_req, dx
 
 
 def print_table(rows, gpu):
@@ -138,6 +167,13 @@ def print_table(rows, gpu):
                           r["torch_scatter_ms"], r["torch_index_ms"], r["ratio"],
                           r["ours_gbps"], r["ours_bwd_ms"], r["torch_bwd_ms"], r["bwd_ratio"],
                           r["bwd_over_fwd"]))
+    print()
+    print("max/min forward by algorithm (ms): ")
+    for r in rows:
+        if r["forced"]:
+            print("  N=%d D=%d S=%d %s: auto %.4f, sort %.4f, atomic %.4f" %
+                  (r["N"], r["D"], r["S"], r["kind"], r["ours_ms"], r["forced"]["sort"],
+                   r["forced"]["atomic"]))
     worst = max(r["max_diff"] for r in rows)
     print("largest |ours - torch| over non-empty segments: %.3g" % worst)
 
