@@ -1,6 +1,7 @@
 /* DLPack tensor checks and dtype names shared by the op families. */
 #include <string.h>
 
+#include "runtime/op_support.h"
 #include "runtime/runtime_internal.h"
 
 jitops__dtype jitops__dtype_of(DLDataType t) {

@@ -5,6 +5,15 @@
 
 #include "runtime/ops/flce_call.h"
 
+/* The defaults live beside the checks of the options they fill in. */
+void jitops_flce_options_init(jitops_flce_options *options) {
+  if (options == NULL)
+    return;
+  memset(options, 0, sizeof *options);
+  options->reduction = JITOPS_FLCE_REDUCTION_MEAN;
+  options->ignore_index = -100;
+}
+
 static bool is_float(jitops__dtype d) {
   return d == JITOPS__DTYPE_F16 || d == JITOPS__DTYPE_BF16 || d == JITOPS__DTYPE_F32 ||
          d == JITOPS__DTYPE_F64;

@@ -1,6 +1,7 @@
 /* The prewarm catalogue: the common specializations of every built-in op family, which
  * `jitops-cache prewarm` compiles ahead of time. Each family lists its own entries in its
- * runtime/ops/ file; this table only strings the families together. */
+ * runtime/ops/ file; this table, in the ops layer because it names them all, only strings the
+ * families together. */
 #include "runtime/op_support.h"
 
 extern const jitops__catalogue_family jitops__catalogue_example;
@@ -18,19 +19,6 @@ static const jitops__catalogue_family *const families[] = {
 
 enum { FAMILY_COUNT = sizeof(families) / sizeof(families[0]) };
 
-/* Maps a global index to (family, index within it). */
-static const jitops__catalogue_family *locate(size_t index, size_t *local) {
-  for (size_t f = 0; f < FAMILY_COUNT; ++f) {
-    size_t n = families[f]->count();
-    if (index < n) {
-      *local = index;
-      return families[f];
-    }
-    index -= n;
-  }
-  return NULL;
-}
-
 size_t jitops_catalogue_size(void) {
   size_t total = 0;
   for (size_t f = 0; f < FAMILY_COUNT; ++f)
@@ -38,13 +26,28 @@ size_t jitops_catalogue_size(void) {
   return total;
 }
 
+/* Maps a global index to (family, index within it); `fn` names the entry point in the
+ * failure past the last entry. */
+static jitops_status locate(const char *fn, size_t index, const jitops__catalogue_family **family,
+                            size_t *local) {
+  const size_t global = index;
+  for (size_t f = 0; f < FAMILY_COUNT; ++f) {
+    size_t n = families[f]->count();
+    if (index < n) {
+      *family = families[f];
+      *local = index;
+      return JITOPS_SUCCESS;
+    }
+    index -= n;
+  }
+  return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: index %zu is past the catalogue's %zu entries", fn,
+                      global, jitops_catalogue_size());
+}
+
 jitops_status jitops_catalogue_describe(size_t index, const char **op, const char **description) {
-  size_t local;
-  const jitops__catalogue_family *family = locate(index, &local);
-  if (family == NULL)
-    return jitops__fail(JITOPS_ERR_NOT_FOUND,
-                        "jitops_catalogue_describe: index %zu is past the catalogue's %zu entries",
-                        index, jitops_catalogue_size());
+  size_t local = 0;
+  const jitops__catalogue_family *family = NULL;
+  JITOPS__TRY(locate("jitops_catalogue_describe", index, &family, &local));
   if (op != NULL)
     *op = family->op;
   if (description != NULL)
@@ -54,11 +57,8 @@ jitops_status jitops_catalogue_describe(size_t index, const char **op, const cha
 
 jitops_status jitops_catalogue_compile(jitops_runtime_t *runtime, size_t index) {
   JITOPS__REQUIRE_NONNULL("jitops_catalogue_compile", runtime);
-  size_t local;
-  const jitops__catalogue_family *family = locate(index, &local);
-  if (family == NULL)
-    return jitops__fail(JITOPS_ERR_NOT_FOUND,
-                        "jitops_catalogue_compile: index %zu is past the catalogue's %zu entries",
-                        index, jitops_catalogue_size());
+  size_t local = 0;
+  const jitops__catalogue_family *family = NULL;
+  JITOPS__TRY(locate("jitops_catalogue_compile", index, &family, &local));
   return family->compile(runtime, local);
 }
