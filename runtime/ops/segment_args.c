@@ -1,7 +1,7 @@
 /* Argument validation for the segment family: every tensor, scalar and option is checked on
  * the host, before any device work, into a seg_call. Host-memory ids are checked value by
  * value here too (range, and order for the sorted variant), and uploaded by
- * seg_upload_host_ids. */
+ * jitops__segment_upload_host_ids. */
 #include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -331,11 +331,11 @@ static void begin_call(seg_call *call, const char *fn, bool backward,
   call->reduction = reduction;
 }
 
-jitops_status seg_check_forward(const char *fn, jitops_runtime_t *runtime,
-                                jitops_segment_reduction reduction, const DLTensor *data,
-                                const DLTensor *segment_ids, int64_t num_segments,
-                                const DLTensor *out, const jitops_segment_options *options,
-                                seg_call *call) {
+jitops_status jitops__segment_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                            jitops_segment_reduction reduction,
+                                            const DLTensor *data, const DLTensor *segment_ids,
+                                            int64_t num_segments, const DLTensor *out,
+                                            const jitops_segment_options *options, seg_call *call) {
   begin_call(call, fn, false, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
@@ -361,12 +361,13 @@ jitops_status seg_check_forward(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
-jitops_status seg_check_backward(const char *fn, jitops_runtime_t *runtime,
-                                 jitops_segment_reduction reduction, const DLTensor *grad_out,
-                                 const DLTensor *data, const DLTensor *out,
-                                 const DLTensor *segment_ids, int64_t num_segments,
-                                 const DLTensor *grad_data, const jitops_segment_options *options,
-                                 seg_call *call) {
+jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *runtime,
+                                             jitops_segment_reduction reduction,
+                                             const DLTensor *grad_out, const DLTensor *data,
+                                             const DLTensor *out, const DLTensor *segment_ids,
+                                             int64_t num_segments, const DLTensor *grad_data,
+                                             const jitops_segment_options *options,
+                                             seg_call *call) {
   begin_call(call, fn, true, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
@@ -410,8 +411,8 @@ jitops_status seg_check_backward(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
-jitops_status seg_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
-                                  void *device_copy, void *stream) {
+jitops_status jitops__segment_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
+                                              void *device_copy, void *stream) {
   const size_t elem = jitops__dtype_size(call->id_dtype);
   const size_t bytes = (size_t)call->rows * elem;
   if (bytes == 0)
@@ -432,7 +433,7 @@ jitops_status seg_upload_host_ids(jitops_runtime_t *runtime, const seg_call *cal
   return status;
 }
 
-jitops_status seg_check_workspace(const char *fn, const jitops_workspace *workspace) {
+jitops_status jitops__segment_check_workspace(const char *fn, const jitops_workspace *workspace) {
   if (workspace != NULL && workspace->bytes > 0 && workspace->ptr == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
                         "%s: workspace->ptr is NULL but workspace->bytes is %zu", fn,
