@@ -5,7 +5,6 @@
 
 #include "jitops/repeat.h"
 #include "runtime/op_support.h"
-#include "runtime/ops/scan_layout.h"
 
 static const char *const SOURCE = "jitops/repeat.cuh";
 enum { MAX_RANK = 8, THREADS = 256, UNROLL = 4 };
@@ -59,8 +58,8 @@ static jitops_status check_repeats(const char *fn, const DLTensor *small, const 
   if (!same) {
     char a[200], b[200];
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s has shape %s; %s repeated gives %s", fn,
-                        big_arg, jitops__scan_layout_dims(big->shape, big->ndim, a, sizeof a),
-                        small_arg, jitops__scan_layout_dims(want, num_repeats, b, sizeof b));
+                        big_arg, jitops__shape_text(big->shape, big->ndim, a, sizeof a), small_arg,
+                        jitops__shape_text(want, num_repeats, b, sizeof b));
   }
   return JITOPS_SUCCESS;
 }
@@ -75,10 +74,7 @@ static jitops_status check_pair(const char *fn, jitops_runtime_t *runtime, const
   const jitops__dtype ds = jitops__dtype_of(small->dtype), db = jitops__dtype_of(big->dtype);
   const jitops__dtype lead = backward ? db : ds;
   const char *lead_arg = backward ? big_arg : small_arg;
-  const int is_float = lead == JITOPS__DTYPE_F32 || lead == JITOPS__DTYPE_F64 ||
-                       lead == JITOPS__DTYPE_F16 || lead == JITOPS__DTYPE_BF16;
-  const int is_int = lead == JITOPS__DTYPE_I32 || lead == JITOPS__DTYPE_I64;
-  if (!is_float && !(is_int && !backward))
+  if (!jitops__dtype_is_float(lead) && !(jitops__dtype_is_int(lead) && !backward))
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s has dtype %s; %s takes %s", fn, lead_arg,
                         jitops__dtype_name(lead), fn,
                         backward ? "f32, f64, f16 and bf16" : "f32, f64, f16, bf16, i32 and i64");
@@ -86,11 +82,10 @@ static jitops_status check_pair(const char *fn, jitops_runtime_t *runtime, const
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s has dtype %s but %s has %s", fn,
                         backward ? small_arg : big_arg, jitops__dtype_name(backward ? ds : db),
                         lead_arg, jitops__dtype_name(lead));
-  const size_t e = jitops__dtype_size(lead);
-  JITOPS__TRY(jitops__scan_layout_aligned(fn, small_arg, small, e));
-  JITOPS__TRY(jitops__scan_layout_aligned(fn, big_arg, big, e));
+  JITOPS__TRY(jitops__check_aligned(fn, small_arg, small));
+  JITOPS__TRY(jitops__check_aligned(fn, big_arg, big));
   JITOPS__TRY(
-      jitops__scan_layout_no_overlap(fn, backward ? small_arg : big_arg, backward ? small : big));
+      jitops__check_no_self_overlap(fn, backward ? small_arg : big_arg, backward ? small : big));
   return JITOPS_SUCCESS;
 }
 
@@ -278,7 +273,7 @@ static void bwd_plan_make(bwd_plan *p, jitops_runtime_t *rt, const DLTensor *dy,
   p->split_len = (p->combos + p->splits - 1) / p->splits;
   if (p->splits > 1)
     p->splits = (p->combos + p->split_len - 1) / p->split_len;
-  const size_t acc = dt == JITOPS__DTYPE_F64 ? 8 : 4;
+  const size_t acc = jitops__dtype_size(jitops__dtype_accumulator(dt));
   p->scratch_bytes = p->splits > 1 ? (size_t)p->splits * (size_t)p->n * (size_t)p->vec * acc : 0;
 }
 

@@ -2,8 +2,6 @@
 
 #include <stdio.h>
 
-#include "runtime/ops/scan_layout.h"
-
 static const char *const op_names[] = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"};
 
 static jitops_status check_op(const char *fn, jitops_scan_op op) {
@@ -21,7 +19,7 @@ static jitops_status check_lead(const char *fn, const char *arg, const DLTensor 
   if (t->ndim == 0)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s has rank 0; scans take rank 1 to 8", fn,
                         arg);
-  return jitops__scan_layout_numel(fn, arg, t);
+  return jitops__check_numel(fn, arg, t);
 }
 
 static jitops_status check_axis(const char *fn, int axis, int ndim, int *out) {
@@ -41,8 +39,8 @@ static jitops_status check_peer(const char *fn, const char *arg, const DLTensor 
   if (!jitops__same_shape(t, lead)) {
     char a[160], b[160];
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s has shape %s but %s has %s", fn, arg,
-                        jitops__scan_layout_dims(t->shape, t->ndim, a, sizeof a), lead_arg,
-                        jitops__scan_layout_dims(lead->shape, lead->ndim, b, sizeof b));
+                        jitops__shape_text(t->shape, t->ndim, a, sizeof a), lead_arg,
+                        jitops__shape_text(lead->shape, lead->ndim, b, sizeof b));
   }
   const jitops__dtype got = jitops__dtype_of(t->dtype);
   if (got != want)
@@ -54,10 +52,9 @@ static jitops_status check_peer(const char *fn, const char *arg, const DLTensor 
 }
 
 static jitops_status check_layout(const char *fn, const char *arg, const DLTensor *t, int output) {
-  JITOPS__TRY(
-      jitops__scan_layout_aligned(fn, arg, t, jitops__dtype_size(jitops__dtype_of(t->dtype))));
+  JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   if (output)
-    JITOPS__TRY(jitops__scan_layout_no_overlap(fn, arg, t));
+    JITOPS__TRY(jitops__check_no_self_overlap(fn, arg, t));
   return JITOPS_SUCCESS;
 }
 

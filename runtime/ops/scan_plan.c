@@ -44,22 +44,14 @@ int jitops__scan_kop_tensors(jitops__scan_kop kop) {
 }
 
 int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype) {
-  const int is_float = dtype == JITOPS__DTYPE_F32 || dtype == JITOPS__DTYPE_F64 ||
-                       dtype == JITOPS__DTYPE_F16 || dtype == JITOPS__DTYPE_BF16;
-  const int is_int = dtype == JITOPS__DTYPE_I32 || dtype == JITOPS__DTYPE_I64;
   if (kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD)
-    return is_float || is_int;
-  return is_float;
-}
-
-/* Bytes of the accumulation type: half types accumulate in f32. */
-static size_t acc_bytes(jitops__dtype dtype) {
-  return dtype == JITOPS__DTYPE_F64 || dtype == JITOPS__DTYPE_I64 ? 8 : 4;
+    return jitops__dtype_is_float(dtype) || jitops__dtype_is_int(dtype);
+  return jitops__dtype_is_float(dtype);
 }
 
 /* sizeof(Op::State) in templates/scan_ops.cuh; the kernels static_assert that it agrees. */
 static size_t state_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
-  const size_t a = acc_bytes(dtype);
+  const size_t a = jitops__dtype_size(jitops__dtype_accumulator(dtype));
   switch (kop) {
   case JITOPS__SCAN_K_CUMMAX:
   case JITOPS__SCAN_K_CUMMIN:

@@ -113,7 +113,7 @@ static int pow2_at_least(int64_t v) {
 }
 
 static size_t acc_size(jitops__dtype dtype) {
-  return dtype == JITOPS__DTYPE_F64 ? 8 : 4;
+  return jitops__dtype_size(jitops__dtype_accumulator(dtype));
 }
 
 seg_layout jitops__segment_choose_layout(int64_t cols, int vec_max) {
