@@ -27,14 +27,4 @@
 #include "runtime/tensor_checks.h"
 #include "runtime/tuning.h"
 
-/* ---- catalogue --------------------------------------------------------------------------- */
-
-/* An op family's share of the prewarm catalogue (runtime/catalogue.c lists the families). */
-typedef struct jitops__catalogue_family {
-  const char *op;
-  size_t (*count)(void);
-  const char *(*describe)(size_t index);
-  jitops_status (*compile)(jitops_runtime_t *runtime, size_t index);
-} jitops__catalogue_family;
-
 #endif

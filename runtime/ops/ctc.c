@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "jitops/ctc.h"
+#include "ops/catalogue_family.h"
 #include "runtime/op_support.h"
 
 /* ---- mirrors of the template's argument structs (templates/ctc.cuh) ----------------------- */
@@ -1087,4 +1088,5 @@ static jitops_status cat_compile(jitops_runtime_t *rt, size_t index) {
   return get_kernel(rt, name, &k);
 }
 
-const jitops__catalogue_family jitops__catalogue_ctc = {"ctc", cat_size, cat_describe, cat_compile};
+const jitops__catalogue_family jitops__catalogue_ctc = {"ctc",       cat_size, cat_describe,
+                                                        cat_compile, NULL,     NULL};

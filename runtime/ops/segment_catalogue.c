@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/catalogue_family.h"
 #include "runtime/ops/segment_internal.h"
 
 static const jitops__dtype value_types[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_F16,
@@ -109,5 +110,5 @@ static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
   return jitops__segment_get_backward_kernels(runtime, &call, &plan, &kernels);
 }
 
-const jitops__catalogue_family jitops__catalogue_segment = {"segment", segment_count,
-                                                            segment_describe, segment_compile};
+const jitops__catalogue_family jitops__catalogue_segment = {
+    "segment", segment_count, segment_describe, segment_compile, NULL, NULL};

@@ -1,4 +1,4 @@
-#include "runtime/ops/scan_args.h"
+#include "ops/scan/args.h"
 
 #include <stdio.h>
 
@@ -58,6 +58,17 @@ static jitops_status check_layout(const char *fn, const char *arg, const DLTenso
   return JITOPS_SUCCESS;
 }
 
+/* What both directions check first: the runtime, the op, the tensor that sets the shape
+ * (x or dy, named lead_arg) and the axis. */
+static jitops_status check_call(const char *fn, const jitops_runtime_t *runtime, jitops_scan_op op,
+                                const char *lead_arg, const DLTensor *lead, int axis,
+                                jitops__scan_call *call) {
+  JITOPS__REQUIRE_NONNULL(fn, runtime); /* names "runtime" in the message */
+  JITOPS__TRY(check_op(fn, op));
+  JITOPS__TRY(check_lead(fn, lead_arg, lead, runtime));
+  return check_axis(fn, axis, lead->ndim, &call->axis);
+}
+
 static const jitops__scan_kop forward_kops[] = {JITOPS__SCAN_K_CUMSUM, JITOPS__SCAN_K_CUMPROD,
                                                 JITOPS__SCAN_K_CUMMAX, JITOPS__SCAN_K_CUMMIN,
                                                 JITOPS__SCAN_K_LCSE};
@@ -66,11 +77,8 @@ jitops_status jitops__scan_check_forward(const char *fn, jitops_runtime_t *runti
                                          jitops_scan_op op, const DLTensor *x, int axis,
                                          int reverse, const DLTensor *y, const DLTensor *indices,
                                          jitops__scan_call *call) {
-  JITOPS__REQUIRE_NONNULL(fn, runtime);
   const jitops_runtime_t *rt = runtime;
-  JITOPS__TRY(check_op(fn, op));
-  JITOPS__TRY(check_lead(fn, "x", x, rt));
-  JITOPS__TRY(check_axis(fn, axis, x->ndim, &call->axis));
+  JITOPS__TRY(check_call(fn, rt, op, "x", x, axis, call));
   call->kop = forward_kops[op];
   call->dtype = jitops__dtype_of(x->dtype);
   if (!jitops__scan_kop_takes(call->kop, call->dtype))
@@ -123,11 +131,8 @@ jitops_status jitops__scan_check_backward(const char *fn, jitops_runtime_t *runt
                                           const DLTensor *y, const DLTensor *indices, int axis,
                                           int reverse, const DLTensor *dx,
                                           jitops__scan_call *call) {
-  JITOPS__REQUIRE_NONNULL(fn, runtime);
   const jitops_runtime_t *rt = runtime;
-  JITOPS__TRY(check_op(fn, op));
-  JITOPS__TRY(check_lead(fn, "dy", dy, rt));
-  JITOPS__TRY(check_axis(fn, axis, dy->ndim, &call->axis));
+  JITOPS__TRY(check_call(fn, rt, op, "dy", dy, axis, call));
   call->dtype = jitops__dtype_of(dy->dtype);
   if (!jitops__scan_kop_takes(JITOPS__SCAN_K_LCSE, call->dtype))
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE,

@@ -1,8 +1,6 @@
-/* The prewarm catalogue: the common specializations of every built-in op family, which
- * `jitops-cache prewarm` compiles ahead of time. Each family lists its own entries in its
- * runtime/ops/ file; this table, in the ops layer because it names them all, only strings the
- * families together. */
-#include "runtime/op_support.h"
+/* The prewarm catalogue: the table of families (ops/catalogue_family.h). Each family lists its
+ * own entries in its catalogue.c; this table only strings the families together. */
+#include "ops/catalogue_family.h"
 
 extern const jitops__catalogue_family jitops__catalogue_example;
 extern const jitops__catalogue_family jitops__catalogue_flce;
@@ -50,8 +48,13 @@ jitops_status jitops_catalogue_describe(size_t index, const char **op, const cha
   JITOPS__TRY(locate("jitops_catalogue_describe", index, &family, &local));
   if (op != NULL)
     *op = family->op;
-  if (description != NULL)
+  if (description != NULL && family->name != NULL) {
+    static _Thread_local char text[256]; /* valid until this thread's next description */
+    family->name(local, text, sizeof text);
+    *description = text;
+  } else if (description != NULL) {
     *description = family->describe(local);
+  }
   return JITOPS_SUCCESS;
 }
 
@@ -60,5 +63,10 @@ jitops_status jitops_catalogue_compile(jitops_runtime_t *runtime, size_t index) 
   size_t local = 0;
   const jitops__catalogue_family *family = NULL;
   JITOPS__TRY(locate("jitops_catalogue_compile", index, &family, &local));
-  return family->compile(runtime, local);
+  if (family->name == NULL)
+    return family->compile(runtime, local);
+  char name[256];
+  family->name(local, name, sizeof name);
+  jitops_kernel_t *kernel;
+  return jitops_kernel_get(runtime, family->source, name, NULL, 0, &kernel);
 }
