@@ -8,7 +8,7 @@
 
 #include "cache/db.h"
 #include "cache/location.h"
-#include "runtime/error.h"
+#include "common/error.h"
 
 struct jitops_cache {
   jitops__db db;

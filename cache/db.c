@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/error.h"
-#include "runtime/key.h"
-#include "runtime/log.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "common/log.h"
 
 enum { BUSY_TIMEOUT_MS = 10000, BEGIN_ATTEMPTS = 6 };
 

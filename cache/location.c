@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/error.h"
+#include "common/error.h"
 
 static int nonempty(const char *s) {
   return s != NULL && s[0] != 0;

@@ -13,7 +13,7 @@
 
 #include "cache/db.h"
 #include "cache/location.h"
-#include "runtime/log.h"
+#include "common/log.h"
 
 enum {
   DEFAULT_MAX_BYTES = 1 << 30,

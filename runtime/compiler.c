@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "common/error.h"
+#include "common/log.h"
 
 /* Measured in bench/NOTES-jit.md: -minimal trims the implicit device runtime declarations
  * and cuts the small-kernel compile time; our templates need nothing it removes. */

@@ -4,8 +4,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "common/error.h"
+#include "common/log.h"
 
 /* The ABI version we ask cuGetProcAddress for: every entry point in the table has had its
  * current signature since CUDA 12.0, so any driver from 12.0 on serves it. */

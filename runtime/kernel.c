@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/log.h"
+#include "common/log.h"
+#include "runtime/context.h"
 #include "runtime/runtime_internal.h"
 
 static const char *const fn_get = "jitops_kernel_get";

@@ -13,23 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/hash.h"
+
 /* Bump when the stored format (blob layout, option defaults, key inputs) changes. */
 #define JITOPS__CACHE_FORMAT_VERSION 1
-
-typedef struct jitops__key {
-  uint64_t lo, hi;
-} jitops__key;
-
-static inline int jitops__key_equal(jitops__key a, jitops__key b) {
-  return a.lo == b.lo && a.hi == b.hi;
-}
 
 /* The lookup key of a request. */
 jitops__key jitops__lookup_key(const char *source_name, const char *name_expression,
                                const char *const *options, size_t num_options);
-
-/* Hash of source text. */
-jitops__key jitops__content_hash(const void *data, size_t size);
 
 /* Everything the cache key covers. `options` are the normalized, complete options
  * (defaults and target included) in the order NVRTC gets them. */
@@ -43,12 +34,5 @@ typedef struct jitops__cache_key_inputs {
 } jitops__cache_key_inputs;
 
 jitops__key jitops__cache_key(const jitops__cache_key_inputs *inputs);
-
-/* 16 bytes, little-endian lo then hi: how keys are stored. */
-void jitops__key_to_bytes(jitops__key key, uint8_t out[16]);
-jitops__key jitops__key_from_bytes(const uint8_t in[16]);
-
-/* 32 lowercase hex digits plus NUL. */
-void jitops__key_to_hex(jitops__key key, char out[33]);
 
 #endif

@@ -1,51 +1,12 @@
-/* Launches and the stream-ordered helpers ops use: scratch memory, memset, memcpy. All of it
- * runs in the runtime's primary context on the caller's stream, and never synchronizes. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+/* Launches: the public jitops_kernel_launch and the ops' jitops__launch and
+ * jitops__launch_after, in the runtime's primary context on the caller's stream. */
+#include "runtime/launch.h"
 
+#include <stdbool.h>
+
+#include "common/error.h"
+#include "runtime/context.h"
 #include "runtime/runtime_internal.h"
-
-static jitops_status no_device(const char *fn) {
-  return jitops__fail(JITOPS_ERR_NO_DEVICE,
-                      "%s: this runtime is compile-only (no GPU): it compiles and caches "
-                      "kernels but cannot run them",
-                      fn);
-}
-
-jitops_status jitops__context_push(jitops_runtime_t *rt, int *pushed) {
-  *pushed = 0;
-  CUcontext current = NULL;
-  rt->driver->cuCtxGetCurrent(&current);
-  if (current == rt->context)
-    return JITOPS_SUCCESS;
-  CUresult r = rt->driver->cuCtxPushCurrent(rt->context);
-  if (r != CUDA_SUCCESS)
-    return jitops__driver_fail(rt->driver, r, "making the runtime's context current");
-  *pushed = 1;
-  return JITOPS_SUCCESS;
-}
-
-void jitops__context_restore(jitops_runtime_t *rt, int pushed) {
-  if (pushed) {
-    CUcontext popped;
-    rt->driver->cuCtxPopCurrent(&popped);
-  }
-}
-
-/* Per-thread memory of whether jitops__context_enter pushed. Entered blocks do not nest. */
-static _Thread_local int entered_pushed;
-
-jitops_status jitops__context_enter(jitops_runtime_t *rt) {
-  if (rt->context == NULL)
-    return no_device("jitops__context_enter");
-  return jitops__context_push(rt, &entered_pushed);
-}
-
-void jitops__context_leave(jitops_runtime_t *rt) {
-  jitops__context_restore(rt, entered_pushed);
-  entered_pushed = 0;
-}
 
 static jitops_status check_dims(const jitops_kernel_t *k, const uint32_t grid[3],
                                 const uint32_t block[3]) {
@@ -123,7 +84,7 @@ static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3
   jitops_runtime_t *rt = k->runtime;
   JITOPS__TRY(check_dims(k, grid, block));
   if (k->function == NULL)
-    return no_device("jitops_kernel_launch");
+    return jitops__fail_no_device("jitops_kernel_launch");
   int pushed;
   JITOPS__TRY(jitops__context_push(rt, &pushed));
   jitops_status status = allow_shared(k, shared_bytes);
@@ -159,138 +120,4 @@ jitops_status jitops__launch_after(const jitops_kernel_t *kernel, uint32_t gx, u
                                    uint32_t shared_bytes, void *stream, void **args) {
   const uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
   return launch(kernel, grid, block, shared_bytes, stream, args, true);
-}
-
-/* ---- stream-ordered memory ------------------------------------------------------------- */
-
-/* Runs `call` (a driver call) in the runtime's context. */
-#define IN_CONTEXT(rt, what, call)                                                                 \
-  do {                                                                                             \
-    if ((rt)->context == NULL)                                                                     \
-      return no_device(what);                                                                      \
-    int pushed_;                                                                                   \
-    JITOPS__TRY(jitops__context_push((rt), &pushed_));                                             \
-    CUresult r_ = (call);                                                                          \
-    jitops__context_restore((rt), pushed_);                                                        \
-    if (r_ != CUDA_SUCCESS)                                                                        \
-      return jitops__driver_fail((rt)->driver, r_, what);                                          \
-    return JITOPS_SUCCESS;                                                                         \
-  } while (0)
-
-/* ---- the scratch pool ------------------------------------------------------------------ */
-
-#define SCRATCH_KEEP_DEFAULT ((uint64_t)256 << 20)
-
-static uint64_t scratch_keep_bytes(void) {
-  const char *env = getenv("JITOPS_SCRATCH_KEEP_BYTES");
-  if (env == NULL || *env == '\0')
-    return SCRATCH_KEEP_DEFAULT;
-  char *end = NULL;
-  unsigned long long v = strtoull(env, &end, 10);
-  return end != NULL && *end == '\0' && env[0] != '-' ? (uint64_t)v : SCRATCH_KEEP_DEFAULT;
-}
-
-static jitops_status pool_create(jitops_runtime_t *rt, void **out) {
-  CUmemPoolProps props;
-  memset(&props, 0, sizeof props);
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = rt->device;
-  CUmemoryPool pool = NULL;
-  CUresult r = rt->driver->cuMemPoolCreate(&pool, &props);
-  if (r != CUDA_SUCCESS)
-    return jitops__driver_fail(rt->driver, r, "creating the scratch memory pool");
-  cuuint64_t keep = scratch_keep_bytes();
-  r = rt->driver->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
-  if (r != CUDA_SUCCESS) {
-    rt->driver->cuMemPoolDestroy(pool);
-    return jitops__driver_fail(rt->driver, r, "setting the scratch pool's release threshold");
-  }
-  *out = pool;
-  return JITOPS_SUCCESS;
-}
-
-/* Allocations still in flight keep the pool's memory until they are freed (the driver
- * releases a destroyed pool's resources once none remain). */
-static void pool_destroy(jitops_runtime_t *rt, void *pool) {
-  int pushed;
-  if (jitops__context_push(rt, &pushed) == JITOPS_SUCCESS) {
-    rt->driver->cuMemPoolDestroy((CUmemoryPool)pool);
-    jitops__context_restore(rt, pushed);
-  }
-}
-
-static jitops_status alloc_async(jitops_runtime_t *rt, size_t bytes, void *stream, void **out) {
-  CUdeviceptr ptr = 0;
-  if (rt->context == NULL)
-    return no_device("allocating scratch memory");
-  int pushed;
-  JITOPS__TRY(jitops__context_push(rt, &pushed));
-  void *pool = NULL;
-  jitops_status status =
-      jitops__runtime_state(rt, JITOPS__SLOT_SCRATCH_POOL, pool_create, pool_destroy, &pool);
-  CUresult r = CUDA_SUCCESS;
-  if (status == JITOPS_SUCCESS)
-    r = rt->driver->cuMemAllocFromPoolAsync(&ptr, bytes, (CUmemoryPool)pool, (CUstream)stream);
-  jitops__context_restore(rt, pushed);
-  JITOPS__TRY(status);
-  if (r != CUDA_SUCCESS)
-    return jitops__driver_fail(rt->driver, r,
-                               "allocating scratch memory (cuMemAllocFromPoolAsync)");
-  *out = (void *)(uintptr_t)ptr;
-  return JITOPS_SUCCESS;
-}
-
-jitops_status jitops__scratch_acquire(jitops_runtime_t *rt, void *stream,
-                                      const jitops_workspace *workspace, size_t bytes,
-                                      jitops__scratch *out) {
-  memset(out, 0, sizeof *out);
-  out->bytes = bytes;
-  if (bytes == 0)
-    return JITOPS_SUCCESS;
-  if (workspace != NULL && workspace->ptr != NULL && workspace->bytes >= bytes) {
-    out->ptr = workspace->ptr;
-    return JITOPS_SUCCESS;
-  }
-  JITOPS__TRY(alloc_async(rt, bytes, stream, &out->ptr));
-  out->owned = true;
-  return JITOPS_SUCCESS;
-}
-
-void jitops__scratch_release(jitops_runtime_t *rt, void *stream, jitops__scratch *scratch) {
-  if (scratch->owned && scratch->ptr != NULL && rt->context != NULL) {
-    int pushed;
-    if (jitops__context_push(rt, &pushed) == JITOPS_SUCCESS) {
-      rt->driver->cuMemFreeAsync((CUdeviceptr)(uintptr_t)scratch->ptr, (CUstream)stream);
-      jitops__context_restore(rt, pushed);
-    }
-  }
-  memset(scratch, 0, sizeof *scratch);
-}
-
-jitops_status jitops__memset8_async(jitops_runtime_t *rt, void *ptr, uint8_t value, size_t bytes,
-                                    void *stream) {
-  if (bytes == 0)
-    return JITOPS_SUCCESS;
-  IN_CONTEXT(
-      rt, "cuMemsetD8Async",
-      rt->driver->cuMemsetD8Async((CUdeviceptr)(uintptr_t)ptr, value, bytes, (CUstream)stream));
-}
-
-jitops_status jitops__memset32_async(jitops_runtime_t *rt, void *ptr, uint32_t value, size_t count,
-                                     void *stream) {
-  if (count == 0)
-    return JITOPS_SUCCESS;
-  IN_CONTEXT(
-      rt, "cuMemsetD32Async",
-      rt->driver->cuMemsetD32Async((CUdeviceptr)(uintptr_t)ptr, value, count, (CUstream)stream));
-}
-
-jitops_status jitops__memcpy_async(jitops_runtime_t *rt, void *dst, const void *src, size_t bytes,
-                                   void *stream) {
-  if (bytes == 0)
-    return JITOPS_SUCCESS;
-  IN_CONTEXT(rt, "cuMemcpyAsync",
-             rt->driver->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
-                                       bytes, (CUstream)stream));
 }

@@ -2,8 +2,8 @@
 
 #include <stdlib.h>
 
-#include "runtime/error.h"
-#include "runtime/runtime_internal.h"
+#include "common/error.h"
+#include "runtime/kernel_object.h"
 
 static jitops_kernel_t tombstone_storage;
 #define TOMBSTONE (&tombstone_storage)

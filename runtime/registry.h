@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "jitops/jitops.h"
-#include "runtime/key.h"
+#include "common/hash.h"
 
 typedef struct jitops__registry {
   pthread_rwlock_t lock;

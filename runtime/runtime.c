@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/log.h"
+#include "common/log.h"
+#include "runtime/context.h"
 #include "runtime/runtime_internal.h"
 
 static const char *const fn_create = "jitops_runtime_create";

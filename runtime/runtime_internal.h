@@ -1,4 +1,4 @@
-/* The runtime object and the kernel object. A runtime is bound to one device (or to one
+/* The runtime object. A runtime is bound to one device (or to one
  * target, when compile-only) and owns everything a kernel request touches: its sources, its
  * in-memory registry, its disk tier and its counters. Nothing here is process-global. */
 #ifndef JITOPS_RUNTIME_RUNTIME_INTERNAL_H
@@ -9,31 +9,13 @@
 
 #include "cache/store.h"
 #include "runtime/compiler.h"
+#include "runtime/device.h"
 #include "runtime/driver.h"
+#include "runtime/kernel_object.h"
 #include "runtime/key.h"
-#include "runtime/op_support.h"
 #include "runtime/registry.h"
 #include "runtime/sources.h"
-
-typedef enum jitops__kernel_state {
-  JITOPS__KERNEL_PENDING = 0, /* being built by one thread; others wait */
-  JITOPS__KERNEL_READY = 1
-} jitops__kernel_state;
-
-struct jitops_kernel {
-  jitops_runtime_t *runtime;
-  jitops__key lookup_key;
-  jitops__key cache_key;
-  int state; /* jitops__kernel_state, read with acquire on the hot path */
-  CUmodule module;
-  CUfunction function; /* NULL on a compile-only runtime */
-  char *lowered_name;
-  char *op;               /* the source name, for usage by op */
-  uint32_t static_shared; /* the kernel's static shared memory, which counts against limits */
-  uint32_t shared_optin;  /* the dynamic shared memory limit set on `function` so far */
-  /* Usage since creation, flushed to disk when the runtime is destroyed. */
-  uint64_t memory_hits, disk_hits, misses, compiles;
-};
+#include "runtime/state.h"
 
 struct jitops_runtime {
   int device; /* -1 when compile-only */
@@ -63,10 +45,5 @@ struct jitops_runtime {
   uint64_t memory_hits, disk_hits, misses, compiles, compile_errors, waits;
   uint64_t compile_us;
 };
-
-/* Makes the runtime's context current for the calling thread if it is not already; returns
- * whether it pushed, to pass to jitops__context_restore. */
-jitops_status jitops__context_push(jitops_runtime_t *runtime, int *pushed);
-void jitops__context_restore(jitops_runtime_t *runtime, int pushed);
 
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "runtime/embedded.h"
-#include "runtime/error.h"
+#include "common/error.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "jitops/jitops.h"
-#include "runtime/key.h"
+#include "common/hash.h"
 
 typedef struct jitops__source {
   char *name;

@@ -4,10 +4,12 @@
  * makes the same choice once the first process has stored it; concurrent first users wait
  * on the key's claim (the same claim rows that make kernels compile once), so they agree too.
  * Without a disk tier (JITOPS_CACHE=off) a choice lives as long as the op's in-memory cache. */
+#include "runtime/tuning.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/log.h"
+#include "common/log.h"
 #include "runtime/runtime_internal.h"
 
 /* Timed choices describe the GPU they were timed on, so the device's name (which tells an

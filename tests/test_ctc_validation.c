@@ -147,7 +147,7 @@ static void log_probs_checks(jitops_runtime_t *rt) {
   CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_DEVICE, "log_probs");
   fixture_init(&f);
   f.lp.byte_offset = 2;
-  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "log_probs's address is not aligned");
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "log_probs's first element is not aligned");
   fixture_init(&f);
   f.lp_shape[2] = 0;
   CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_SHAPE, "no classes");
@@ -202,7 +202,7 @@ static void target_checks(jitops_runtime_t *rt) {
   CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_SHAPE, "padded targets must have shape [N, S]");
   fixture_init(&f);
   f.tgt.byte_offset = 4;
-  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "targets's address is not aligned");
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "targets's first element is not aligned");
   fixture_init(&f);
   f.tgt.device.device_type = kDLROCM;
   CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_DEVICE, "targets");
@@ -312,7 +312,8 @@ static void output_checks(jitops_runtime_t *rt) {
   fixture_init(&f);
   int64_t zero_stride[1] = {0};
   f.loss.strides = zero_stride;
-  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "loss's strides make elements overlap");
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT,
+              "loss's strides make several elements share an address");
   fixture_init(&f);
   f.loss.device.device_type = kDLCPU;
   CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_DEVICE, "loss");
@@ -333,7 +334,7 @@ static void output_checks(jitops_runtime_t *rt) {
   fixture_init(&f);
   int64_t gst[3] = {N * C, C, 0};
   f.grad.strides = gst;
-  CHECK_FAILS(backward(rt, &f, NULL), JITOPS_ERR_INVALID_LAYOUT, "grad_log_probs' strides");
+  CHECK_FAILS(backward(rt, &f, NULL), JITOPS_ERR_INVALID_LAYOUT, "grad_log_probs's strides");
   fixture_init(&f);
   f.grad.data = (char *)f.lp.data + 4 * C;
   CHECK_FAILS(backward(rt, &f, NULL), JITOPS_ERR_INVALID_ARGUMENT, "overlaps log_probs");

@@ -251,10 +251,10 @@ static void test_layouts(void) {
   CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input");
   valid_call(&c);
   c.input.t.byte_offset = 1;
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input's address");
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input's first element is not aligned");
   valid_call(&c);
   c.target.t.byte_offset = 4;
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's address");
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's first element is not aligned");
   valid_call(&c);
   set_strides(&c.target, 3, 0); /* strided 1-D inputs are fine */
   set_strides(&c.bias, -1, 0);

@@ -20,8 +20,8 @@
 #include <time.h>
 
 #include "gpu_tensors.h"
-#include "runtime/ops/scan_args.h"
-#include "runtime/ops/scan_plan.h"
+#include "ops/scan/args.h"
+#include "ops/scan/plan.h"
 #include "testutil.h"
 
 enum { OP_CUMSUM, OP_CUMPROD, OP_CUMMAX, OP_CUMMIN, OP_LCSE, OP_COUNT };

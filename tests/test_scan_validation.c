@@ -3,7 +3,7 @@
  * argument; valid calls pass validation, compile their kernel and stop at the launch with
  * JITOPS_ERR_NO_DEVICE; empty tensors succeed without a launch. Also checks the planner's
  * collapsing and kernel choice. */
-#include "runtime/ops/scan_plan.h"
+#include "ops/scan/plan.h"
 #include "testutil.h"
 
 static const DLDataType F32 = {kDLFloat, 32, 1}, F16 = {kDLFloat, 16, 1}, BF16 = {kDLBfloat, 16, 1},

@@ -172,7 +172,7 @@ static void forward_layouts_and_devices(jitops_runtime_t *rt) {
   f = good();
   f.ids.t.byte_offset = 4;
   CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
-              "segment_ids is not aligned");
+              "segment_ids's first element is not aligned");
   f = good();
   f.data.t.device.device_type = kDLCPU;
   CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_DEVICE,
@@ -241,7 +241,7 @@ static void forward_options(jitops_runtime_t *rt) {
   counter.t.byte_offset = 2;
   o.dropped_count = T(&counter);
   CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_LAYOUT,
-              "options->dropped_count is not aligned");
+              "options->dropped_count's first element is not aligned");
 }
 
 static void forward_host_ids(jitops_runtime_t *rt) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "jitops/ctc.h"
+#include "ops/catalogue_family.h"
 #include "runtime/op_support.h"
 
 /* ---- mirrors of the template's argument structs (templates/ctc.cuh) ----------------------- */
@@ -126,23 +127,6 @@ static size_t align256(size_t x) {
   return (x + 255) & ~(size_t)255;
 }
 
-static int is_host_memory(const DLTensor *t) {
-  return t != NULL && (t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost);
-}
-
-static int is_float_dtype(jitops__dtype d) {
-  return d == JITOPS__DTYPE_F16 || d == JITOPS__DTYPE_BF16 || d == JITOPS__DTYPE_F32 ||
-         d == JITOPS__DTYPE_F64;
-}
-
-static int is_int_dtype(jitops__dtype d) {
-  return d == JITOPS__DTYPE_I32 || d == JITOPS__DTYPE_I64;
-}
-
-static jitops__dtype acc_of(jitops__dtype f) {
-  return f == JITOPS__DTYPE_F64 ? JITOPS__DTYPE_F64 : JITOPS__DTYPE_F32;
-}
-
 static int64_t read_host_int(const DLTensor *t, const int64_t *strides, int64_t i) {
   const char *base = (const char *)jitops__tensor_ptr(t);
   if (jitops__dtype_of(t->dtype) == JITOPS__DTYPE_I32)
@@ -150,43 +134,15 @@ static int64_t read_host_int(const DLTensor *t, const int64_t *strides, int64_t 
   return ((const int64_t *)base)[i * strides[0]];
 }
 
+/* An empty tensor is never read, so only a non-empty one must be element-aligned. */
 static jitops_status check_aligned(const char *fn, const char *arg, const DLTensor *t) {
-  size_t size = jitops__dtype_size(jitops__dtype_of(t->dtype));
-  if (jitops__tensor_numel(t) > 0 && ((uintptr_t)jitops__tensor_ptr(t) % size) != 0)
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: %s's address is not aligned to its %zu-byte elements", fn, arg, size);
-  return JITOPS_SUCCESS;
+  return jitops__tensor_numel(t) > 0 ? jitops__check_aligned(fn, arg, t) : JITOPS_SUCCESS;
 }
 
-/* 1 when no two index tuples of `t` share an element (what an output needs). */
-static int non_overlapping(const DLTensor *t) {
-  int64_t strides[8], extent[8];
-  int nd = 0;
-  jitops__tensor_strides(t, strides);
-  for (int d = 0; d < t->ndim; ++d) {
-    if (t->shape[d] == 0)
-      return 1;
-    if (t->shape[d] > 1) {
-      strides[nd] = strides[d] < 0 ? -strides[d] : strides[d];
-      extent[nd] = t->shape[d];
-      ++nd;
-    }
-  }
-  for (int i = 1; i < nd; ++i) /* insertion sort by stride */
-    for (int j = i; j > 0 && strides[j] < strides[j - 1]; --j) {
-      int64_t s = strides[j], e = extent[j];
-      strides[j] = strides[j - 1];
-      extent[j] = extent[j - 1];
-      strides[j - 1] = s;
-      extent[j - 1] = e;
-    }
-  int64_t reach = 0; /* largest offset reachable with the smaller-stride dimensions */
-  for (int i = 0; i < nd; ++i) {
-    if (strides[i] <= reach)
-      return 0;
-    reach += strides[i] * (extent[i] - 1);
-  }
-  return 1;
+/* An output's layout: element-aligned, and no element written twice. */
+static jitops_status check_output_layout(const char *fn, const char *arg, const DLTensor *t) {
+  JITOPS__TRY(check_aligned(fn, arg, t));
+  return jitops__check_no_self_overlap(fn, arg, t);
 }
 
 /* Byte range [lo, hi) that `t` touches. */
@@ -236,11 +192,11 @@ static jitops_status check_log_probs(ctc_problem *p, jitops_runtime_t *rt, const
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
                         "%s: log_probs must have rank 3 [T, N, C], not %d", fn, lp->ndim);
   p->f = jitops__dtype_of(lp->dtype);
-  if (!is_float_dtype(p->f))
+  if (!jitops__dtype_is_float(p->f))
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE,
                         "%s: log_probs must be f16, bf16, f32 or f64, not %s", fn,
                         p->f ? jitops__dtype_name(p->f) : "an unsupported dtype");
-  p->acc = acc_of(p->f);
+  p->acc = jitops__dtype_accumulator(p->f);
   JITOPS__TRY(check_aligned(fn, "log_probs", lp));
   p->T = lp->shape[0];
   p->N = lp->shape[1];
@@ -261,7 +217,7 @@ static jitops_status check_lengths_tensor(ctc_problem *p, jitops_runtime_t *rt, 
   const char *fn = p->fn;
   if (t == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, arg);
-  if (is_host_memory(t))
+  if (jitops__tensor_in_host_memory(t))
     JITOPS__TRY(jitops__host_tensor_check(fn, arg, t, 1));
   else
     JITOPS__TRY(jitops__tensor_check(fn, arg, t, rt, 1));
@@ -269,7 +225,7 @@ static jitops_status check_lengths_tensor(ctc_problem *p, jitops_runtime_t *rt, 
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s must have shape [N] = [%lld]", fn, arg,
                         (long long)p->N);
   jitops__dtype d = jitops__dtype_of(t->dtype);
-  if (!is_int_dtype(d))
+  if (!jitops__dtype_is_int(d))
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s must be i32 or i64, not %s", fn, arg,
                         d ? jitops__dtype_name(d) : "an unsupported dtype");
   return check_aligned(fn, arg, t);
@@ -279,7 +235,7 @@ static jitops_status check_targets_tensor(ctc_problem *p, jitops_runtime_t *rt, 
   const char *fn = p->fn;
   if (t == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: targets is NULL", fn);
-  if (is_host_memory(t))
+  if (jitops__tensor_in_host_memory(t))
     JITOPS__TRY(jitops__host_tensor_check(fn, "targets", t, t->ndim == 1 ? 1 : 2));
   else
     JITOPS__TRY(jitops__tensor_check(fn, "targets", t, rt, 2));
@@ -288,7 +244,7 @@ static jitops_status check_targets_tensor(ctc_problem *p, jitops_runtime_t *rt, 
                         "%s: targets must be padded [N, S] or concatenated 1-D, not rank %d", fn,
                         t->ndim);
   p->ti = jitops__dtype_of(t->dtype);
-  if (!is_int_dtype(p->ti))
+  if (!jitops__dtype_is_int(p->ti))
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: targets must be i32 or i64, not %s", fn,
                         p->ti ? jitops__dtype_name(p->ti) : "an unsupported dtype");
   JITOPS__TRY(check_aligned(fn, "targets", t));
@@ -311,7 +267,7 @@ static jitops_status check_targets_tensor(ctc_problem *p, jitops_runtime_t *rt, 
     p->tgt_st[1] = st[1];
   }
   p->tgt = jitops__tensor_ptr(t);
-  p->host_targets = is_host_memory(t);
+  p->host_targets = jitops__tensor_in_host_memory(t);
   return JITOPS_SUCCESS;
 }
 
@@ -459,7 +415,8 @@ static jitops_status validate_inputs(ctc_problem *p, const char *fn, jitops_runt
     return jitops__fail(
         JITOPS_ERR_INVALID_DTYPE, "%s: target_lengths (%s) must have input_lengths' dtype (%s)", fn,
         jitops__dtype_name(jitops__dtype_of(target_lengths->dtype)), jitops__dtype_name(p->li));
-  int il_host = is_host_memory(input_lengths), tl_host = is_host_memory(target_lengths);
+  int il_host = jitops__tensor_in_host_memory(input_lengths),
+      tl_host = jitops__tensor_in_host_memory(target_lengths);
   if (il_host != tl_host)
     return jitops__fail(JITOPS_ERR_INVALID_DEVICE,
                         "%s: input_lengths and target_lengths must both be in host memory or "
@@ -513,11 +470,7 @@ static jitops_status check_loss_like(const ctc_problem *p, jitops_runtime_t *rt,
                         "%s: %s must be a scalar (shape [] or [1]) with reduction sum or mean", fn,
                         arg);
   }
-  JITOPS__TRY(check_aligned(fn, arg, t));
-  if (output && !non_overlapping(t))
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT, "%s: %s's strides make elements overlap", fn,
-                        arg);
-  return JITOPS_SUCCESS;
+  return output ? check_output_layout(fn, arg, t) : check_aligned(fn, arg, t);
 }
 
 static jitops_status check_grad_output(const ctc_problem *p, jitops_runtime_t *rt,
@@ -531,10 +484,7 @@ static jitops_status check_grad_output(const ctc_problem *p, jitops_runtime_t *r
   if (jitops__dtype_of(g->dtype) != p->f)
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: grad_log_probs must be %s, as log_probs", fn,
                         jitops__dtype_name(p->f));
-  JITOPS__TRY(check_aligned(fn, "grad_log_probs", g));
-  if (!non_overlapping(g))
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: grad_log_probs' strides make elements overlap", fn);
+  JITOPS__TRY(check_output_layout(fn, "grad_log_probs", g));
   if (jitops__tensor_numel(g) > 0) {
     uintptr_t glo, ghi, llo, lhi;
     byte_range(g, &glo, &ghi);
@@ -571,11 +521,7 @@ static jitops_status check_alpha_beta_output(const ctc_problem *p, jitops_runtim
   if (jitops__dtype_of(t->dtype) != p->acc)
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s must be %s (the accumulation dtype)", fn,
                         arg, jitops__dtype_name(p->acc));
-  JITOPS__TRY(check_aligned(fn, arg, t));
-  if (!non_overlapping(t))
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT, "%s: %s's strides make elements overlap", fn,
-                        arg);
-  return JITOPS_SUCCESS;
+  return check_output_layout(fn, arg, t);
 }
 
 static jitops_status check_nll_output(const ctc_problem *p, jitops_runtime_t *rt,
@@ -588,10 +534,7 @@ static jitops_status check_nll_output(const ctc_problem *p, jitops_runtime_t *rt
   if (jitops__dtype_of(t->dtype) != p->acc)
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: nll must be %s (the accumulation dtype)", fn,
                         jitops__dtype_name(p->acc));
-  JITOPS__TRY(check_aligned(fn, "nll", t));
-  if (!non_overlapping(t))
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT, "%s: nll's strides make elements overlap", fn);
-  return JITOPS_SUCCESS;
+  return check_output_layout(fn, "nll", t);
 }
 
 /* ---- scratch layout ---------------------------------------------------------------------- */
@@ -1145,4 +1088,5 @@ static jitops_status cat_compile(jitops_runtime_t *rt, size_t index) {
   return get_kernel(rt, name, &k);
 }
 
-const jitops__catalogue_family jitops__catalogue_ctc = {"ctc", cat_size, cat_describe, cat_compile};
+const jitops__catalogue_family jitops__catalogue_ctc = {"ctc",       cat_size, cat_describe,
+                                                        cat_compile, NULL,     NULL};

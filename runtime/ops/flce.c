@@ -37,14 +37,6 @@ _Static_assert(sizeof(row_args) == 19 * 8, "row_args must match jitops::flce::Ro
 /* A user workspace may be less aligned than the 256 bytes the layout assumes. */
 #define SCRATCH_SLACK ((size_t)256)
 
-void jitops_flce_options_init(jitops_flce_options *options) {
-  if (options == NULL)
-    return;
-  memset(options, 0, sizeof *options);
-  options->reduction = JITOPS_FLCE_REDUCTION_MEAN;
-  options->ignore_index = -100;
-}
-
 /* What a validated call does. */
 typedef struct flce_steps {
   bool pass2;        /* vocab algorithm: grad_weight by vocabulary groups */

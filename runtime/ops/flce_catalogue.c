@@ -3,6 +3,7 @@
  * bias, softcap, label smoothing or z-loss; reduction mean (and sum/none, which share the
  * statistics pass); the f32 accumulator conversions, loss reductions and backward scales
  * of contiguous gradients. */
+#include "ops/catalogue_family.h"
 #include "runtime/ops/flce_kernels.h"
 
 static const char *const flce_entries[] = {
@@ -50,5 +51,5 @@ static jitops_status flce_compile(jitops_runtime_t *runtime, size_t index) {
   return jitops__flce_kernel(runtime, flce_entries[index], &kernel);
 }
 
-const jitops__catalogue_family jitops__catalogue_flce = {"flce", flce_count, flce_describe,
-                                                         flce_compile};
+const jitops__catalogue_family jitops__catalogue_flce = {"flce",       flce_count, flce_describe,
+                                                         flce_compile, NULL,       NULL};

@@ -5,23 +5,13 @@
 
 #include "runtime/ops/flce_call.h"
 
-static bool is_float(jitops__dtype d) {
-  return d == JITOPS__DTYPE_F16 || d == JITOPS__DTYPE_BF16 || d == JITOPS__DTYPE_F32 ||
-         d == JITOPS__DTYPE_F64;
-}
-
-static bool is_16bit(jitops__dtype d) {
-  return d == JITOPS__DTYPE_F16 || d == JITOPS__DTYPE_BF16;
-}
-
-static jitops_status check_aligned(const char *fn, const char *arg, const DLTensor *t) {
-  size_t elem = jitops__dtype_size(jitops__dtype_of(t->dtype));
-  if (elem > 1 && (uintptr_t)jitops__tensor_ptr(t) % elem != 0)
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: %s's address (data + byte_offset) is not a multiple of its %zu-byte "
-                        "element",
-                        fn, arg, elem);
-  return JITOPS_SUCCESS;
+/* The defaults live beside the checks of the options they fill in. */
+void jitops_flce_options_init(jitops_flce_options *options) {
+  if (options == NULL)
+    return;
+  memset(options, 0, sizeof *options);
+  options->reduction = JITOPS_FLCE_REDUCTION_MEAN;
+  options->ignore_index = -100;
 }
 
 /* A matrix for cuBLASLt: rank 2, contiguous rows, row stride >= columns. */
@@ -43,7 +33,7 @@ static jitops_status check_matrix(const char *fn, const char *arg, const DLTenso
     return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                         "%s: %s's row stride %lld is below its %lld columns (rows would overlap)",
                         fn, arg, (long long)s[0], (long long)cols);
-  JITOPS__TRY(check_aligned(fn, arg, t));
+  JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   *ptr = jitops__tensor_ptr(t);
   *ld = rows > 1 ? s[0] : (cols > 0 ? cols : 1);
   return JITOPS_SUCCESS;
@@ -76,7 +66,7 @@ static jitops_status check_vector(const char *fn, const char *arg, const DLTenso
   if (output && n > 1 && s == 0)
     return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                         "%s: %s has stride 0, but an output needs one element per row", fn, arg);
-  JITOPS__TRY(check_aligned(fn, arg, t));
+  JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   *ptr = jitops__tensor_ptr(t);
   *stride = s;
   return JITOPS_SUCCESS;
@@ -89,7 +79,7 @@ static jitops_status check_scalar(const char *fn, const char *arg, const DLTenso
   if (t->ndim == 1 && t->shape[0] != 1)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s must be a scalar (%s), got shape [%lld]",
                         fn, arg, why, (long long)t->shape[0]);
-  JITOPS__TRY(check_aligned(fn, arg, t));
+  JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   *ptr = jitops__tensor_ptr(t);
   return JITOPS_SUCCESS;
 }
@@ -97,7 +87,7 @@ static jitops_status check_scalar(const char *fn, const char *arg, const DLTenso
 static jitops_status check_float_dtype(const char *fn, const char *arg, const DLTensor *t,
                                        jitops__dtype *out) {
   *out = jitops__dtype_of(t->dtype);
-  if (!is_float(*out))
+  if (!jitops__dtype_is_float(*out))
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s must be f16, bf16, f32 or f64, got %s",
                         fn, arg, jitops__dtype_name(*out));
   return JITOPS_SUCCESS;
@@ -107,10 +97,10 @@ static jitops_status check_float_dtype(const char *fn, const char *arg, const DL
 static jitops_status check_wide_dtype(const char *fn, const char *arg, const DLTensor *t,
                                       jitops__dtype want, jitops__dtype *out) {
   *out = jitops__dtype_of(t->dtype);
-  if (*out == want || (is_16bit(want) && *out == JITOPS__DTYPE_F32))
+  if (*out == want || (jitops__dtype_is_half(want) && *out == JITOPS__DTYPE_F32))
     return JITOPS_SUCCESS;
   return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s must be %s%s, got %s", fn, arg,
-                      jitops__dtype_name(want), is_16bit(want) ? " or f32" : "",
+                      jitops__dtype_name(want), jitops__dtype_is_half(want) ? " or f32" : "",
                       jitops__dtype_name(*out));
 }
 
@@ -148,7 +138,7 @@ static jitops_status check_operands(const char *fn, jitops_runtime_t *runtime,
   JITOPS__TRY(check_matrix(fn, "input", ts->input, runtime, &p, &c->ldx));
   c->x = p;
   JITOPS__TRY(check_float_dtype(fn, "input", ts->input, &c->t));
-  c->acc = c->t == JITOPS__DTYPE_F64 ? JITOPS__DTYPE_F64 : JITOPS__DTYPE_F32;
+  c->acc = jitops__dtype_accumulator(c->t);
   c->bt = ts->input->shape[0];
   c->h = ts->input->shape[1];
   if (c->bt > 2147483647)
@@ -305,7 +295,7 @@ jitops_status jitops__flce_validate_backward(const char *fn, jitops_runtime_t *r
                         "are already summed over rows, so a per-token dy (reduction none) must "
                         "be passed to jitops_flce_forward as tensors->grad_output",
                         fn, (long long)grad_output->shape[0]);
-  JITOPS__TRY(check_aligned(fn, "grad_output", grad_output));
+  JITOPS__TRY(jitops__check_aligned(fn, "grad_output", grad_output));
   JITOPS__TRY(check_float_dtype(fn, "grad_output", grad_output, dy_dtype));
   JITOPS__TRY(check_backward_grad(fn, "grad_input", grad_input, runtime, false, &grads[0]));
   JITOPS__TRY(check_backward_grad(fn, "grad_weight", grad_weight, runtime, false, &grads[1]));

@@ -1,7 +1,7 @@
 /* Argument validation for the segment family: every tensor, scalar and option is checked on
  * the host, before any device work, into a seg_call. Host-memory ids are checked value by
  * value here too (range, and order for the sorted variant), and uploaded by
- * seg_upload_host_ids. */
+ * jitops__segment_upload_host_ids. */
 #include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,15 +18,6 @@ void jitops_segment_options_init(jitops_segment_options *options) {
     return;
   memset(options, 0, sizeof *options);
   options->algorithm = JITOPS_SEGMENT_ALGORITHM_AUTO;
-}
-
-static bool is_float_dtype(jitops__dtype d) {
-  return d == JITOPS__DTYPE_F32 || d == JITOPS__DTYPE_F64 || d == JITOPS__DTYPE_F16 ||
-         d == JITOPS__DTYPE_BF16;
-}
-
-static bool is_host_memory(const DLTensor *t) {
-  return t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
 }
 
 static const char *dtype_text(DLDataType d, char *buf, size_t size) {
@@ -74,17 +65,14 @@ static jitops_status check_counter(const char *fn, jitops_runtime_t *runtime, co
                         "%s: options->dropped_count has %" PRId64 " elements; expected 1", fn,
                         jitops__tensor_numel(t));
   jitops__dtype d = jitops__dtype_of(t->dtype);
-  if (d != JITOPS__DTYPE_I32 && d != JITOPS__DTYPE_I64) {
+  if (!jitops__dtype_is_int(d)) {
     char buf[64];
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE,
                         "%s: options->dropped_count has dtype %s; expected i32 or i64", fn,
                         dtype_text(t->dtype, buf, sizeof buf));
   }
-  void *ptr = jitops__tensor_ptr(t);
-  if ((uintptr_t)ptr % jitops__dtype_size(d) != 0)
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: options->dropped_count is not aligned to its element size", fn);
-  call->counter = ptr;
+  JITOPS__TRY(jitops__check_aligned(fn, "options->dropped_count", t));
+  call->counter = jitops__tensor_ptr(t);
   call->counter64 = d == JITOPS__DTYPE_I64;
   return JITOPS_SUCCESS;
 }
@@ -144,7 +132,7 @@ static jitops_status check_rows(const char *fn, const char *arg, const DLTensor 
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
                         "%s: %s is a scalar; expected [rows, ...] with rank >= 1", fn, arg);
   *dtype = jitops__dtype_of(t->dtype);
-  if (!is_float_dtype(*dtype)) {
+  if (!jitops__dtype_is_float(*dtype)) {
     char buf[64];
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE,
                         "%s: %s has dtype %s; expected f32, f64, f16 or bf16", fn, arg,
@@ -172,12 +160,8 @@ static jitops_status check_rows(const char *fn, const char *arg, const DLTensor 
                         fn, arg, lead, cols);
   out->ptr = jitops__tensor_ptr(t);
   out->stride = lead;
-  if (rows > 0 && cols > 0 && (uintptr_t)out->ptr % jitops__dtype_size(*dtype) != 0)
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: %s's first element is not aligned to its %zu-byte element size "
-                        "(byte_offset %" PRIu64 ")",
-                        fn, arg, jitops__dtype_size(*dtype), t->byte_offset);
-  return JITOPS_SUCCESS;
+  /* Rows that hold no element are never read. */
+  return rows > 0 && cols > 0 ? jitops__check_aligned(fn, arg, t) : JITOPS_SUCCESS;
 }
 
 /* `t` must have `rows` rows, the dtype and the trailing dims of `like`. */
@@ -248,7 +232,7 @@ static jitops_status check_ids(const char *fn, jitops_runtime_t *runtime, const 
                                seg_call *call) {
   if (ids == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: segment_ids is NULL", fn);
-  const bool host = is_host_memory(ids);
+  const bool host = jitops__tensor_in_host_memory(ids);
   if (host)
     JITOPS__TRY(jitops__host_tensor_check(fn, "segment_ids", ids, 1));
   else
@@ -257,7 +241,7 @@ static jitops_status check_ids(const char *fn, jitops_runtime_t *runtime, const 
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: segment_ids has rank %d; expected 1", fn,
                         ids->ndim);
   call->id_dtype = jitops__dtype_of(ids->dtype);
-  if (call->id_dtype != JITOPS__DTYPE_I32 && call->id_dtype != JITOPS__DTYPE_I64) {
+  if (!jitops__dtype_is_int(call->id_dtype)) {
     char buf[64];
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE,
                         "%s: segment_ids has dtype %s; expected i32 or i64", fn,
@@ -272,9 +256,8 @@ static jitops_status check_ids(const char *fn, jitops_runtime_t *runtime, const 
   jitops__tensor_strides(ids, &stride);
   call->id_stride = call->rows > 1 ? stride : 1;
   const void *ptr = jitops__tensor_ptr(ids);
-  if (call->rows > 0 && (uintptr_t)ptr % jitops__dtype_size(call->id_dtype) != 0)
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: segment_ids is not aligned to its element size", fn);
+  if (call->rows > 0)
+    JITOPS__TRY(jitops__check_aligned(fn, "segment_ids", ids));
   if (host) {
     JITOPS__TRY(check_host_id_values(fn, call, ids));
     call->host_ids = ids;
@@ -331,11 +314,11 @@ static void begin_call(seg_call *call, const char *fn, bool backward,
   call->reduction = reduction;
 }
 
-jitops_status seg_check_forward(const char *fn, jitops_runtime_t *runtime,
-                                jitops_segment_reduction reduction, const DLTensor *data,
-                                const DLTensor *segment_ids, int64_t num_segments,
-                                const DLTensor *out, const jitops_segment_options *options,
-                                seg_call *call) {
+jitops_status jitops__segment_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                            jitops_segment_reduction reduction,
+                                            const DLTensor *data, const DLTensor *segment_ids,
+                                            int64_t num_segments, const DLTensor *out,
+                                            const jitops_segment_options *options, seg_call *call) {
   begin_call(call, fn, false, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
@@ -361,12 +344,13 @@ jitops_status seg_check_forward(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
-jitops_status seg_check_backward(const char *fn, jitops_runtime_t *runtime,
-                                 jitops_segment_reduction reduction, const DLTensor *grad_out,
-                                 const DLTensor *data, const DLTensor *out,
-                                 const DLTensor *segment_ids, int64_t num_segments,
-                                 const DLTensor *grad_data, const jitops_segment_options *options,
-                                 seg_call *call) {
+jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *runtime,
+                                             jitops_segment_reduction reduction,
+                                             const DLTensor *grad_out, const DLTensor *data,
+                                             const DLTensor *out, const DLTensor *segment_ids,
+                                             int64_t num_segments, const DLTensor *grad_data,
+                                             const jitops_segment_options *options,
+                                             seg_call *call) {
   begin_call(call, fn, true, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
@@ -410,8 +394,8 @@ jitops_status seg_check_backward(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
-jitops_status seg_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
-                                  void *device_copy, void *stream) {
+jitops_status jitops__segment_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
+                                              void *device_copy, void *stream) {
   const size_t elem = jitops__dtype_size(call->id_dtype);
   const size_t bytes = (size_t)call->rows * elem;
   if (bytes == 0)
@@ -432,7 +416,7 @@ jitops_status seg_upload_host_ids(jitops_runtime_t *runtime, const seg_call *cal
   return status;
 }
 
-jitops_status seg_check_workspace(const char *fn, const jitops_workspace *workspace) {
+jitops_status jitops__segment_check_workspace(const char *fn, const jitops_workspace *workspace) {
   if (workspace != NULL && workspace->bytes > 0 && workspace->ptr == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
                         "%s: workspace->ptr is NULL but workspace->bytes is %zu", fn,

@@ -32,7 +32,7 @@ static jitops_status run_gather(const bwd_ctx *c, const int32_t *counts) {
                   (void *)&counts, (void *)&c->N,
                   (void *)&c->S,   (void *)&c->D,
                   (void *)&dx,     (void *)&call->dx.stride};
-  return seg_launch(c->k->gather, c->blocks, 256, 0, c->stream, args);
+  return jitops__segment_launch(c->k->gather, c->blocks, 256, 0, c->stream, args);
 }
 
 static jitops_status run_mean(const bwd_ctx *c) {
@@ -45,8 +45,8 @@ static jitops_status run_mean(const bwd_ctx *c) {
     unsigned *no_c32 = NULL;
     void *args[] = {(void *)&c->ids, (void *)&c->id_stride, (void *)&no_keys, (void *)&c->N,
                     (void *)&c->S,   (void *)&counts,       (void *)&no_c64,  (void *)&no_c32};
-    JITOPS__TRY(seg_launch(c->k->offsets, (uint32_t)((call->segments + 1 + 255) / 256), 256, 0,
-                           c->stream, args));
+    JITOPS__TRY(jitops__segment_launch(c->k->offsets, (uint32_t)((call->segments + 1 + 255) / 256),
+                                       256, 0, c->stream, args));
   } else {
     JITOPS__TRY(jitops__memset8_async(c->runtime, counts, 0,
                                       (size_t)call->segments * sizeof(int32_t), c->stream));
@@ -54,7 +54,8 @@ static jitops_status run_mean(const bwd_ctx *c) {
         c->plan->count_shared ? (uint32_t)((size_t)call->segments * sizeof(int32_t)) : 0;
     void *args[] = {(void *)&c->ids, (void *)&c->id_stride, (void *)&c->N, (void *)&c->S,
                     (void *)&counts};
-    JITOPS__TRY(seg_launch(c->k->count_rows, c->plan->count_blocks, 256, shared, c->stream, args));
+    JITOPS__TRY(jitops__segment_launch(c->k->count_rows, c->plan->count_blocks, 256, shared,
+                                       c->stream, args));
   }
   return run_gather(c, counts);
 }
@@ -88,11 +89,11 @@ static jitops_status run_extreme(const bwd_ctx *c) {
                   (void *)&ties,
                   (void *)&first_row,
                   (void *)&tie_flag};
-  JITOPS__TRY(seg_launch(c->k->mark, c->blocks, 256, 0, c->stream, args));
+  JITOPS__TRY(jitops__segment_launch(c->k->mark, c->blocks, 256, 0, c->stream, args));
   /* The split usually finds no tie and returns at once: one wave of blocks (it loops over
    * the rows) costs less to launch and retire than the mark's several. */
-  const uint32_t wave = seg_grid(c->props, call->rows, c->plan->layout.lanes, 8);
-  return seg_launch(c->k->split, wave, 256, 0, c->stream, args);
+  const uint32_t wave = jitops__segment_grid(c->props, call->rows, c->plan->layout.lanes, 8);
+  return jitops__segment_launch(c->k->split, wave, 256, 0, c->stream, args);
 }
 
 /* max/min over rows grouped by segment: clear the sort's counters -> sort (unsorted ids) ->
@@ -107,8 +108,8 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
     JITOPS__TRY(
         jitops__memset8_async(c->runtime, c->scratch + g->zeroed, 0, g->zeroed_bytes, c->stream));
     const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
-    JITOPS__TRY(seg_run_radix_sort(g, &sk, c->scratch, c->ids, c->id_stride, NULL, 0, c->N, c->S,
-                                   c->stream, &keys, &perm));
+    JITOPS__TRY(jitops__segment_run_radix_sort(g, &sk, c->scratch, c->ids, c->id_stride, NULL, 0,
+                                               c->N, c->S, c->stream, &keys, &perm));
   }
   /* Sorted ids are read through `ids`, unsorted ones through the sorted keys. */
   const void *ids = call->sorted ? c->ids : NULL;
@@ -149,10 +150,11 @@ static jitops_status run_extreme_runs(const bwd_ctx *c) {
                   (void *)&seg_end,
                   (void *)&tied};
   /* Unsorted ids: the previous operation is the sort's last pass. */
-  JITOPS__TRY((call->sorted ? seg_launch : seg_launch_after)(
+  JITOPS__TRY((call->sorted ? jitops__segment_launch : jitops__segment_launch_after)(
       c->k->runs_mark, (uint32_t)((lanes + SEG_RUNS_THREADS - 1) / SEG_RUNS_THREADS),
       SEG_RUNS_THREADS, 0, c->stream, args));
-  return seg_launch_after(c->k->runs_fix, (uint32_t)((lanes + 255) / 256), 256, 0, c->stream, args);
+  return jitops__segment_launch_after(c->k->runs_fix, (uint32_t)((lanes + 255) / 256), 256, 0,
+                                      c->stream, args);
 }
 
 static jitops_status run_backward(bwd_ctx *c) {
@@ -161,14 +163,14 @@ static jitops_status run_backward(bwd_ctx *c) {
   c->id_stride = call->id_stride;
   if (call->host_ids != NULL) {
     void *copy = c->scratch + c->plan->ids_copy;
-    JITOPS__TRY(seg_upload_host_ids(c->runtime, call, copy, c->stream));
+    JITOPS__TRY(jitops__segment_upload_host_ids(c->runtime, call, copy, c->stream));
     c->ids = copy;
     c->id_stride = 1;
   }
   c->N = (int32_t)call->rows;
   c->S = (int32_t)call->segments;
   c->D = (int32_t)call->cols;
-  c->blocks = seg_grid(c->props, call->rows, c->plan->layout.lanes, 32);
+  c->blocks = jitops__segment_grid(c->props, call->rows, c->plan->layout.lanes, 32);
   switch (call->reduction) {
   case JITOPS_SEGMENT_SUM:
     return run_gather(c, NULL);
@@ -190,16 +192,16 @@ jitops_status jitops_segment_reduce_backward(jitops_runtime_t *runtime,
                                              const jitops_workspace *workspace, void *stream) {
   static const char fn[] = "jitops_segment_reduce_backward";
   seg_call call;
-  JITOPS__TRY(seg_check_backward(fn, runtime, reduction, grad_out, data, out, segment_ids,
-                                 num_segments, grad_data, options, &call));
-  JITOPS__TRY(seg_check_workspace(fn, workspace));
+  JITOPS__TRY(jitops__segment_check_backward(fn, runtime, reduction, grad_out, data, out,
+                                             segment_ids, num_segments, grad_data, options, &call));
+  JITOPS__TRY(jitops__segment_check_workspace(fn, workspace));
   bwd_ctx c;
   memset(&c, 0, sizeof c);
   seg_backward_plan plan;
   seg_backward_kernels kernels;
   c.props = jitops__runtime_props(runtime);
-  seg_plan_backward(c.props, &call, &plan);
-  JITOPS__TRY(seg_get_backward_kernels(runtime, &call, &plan, &kernels));
+  jitops__segment_plan_backward(c.props, &call, &plan);
+  JITOPS__TRY(jitops__segment_get_backward_kernels(runtime, &call, &plan, &kernels));
   if (call.rows == 0 || call.cols == 0)
     return JITOPS_SUCCESS; /* grad_data is empty */
   jitops__scratch scratch = {NULL, 0, false};
@@ -226,10 +228,10 @@ jitops_status jitops_segment_reduce_backward_workspace_size(
   if (bytes == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
   seg_call call;
-  JITOPS__TRY(seg_check_backward(fn, runtime, reduction, grad_out, data, out, segment_ids,
-                                 num_segments, grad_data, options, &call));
+  JITOPS__TRY(jitops__segment_check_backward(fn, runtime, reduction, grad_out, data, out,
+                                             segment_ids, num_segments, grad_data, options, &call));
   seg_backward_plan plan;
-  seg_plan_backward(jitops__runtime_props(runtime), &call, &plan);
+  jitops__segment_plan_backward(jitops__runtime_props(runtime), &call, &plan);
   *bytes = plan.workspace_bytes;
   return JITOPS_SUCCESS;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/catalogue_family.h"
 #include "runtime/ops/segment_internal.h"
 
 static const jitops__dtype value_types[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_F16,
@@ -83,8 +84,8 @@ static jitops_status compile_forward(jitops_runtime_t *runtime, const entry *e, 
   const seg_call call = typical_call(e, false, segments, algorithm);
   seg_forward_plan plan;
   seg_forward_kernels kernels;
-  seg_plan_forward(jitops__runtime_props(runtime), &call, &plan);
-  return seg_get_forward_kernels(runtime, &call, &plan, &kernels);
+  jitops__segment_plan_forward(jitops__runtime_props(runtime), &call, &plan);
+  return jitops__segment_get_forward_kernels(runtime, &call, &plan, &kernels);
 }
 
 static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
@@ -105,9 +106,9 @@ static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
   const seg_call call = typical_call(&e, true, 10000, JITOPS_SEGMENT_ALGORITHM_AUTO);
   seg_backward_plan plan;
   seg_backward_kernels kernels;
-  seg_plan_backward(jitops__runtime_props(runtime), &call, &plan);
-  return seg_get_backward_kernels(runtime, &call, &plan, &kernels);
+  jitops__segment_plan_backward(jitops__runtime_props(runtime), &call, &plan);
+  return jitops__segment_get_backward_kernels(runtime, &call, &plan, &kernels);
 }
 
-const jitops__catalogue_family jitops__catalogue_segment = {"segment", segment_count,
-                                                            segment_describe, segment_compile};
+const jitops__catalogue_family jitops__catalogue_segment = {
+    "segment", segment_count, segment_describe, segment_compile, NULL, NULL};

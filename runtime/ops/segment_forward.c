@@ -39,17 +39,19 @@ static jitops_status run_empty(const fwd_ctx *c) {
     return JITOPS_SUCCESS;
   void *args[] = {(void *)&c->ids, (void *)&c->id_stride, (void *)&c->N,
                   (void *)&c->S,   (void *)&c->c64,       (void *)&c->c32};
-  return seg_launch(c->k->count_too_large, seg_grid(c->props, c->N, 1, 8), 256, 0, c->stream, args);
+  return jitops__segment_launch(c->k->count_too_large, jitops__segment_grid(c->props, c->N, 1, 8),
+                                256, 0, c->stream, args);
 }
 
 /* The digit counts of every pass, then one stable counting pass per `bits` bits of the keys;
  * returns the final keys and rows (or values). The counters and look-back words are zeroed.
  * On the digit path every kernel follows the digit reduction and runs only when the fallback
  * flag is up; its histogram then also zeroes the segment bounds. */
-jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kernels *k,
-                                 char *scratch, const void *ids, int64_t id_stride,
-                                 const void *data, int64_t data_stride, int32_t N, int32_t S,
-                                 void *stream, const int32_t **keys, const int32_t **vals) {
+jitops_status jitops__segment_run_radix_sort(const seg_forward_plan *p, const seg_sort_kernels *k,
+                                             char *scratch, const void *ids, int64_t id_stride,
+                                             const void *data, int64_t data_stride, int32_t N,
+                                             int32_t S, void *stream, const int32_t **keys,
+                                             const int32_t **vals) {
   int32_t *hist = (int32_t *)(scratch + p->hist);
   int32_t *counters = (int32_t *)(scratch + p->tile_counters);
   const int32_t passes = p->sort_passes, bits = p->sort_bits;
@@ -60,8 +62,8 @@ jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kerne
   void *hist_args[] = {(void *)&ids,       (void *)&id_stride, (void *)&N,    (void *)&S,
                        (void *)&passes,    (void *)&bits,      (void *)&hist, (void *)&fallback,
                        (void *)&seg_start, (void *)&seg_end};
-  JITOPS__TRY((digit ? seg_launch_after : seg_launch)(k->histogram, p->hist_blocks,
-                                                      SEG_SORT_THREADS, 0, stream, hist_args));
+  JITOPS__TRY((digit ? jitops__segment_launch_after : jitops__segment_launch)(
+      k->histogram, p->hist_blocks, SEG_SORT_THREADS, 0, stream, hist_args));
   const int32_t *keys_in = NULL, *vals_in = NULL;
   for (int pass = 0; pass < passes; ++pass) {
     const int32_t shift = pass * bits;
@@ -85,8 +87,9 @@ jitops_status seg_run_radix_sort(const seg_forward_plan *p, const seg_sort_kerne
         (void *)&shift,    (void *)&bits,           (void *)&pass_hist, (void *)&lookback,
         (void *)&clear,    (void *)&counter,        (void *)&keys_out,  (void *)&vals_out,
         (void *)&fallback};
-    JITOPS__TRY(seg_launch_after(first ? k->pass_first : k->pass, (uint32_t)p->sort_tiles,
-                                 SEG_SORT_THREADS, 0, stream, args));
+    JITOPS__TRY(jitops__segment_launch_after(first ? k->pass_first : k->pass,
+                                             (uint32_t)p->sort_tiles, SEG_SORT_THREADS, 0, stream,
+                                             args));
     keys_in = keys_out;
     vals_in = vals_out;
   }
@@ -139,17 +142,18 @@ static jitops_status run_grouped(const fwd_ctx *c, const int32_t *keys, const in
                         (void *)&fallback};
     const int64_t threads = (int64_t)chunks * p->layout.lanes;
     /* After a sort the previous operation is its last pass; else the memset. */
-    JITOPS__TRY((keys != NULL ? seg_launch_after : seg_launch)(
+    JITOPS__TRY((keys != NULL ? jitops__segment_launch_after : jitops__segment_launch)(
         c->k->reduce, (uint32_t)((threads + 255) / 256), 256, 0, c->stream, red_args));
   }
 
-  const int32_t per_warp = seg_fixup_segments_per_warp(p->layout.lanes, call->segments, chunks);
+  const int32_t per_warp =
+      jitops__segment_fixup_segments_per_warp(p->layout.lanes, call->segments, chunks);
   void *fix_args[] = {
       (void *)&seg_start, (void *)&seg_end,  (void *)&c->S,    (void *)&c->D,
       (void *)&CH,        (void *)&partials, (void *)&out,     (void *)&call->out.stride,
       (void *)empty,      (void *)&per_warp, (void *)&fallback};
   const int64_t warps = (call->segments + per_warp - 1) / per_warp;
-  return (chunks > 0 ? seg_launch_after : seg_launch)(
+  return (chunks > 0 ? jitops__segment_launch_after : jitops__segment_launch)(
       c->k->fixup, (uint32_t)((warps * 32 + 255) / 256), 256, 0, c->stream, fix_args);
 }
 
@@ -169,15 +173,17 @@ static jitops_status run_atomic(const fwd_ctx *c) {
                          (void *)&c->id_stride, (void *)&c->N,
                          (void *)&c->S,         (void *)&codes,
                          (void *)&c->c64,       (void *)&c->c32};
-  JITOPS__TRY(seg_launch(c->k->atomic, p->atomic_blocks, 256, shared, c->stream, atomic_args));
+  JITOPS__TRY(
+      jitops__segment_launch(c->k->atomic, p->atomic_blocks, 256, shared, c->stream, atomic_args));
 
   void *out = call->out.ptr;
   const void *fill = c->empty;
   void *fin_args[] = {
       (void *)&codes, (void *)&c->S, (void *)&c->D, (void *)&out, (void *)&call->out.stride,
       (void *)fill};
-  return seg_launch(c->k->finalize, seg_grid(c->props, call->segments, p->layout.lanes, 32), 256, 0,
-                    c->stream, fin_args);
+  return jitops__segment_launch(c->k->finalize,
+                                jitops__segment_grid(c->props, call->segments, p->layout.lanes, 32),
+                                256, 0, c->stream, fin_args);
 }
 
 /* One memset for everything that starts zeroed (segment bounds, sort counters, look-back). */
@@ -206,11 +212,12 @@ static jitops_status run_buckets(const fwd_ctx *c) {
   void *count_args[] = {
       (void *)&c->ids, (void *)&c->id_stride, (void *)&c->N,   (void *)&c->S,   (void *)&P,
       (void *)&B,      (void *)&block_rows,   (void *)&matrix, (void *)&c->c64, (void *)&c->c32};
-  JITOPS__TRY(seg_launch(c->k->bucket_count, p->bucket_blocks, SEG_BUCKET_COUNTING_THREADS,
-                         per_bucket, c->stream, count_args));
+  JITOPS__TRY(jitops__segment_launch(c->k->bucket_count, p->bucket_blocks,
+                                     SEG_BUCKET_COUNTING_THREADS, per_bucket, c->stream,
+                                     count_args));
   void *offsets_args[] = {(void *)&matrix, (void *)&blocks, (void *)&B, (void *)&counts,
                           (void *)&done};
-  JITOPS__TRY(seg_launch_after(
+  JITOPS__TRY(jitops__segment_launch_after(
       c->k->bucket_offsets,
       (uint32_t)((B + SEG_BUCKET_OFFSETS_BUCKETS - 1) / SEG_BUCKET_OFFSETS_BUCKETS),
       SEG_BUCKET_THREADS, 0, c->stream, offsets_args));
@@ -231,9 +238,9 @@ static jitops_status run_buckets(const fwd_ctx *c) {
                           (void *)&out,
                           (void *)&call->out.stride,
                           (void *)&c->D};
-  JITOPS__TRY(seg_launch_after(c->k->bucket_scatter, p->bucket_blocks, SEG_BUCKET_COUNTING_THREADS,
-                               2 * per_bucket + (uint32_t)sizeof(int32_t), c->stream,
-                               scatter_args));
+  JITOPS__TRY(jitops__segment_launch_after(
+      c->k->bucket_scatter, p->bucket_blocks, SEG_BUCKET_COUNTING_THREADS,
+      2 * per_bucket + (uint32_t)sizeof(int32_t), c->stream, scatter_args));
 
   const void *data = call->data.ptr;
   const void *fill = c->empty;
@@ -242,8 +249,8 @@ static jitops_status run_buckets(const fwd_ctx *c) {
       (void *)&tiles, (void *)&tile_count,        (void *)&P,    (void *)&c->S,
       (void *)&out,   (void *)&call->out.stride,  (void *)fill,  (void *)&done};
   const uint32_t table_bytes = (uint32_t)((size_t)P * (size_t)call->cols * p->code_size);
-  return seg_launch_after(c->k->bucket_extreme, (uint32_t)p->bucket_tiles_max, SEG_BUCKET_THREADS,
-                          table_bytes, c->stream, reduce_args);
+  return jitops__segment_launch_after(c->k->bucket_extreme, (uint32_t)p->bucket_tiles_max,
+                                      SEG_BUCKET_THREADS, table_bytes, c->stream, reduce_args);
 }
 
 /* Per-tile sorts and sums into the tiles x S table, then each segment's tiles in order. */
@@ -260,13 +267,13 @@ static jitops_status run_tiles(const fwd_ctx *c) {
                       (void *)&passes, (void *)&bits,
                       (void *)&sums,   (void *)&counts,
                       (void *)&c->c64, (void *)&c->c32};
-  JITOPS__TRY(
-      seg_launch(c->k->tile_sums, (uint32_t)tiles, SEG_SORT_THREADS, 0, c->stream, sum_args));
+  JITOPS__TRY(jitops__segment_launch(c->k->tile_sums, (uint32_t)tiles, SEG_SORT_THREADS, 0,
+                                     c->stream, sum_args));
   void *out = call->out.ptr;
   void *combine_args[] = {(void *)&sums, (void *)&counts, (void *)&tiles,
                           (void *)&c->S, (void *)&out,    (void *)&call->out.stride};
-  return seg_launch(c->k->tile_combine, (uint32_t)((call->segments + 31) / 32), 256, 0, c->stream,
-                    combine_args);
+  return jitops__segment_launch(c->k->tile_combine, (uint32_t)((call->segments + 31) / 32), 256, 0,
+                                c->stream, combine_args);
 }
 
 /* The digit path: the scatter into parts, the digit reduction, then the full sort, the
@@ -285,8 +292,9 @@ static jitops_status run_digit(const fwd_ctx *c) {
                           (void *)&c->S,   (void *)&part_log2,    (void *)&parts,
                           (void *)&fill,   (void *)&entries,      (void *)&fallback,
                           (void *)&c->c64, (void *)&c->c32};
-  JITOPS__TRY(seg_launch(c->k->digit_scatter, p->digit_scatter_blocks, SEG_DIGIT_SCATTER_THREADS,
-                         SEG_DIGIT_SCATTER_SHARED, c->stream, scatter_args));
+  JITOPS__TRY(jitops__segment_launch(c->k->digit_scatter, p->digit_scatter_blocks,
+                                     SEG_DIGIT_SCATTER_THREADS, SEG_DIGIT_SCATTER_SHARED, c->stream,
+                                     scatter_args));
   const void *data = call->data.ptr;
   void *out = call->out.ptr;
   void *args[] = {(void *)&data,      (void *)&call->data.stride,
@@ -295,12 +303,12 @@ static jitops_status run_digit(const fwd_ctx *c) {
                   (void *)&part_log2, (void *)&fallback,
                   (void *)&out,       (void *)&call->out.stride,
                   (void *)c->empty};
-  JITOPS__TRY(seg_launch_after(c->k->digit_reduce, p->digit_parts, SEG_DIGIT_THREADS,
-                               p->digit_shared, c->stream, args));
+  JITOPS__TRY(jitops__segment_launch_after(c->k->digit_reduce, p->digit_parts, SEG_DIGIT_THREADS,
+                                           p->digit_shared, c->stream, args));
   const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
   const int32_t *keys = NULL, *rows = NULL;
-  JITOPS__TRY(seg_run_radix_sort(p, &sk, c->scratch, c->ids, c->id_stride, NULL, 0, c->N, c->S,
-                                 c->stream, &keys, &rows));
+  JITOPS__TRY(jitops__segment_run_radix_sort(p, &sk, c->scratch, c->ids, c->id_stride, NULL, 0,
+                                             c->N, c->S, c->stream, &keys, &rows));
   return run_grouped(c, keys, rows, fallback);
 }
 
@@ -310,7 +318,7 @@ static jitops_status run_forward(fwd_ctx *c) {
   c->id_stride = call->id_stride;
   if (call->host_ids != NULL) {
     void *copy = c->scratch + c->plan->ids_copy;
-    JITOPS__TRY(seg_upload_host_ids(c->runtime, call, copy, c->stream));
+    JITOPS__TRY(jitops__segment_upload_host_ids(c->runtime, call, copy, c->stream));
     c->ids = copy;
     c->id_stride = 1;
   }
@@ -339,8 +347,9 @@ static jitops_status run_forward(fwd_ctx *c) {
     const int32_t *keys = NULL, *perm = NULL;
     if (call->rows > 0) {
       const seg_sort_kernels sk = {c->k->histogram, c->k->pass_first, c->k->pass};
-      JITOPS__TRY(seg_run_radix_sort(c->plan, &sk, c->scratch, c->ids, c->id_stride, call->data.ptr,
-                                     call->data.stride, c->N, c->S, c->stream, &keys, &perm));
+      JITOPS__TRY(jitops__segment_run_radix_sort(c->plan, &sk, c->scratch, c->ids, c->id_stride,
+                                                 call->data.ptr, call->data.stride, c->N, c->S,
+                                                 c->stream, &keys, &perm));
     }
     return run_grouped(c, keys, perm, NULL);
   }
@@ -357,16 +366,16 @@ jitops_status jitops_segment_reduce(jitops_runtime_t *runtime, jitops_segment_re
                                     const jitops_workspace *workspace, void *stream) {
   static const char fn[] = "jitops_segment_reduce";
   seg_call call;
-  JITOPS__TRY(seg_check_forward(fn, runtime, reduction, data, segment_ids, num_segments, out,
-                                options, &call));
-  JITOPS__TRY(seg_check_workspace(fn, workspace));
+  JITOPS__TRY(jitops__segment_check_forward(fn, runtime, reduction, data, segment_ids, num_segments,
+                                            out, options, &call));
+  JITOPS__TRY(jitops__segment_check_workspace(fn, workspace));
   fwd_ctx c;
   memset(&c, 0, sizeof c);
   seg_forward_plan plan;
   seg_forward_kernels kernels;
   c.props = jitops__runtime_props(runtime);
-  seg_plan_forward(c.props, &call, &plan);
-  JITOPS__TRY(seg_get_forward_kernels(runtime, &call, &plan, &kernels));
+  jitops__segment_plan_forward(c.props, &call, &plan);
+  JITOPS__TRY(jitops__segment_get_forward_kernels(runtime, &call, &plan, &kernels));
   if (plan.path == SEG_PATH_EMPTY && kernels.count_too_large == NULL)
     return JITOPS_SUCCESS;
   jitops__scratch scratch = {NULL, 0, false};
@@ -394,10 +403,10 @@ jitops_segment_reduce_workspace_size(jitops_runtime_t *runtime, jitops_segment_r
   if (bytes == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
   seg_call call;
-  JITOPS__TRY(seg_check_forward(fn, runtime, reduction, data, segment_ids, num_segments, out,
-                                options, &call));
+  JITOPS__TRY(jitops__segment_check_forward(fn, runtime, reduction, data, segment_ids, num_segments,
+                                            out, options, &call));
   seg_forward_plan plan;
-  seg_plan_forward(jitops__runtime_props(runtime), &call, &plan);
+  jitops__segment_plan_forward(jitops__runtime_props(runtime), &call, &plan);
   *bytes = plan.workspace_bytes;
   return JITOPS_SUCCESS;
 }

@@ -158,38 +158,39 @@ typedef struct seg_backward_plan {
 
 /* ---- segment_args.c ---------------------------------------------------------------------- */
 
-jitops_status seg_check_forward(const char *fn, jitops_runtime_t *runtime,
-                                jitops_segment_reduction reduction, const DLTensor *data,
-                                const DLTensor *segment_ids, int64_t num_segments,
-                                const DLTensor *out, const jitops_segment_options *options,
-                                seg_call *call);
+jitops_status jitops__segment_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                            jitops_segment_reduction reduction,
+                                            const DLTensor *data, const DLTensor *segment_ids,
+                                            int64_t num_segments, const DLTensor *out,
+                                            const jitops_segment_options *options, seg_call *call);
 
-jitops_status seg_check_backward(const char *fn, jitops_runtime_t *runtime,
-                                 jitops_segment_reduction reduction, const DLTensor *grad_out,
-                                 const DLTensor *data, const DLTensor *out,
-                                 const DLTensor *segment_ids, int64_t num_segments,
-                                 const DLTensor *grad_data, const jitops_segment_options *options,
-                                 seg_call *call);
+jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *runtime,
+                                             jitops_segment_reduction reduction,
+                                             const DLTensor *grad_out, const DLTensor *data,
+                                             const DLTensor *out, const DLTensor *segment_ids,
+                                             int64_t num_segments, const DLTensor *grad_data,
+                                             const jitops_segment_options *options, seg_call *call);
 
 /* A workspace is optional, but one with bytes must have a pointer. */
-jitops_status seg_check_workspace(const char *fn, const jitops_workspace *workspace);
+jitops_status jitops__segment_check_workspace(const char *fn, const jitops_workspace *workspace);
 
 /* Copies host ids (call->host_ids) to `device_copy` on `stream`, compacted. */
-jitops_status seg_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
-                                  void *device_copy, void *stream);
+jitops_status jitops__segment_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
+                                              void *device_copy, void *stream);
 
 /* ---- segment_plan.c ---------------------------------------------------------------------- */
 
-seg_layout seg_choose_layout(int64_t cols, int vec_max);
-void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
-                      seg_forward_plan *plan);
-void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
-                       seg_backward_plan *plan);
+seg_layout jitops__segment_choose_layout(int64_t cols, int vec_max);
+void jitops__segment_plan_forward(const jitops__device_props *props, const seg_call *call,
+                                  seg_forward_plan *plan);
+void jitops__segment_plan_backward(const jitops__device_props *props, const seg_call *call,
+                                   seg_backward_plan *plan);
 /* A grid of `blocks` for `work` groups of `lanes` lanes, 256 threads a block, capped at
  * `per_sm` blocks per SM (grid-stride loops cover the rest). */
-uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, int per_sm);
+uint32_t jitops__segment_grid(const jitops__device_props *props, int64_t work, int lanes,
+                              int per_sm);
 /* How many consecutive segments (<= 32, or 128) one warp of segment_reduce_fixup looks after. */
-int seg_fixup_segments_per_warp(int lanes, int64_t segments, int64_t chunks);
+int jitops__segment_fixup_segments_per_warp(int lanes, int64_t segments, int64_t chunks);
 
 /* ---- segment_kernels.c ------------------------------------------------------------------- */
 
@@ -210,10 +211,12 @@ typedef struct seg_backward_kernels {
   jitops_kernel_t *histogram, *pass_first, *pass, *runs_mark, *runs_fix; /* max, min by runs */
 } seg_backward_kernels;
 
-jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
-                                      const seg_forward_plan *plan, seg_forward_kernels *out);
-jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
-                                       const seg_backward_plan *plan, seg_backward_kernels *out);
+jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                                  const seg_forward_plan *plan,
+                                                  seg_forward_kernels *out);
+jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                                   const seg_backward_plan *plan,
+                                                   seg_backward_kernels *out);
 
 /* The radix sort's kernels: the digit histogram, the first pass and the later passes. */
 typedef struct seg_sort_kernels {
@@ -226,16 +229,20 @@ typedef struct seg_sort_kernels {
  * before); `data` is read only when the plan carries values. Returns the sorted keys and rows
  * (or values). On the digit path every kernel follows the digit reduction and runs only when
  * the fallback flag is up. */
-jitops_status seg_run_radix_sort(const seg_forward_plan *plan, const seg_sort_kernels *k,
-                                 char *scratch, const void *ids, int64_t id_stride,
-                                 const void *data, int64_t data_stride, int32_t N, int32_t S,
-                                 void *stream, const int32_t **keys, const int32_t **vals);
+jitops_status jitops__segment_run_radix_sort(const seg_forward_plan *plan,
+                                             const seg_sort_kernels *k, char *scratch,
+                                             const void *ids, int64_t id_stride, const void *data,
+                                             int64_t data_stride, int32_t N, int32_t S,
+                                             void *stream, const int32_t **keys,
+                                             const int32_t **vals);
 
 /* jitops__launch of a 1-D grid, and jitops__launch_after of one (for a kernel that calls
  * wait_for_previous_grid first and follows another kernel). */
-jitops_status seg_launch(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
-                         uint32_t shared_bytes, void *stream, void **args);
-jitops_status seg_launch_after(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
-                               uint32_t shared_bytes, void *stream, void **args);
+jitops_status jitops__segment_launch(const jitops_kernel_t *kernel, uint32_t blocks,
+                                     uint32_t threads, uint32_t shared_bytes, void *stream,
+                                     void **args);
+jitops_status jitops__segment_launch_after(const jitops_kernel_t *kernel, uint32_t blocks,
+                                           uint32_t threads, uint32_t shared_bytes, void *stream,
+                                           void **args);
 
 #endif

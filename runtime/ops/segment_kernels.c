@@ -76,8 +76,9 @@ static jitops_status get_digit(jitops_runtime_t *rt, const seg_call *call, const
   return get_grouped(rt, call, plan, "int", false, k);
 }
 
-jitops_status seg_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
-                                      const seg_forward_plan *plan, seg_forward_kernels *out) {
+jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                                  const seg_forward_plan *plan,
+                                                  seg_forward_kernels *out) {
   memset(out, 0, sizeof *out);
   const char *T = jitops__dtype_cname(call->dtype);
   const char *I = jitops__dtype_cname(call->id_dtype);
@@ -144,8 +145,9 @@ static jitops_status get_backward_runs(jitops_runtime_t *rt, const seg_call *cal
              tf(call->first_occurrence));
 }
 
-jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
-                                       const seg_backward_plan *plan, seg_backward_kernels *out) {
+jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
+                                                   const seg_backward_plan *plan,
+                                                   seg_backward_kernels *out) {
   memset(out, 0, sizeof *out);
   if (call->rows == 0 || call->cols == 0)
     return JITOPS_SUCCESS;
@@ -180,12 +182,14 @@ jitops_status seg_get_backward_kernels(jitops_runtime_t *runtime, const seg_call
   return jitops__fail(JITOPS_ERR_INTERNAL, "%s: unknown reduction %d", call->fn, op);
 }
 
-jitops_status seg_launch(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
-                         uint32_t shared_bytes, void *stream, void **args) {
+jitops_status jitops__segment_launch(const jitops_kernel_t *kernel, uint32_t blocks,
+                                     uint32_t threads, uint32_t shared_bytes, void *stream,
+                                     void **args) {
   return jitops__launch(kernel, blocks, 1, 1, threads, 1, 1, shared_bytes, stream, args);
 }
 
-jitops_status seg_launch_after(const jitops_kernel_t *kernel, uint32_t blocks, uint32_t threads,
-                               uint32_t shared_bytes, void *stream, void **args) {
+jitops_status jitops__segment_launch_after(const jitops_kernel_t *kernel, uint32_t blocks,
+                                           uint32_t threads, uint32_t shared_bytes, void *stream,
+                                           void **args) {
   return jitops__launch_after(kernel, blocks, 1, 1, threads, 1, 1, shared_bytes, stream, args);
 }

@@ -113,10 +113,10 @@ static int pow2_at_least(int64_t v) {
 }
 
 static size_t acc_size(jitops__dtype dtype) {
-  return dtype == JITOPS__DTYPE_F64 ? 8 : 4;
+  return jitops__dtype_size(jitops__dtype_accumulator(dtype));
 }
 
-seg_layout seg_choose_layout(int64_t cols, int vec_max) {
+seg_layout jitops__segment_choose_layout(int64_t cols, int vec_max) {
   seg_layout l = {1, 1, 1};
   int vec = vec_max > 0 ? vec_max : 1;
   while (vec > 1 && cols % vec != 0)
@@ -143,7 +143,7 @@ seg_layout seg_choose_layout(int64_t cols, int vec_max) {
   return l;
 }
 
-int seg_fixup_segments_per_warp(int lanes, int64_t segments, int64_t chunks) {
+int jitops__segment_fixup_segments_per_warp(int lanes, int64_t segments, int64_t chunks) {
   /* At most one segment a chunk crosses into the next; with many more segments than that the
    * fixup's segments are sparse (crossing ones and long gaps: the reduction writes short gaps),
    * and its warps mostly read bounds: a warp looks at 128, 32 at a time (FIXUP_ROUNDS). Not
@@ -155,7 +155,8 @@ int seg_fixup_segments_per_warp(int lanes, int64_t segments, int64_t chunks) {
   return groups * 4 < 32 ? groups * 4 : 32;
 }
 
-uint32_t seg_grid(const jitops__device_props *props, int64_t work, int lanes, int per_sm) {
+uint32_t jitops__segment_grid(const jitops__device_props *props, int64_t work, int lanes,
+                              int per_sm) {
   int64_t blocks = (work * lanes + 255) / 256;
   const int64_t cap = sm_count(props) * per_sm;
   if (blocks > cap)
@@ -229,9 +230,9 @@ static void plan_atomic(const jitops__device_props *props, const seg_call *call,
   plan->codes = take(cursor, (size_t)(call->segments * call->cols) * plan->code_size);
   plan->atomic_shared = shared_atomics(props, call, &plan->atomic_blocks);
   if (!plan->atomic_shared)
-    plan->atomic_blocks =
-        seg_grid(props, (call->rows + SEG_ATOMIC_ROWS_IN_FLIGHT - 1) / SEG_ATOMIC_ROWS_IN_FLIGHT,
-                 plan->layout.lanes, 32);
+    plan->atomic_blocks = jitops__segment_grid(
+        props, (call->rows + SEG_ATOMIC_ROWS_IN_FLIGHT - 1) / SEG_ATOMIC_ROWS_IN_FLIGHT,
+        plan->layout.lanes, 32);
 }
 
 /* The radix sort's tiles, its histogram grid, and its scratch that starts zeroed: the digit
@@ -461,10 +462,10 @@ static int64_t reduce_threads_per_sm(const seg_call *call, const seg_layout *lay
   return narrow ? SEG_REDUCE_NARROW_THREADS_PER_SM : SEG_THREADS_PER_SM;
 }
 
-void seg_plan_forward(const jitops__device_props *props, const seg_call *call,
-                      seg_forward_plan *plan) {
+void jitops__segment_plan_forward(const jitops__device_props *props, const seg_call *call,
+                                  seg_forward_plan *plan) {
   memset(plan, 0, sizeof *plan);
-  plan->layout = seg_choose_layout(call->cols, call->vec_max);
+  plan->layout = jitops__segment_choose_layout(call->cols, call->vec_max);
   size_t cursor = 0;
   if (call->host_ids != NULL)
     plan->ids_copy = take(&cursor, (size_t)call->rows * jitops__dtype_size(call->id_dtype));
@@ -515,10 +516,10 @@ static void plan_backward_runs(const jitops__device_props *props, const seg_call
                                      sizeof(uint32_t));
 }
 
-void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
-                       seg_backward_plan *plan) {
+void jitops__segment_plan_backward(const jitops__device_props *props, const seg_call *call,
+                                   seg_backward_plan *plan) {
   memset(plan, 0, sizeof *plan);
-  plan->layout = seg_choose_layout(call->cols, call->vec_max);
+  plan->layout = jitops__segment_choose_layout(call->cols, call->vec_max);
   /* Rows whose accesses all fit in one lane group: several rows at a time (matches BATCH). */
   plan->rows_in_flight =
       call->cols / plan->layout.vec <= plan->layout.lanes ? SEG_BACKWARD_BATCH : 1;
@@ -542,7 +543,7 @@ void seg_plan_backward(const jitops__device_props *props, const seg_call *call,
       plan->count_shared = table <= SEG_SHARED_TABLE_BYTES && useful >= sm_count(props);
       const int64_t most = sm_count(props) * 4;
       plan->count_blocks = plan->count_shared ? (uint32_t)(useful < most ? useful : most)
-                                              : seg_grid(props, call->rows, 1, 16);
+                                              : jitops__segment_grid(props, call->rows, 1, 16);
     }
     break;
   case JITOPS_SEGMENT_MAX:

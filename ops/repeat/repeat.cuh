@@ -14,6 +14,7 @@
 //        (MODE 1), which bwd_finish adds in order: deterministic either way.
 #pragma once
 #include "jitops/common.cuh"
+#include "jitops/repeat_abi.h"
 
 namespace jitops {
 namespace repeat {
@@ -43,24 +44,17 @@ template <bool WIDE> __device__ __forceinline__ i64 rem_of(i64 a, i64 b) {
   return WIDE ? a % b : (i64)((unsigned)a % (unsigned)b);
 }
 
-template <int NB> struct FwdGeom {
-  const char *x;
-  char *y;
-  i64 rows;       // product of the output's outer dimensions
-  i64 width;      // the output's innermost dimension
-  i64 in_w;       // the input's innermost dimension (width = in_w × its repeat count)
-  i64 xs_w, ys_w; // innermost strides, in elements
-  i64 tc;         // threads per row, a power of two dividing 256
-  i64 col_blocks; // blocks along one row
-  i64 in_step;    // (tc · VEC) mod in_w: how far a thread's input column moves per vector
-  i64 oshape[NB > 0 ? NB : 1], ishape[NB > 0 ? NB : 1];
-  i64 xs[NB > 0 ? NB : 1], ys[NB > 0 ? NB : 1];
-};
+// The arguments (jitops/repeat_abi.h): fwd's geometry over NB outer dimensions, and bwd's
+// over D dimensions of dx.
+typedef ::jitops__repeat_fwd_args FwdGeom;
+typedef ::jitops__repeat_bwd_args BwdGeom;
 
-constexpr int THREADS = 256, UNROLL = 4; // UNROLL: column vectors per thread (fwd)
+// UNROLL: column vectors per thread (fwd).
+constexpr int THREADS = JITOPS__REPEAT_THREADS, UNROLL = JITOPS__REPEAT_UNROLL;
 
 template <class U, int NB, int VEC, bool WIDE>
-__global__ void __launch_bounds__(THREADS) fwd(const FwdGeom<NB> g) {
+__global__ void __launch_bounds__(THREADS) fwd(const FwdGeom g) {
+  static_assert(NB >= 0 && NB < JITOPS__REPEAT_MAX_RANK, "more dimensions than the arguments hold");
   typedef Bits<(int)sizeof(U) * VEC> V;
   const int tc = (int)g.tc, tr = THREADS / tc;
   const i64 cb = rem_of<WIDE>(blockIdx.x, g.col_blocks),
@@ -113,23 +107,9 @@ __global__ void __launch_bounds__(THREADS) fwd(const FwdGeom<NB> g) {
       put((V *)(yv + u * ystep), v[u]);
 }
 
-template <int D> struct BwdGeom {
-  const char *dy;
-  char *dx;
-  char *partial; // MODE 1: splits × n × VEC sums in acc_t<T>
-  i64 n;         // dx elements / VEC
-  i64 combos;    // number of copies: the product of rep
-  i64 split_len; // copies per blockIdx.y
-  i64 ishape[D]; // dx's (collapsed) shape
-  i64 rep[D];    // repeat counts
-  i64 dxs[D];    // dx strides
-  i64 dys[D];    // dy strides
-  i64 rstep[D];  // dy offset between copies along d: ishape[d] × dys[d]
-};
-
 // Offsets of element e (row-major over ishape) in dx and in dy's first copy.
 template <int D, bool WIDE>
-__device__ __forceinline__ void bwd_offsets(const BwdGeom<D> &g, i64 e, i64 &dxo, i64 &dyo) {
+__device__ __forceinline__ void bwd_offsets(const BwdGeom &g, i64 e, i64 &dxo, i64 &dyo) {
   dxo = 0;
   dyo = 0;
 #pragma unroll
@@ -144,8 +124,7 @@ __device__ __forceinline__ void bwd_offsets(const BwdGeom<D> &g, i64 e, i64 &dxo
 
 // The next copy in odometer order (innermost dimension fastest). No early exit, so the loop
 // unrolls and the geometry stays in parameter space instead of a local copy.
-template <int D>
-__device__ __forceinline__ void next_copy(const BwdGeom<D> &g, i64 (&r)[D], i64 &o) {
+template <int D> __device__ __forceinline__ void next_copy(const BwdGeom &g, i64 (&r)[D], i64 &o) {
   bool carry = true;
 #pragma unroll
   for (int d = D - 1; d >= 0; --d) {
@@ -176,7 +155,8 @@ template <class T, int VEC> __device__ __forceinline__ Loaded<T, VEC> read(const
 }
 
 template <class T, int D, int VEC, int MODE, bool WIDE>
-__global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
+__global__ void __launch_bounds__(THREADS) bwd(const BwdGeom g) {
+  static_assert(D >= 1 && D <= JITOPS__REPEAT_MAX_RANK, "more dimensions than the arguments hold");
   typedef acc_t<T> A;
   typedef Bits<(int)sizeof(T) * VEC> V;
   const i64 v = (i64)blockIdx.x * THREADS + threadIdx.x;
@@ -245,9 +225,10 @@ __global__ void __launch_bounds__(THREADS) bwd(const BwdGeom<D> g) {
   }
 }
 
-// Adds the partial sums of every split, in split order.
+// Adds the partial sums of every split (g.splits of them), in split order.
 template <class T, int D, int VEC, bool WIDE>
-__global__ void __launch_bounds__(THREADS) bwd_finish(const BwdGeom<D> g, const i64 splits) {
+__global__ void __launch_bounds__(THREADS) bwd_finish(const BwdGeom g) {
+  static_assert(D >= 1 && D <= JITOPS__REPEAT_MAX_RANK, "more dimensions than the arguments hold");
   typedef acc_t<T> A;
   const i64 v = (i64)blockIdx.x * THREADS + threadIdx.x;
   if (v >= g.n)
@@ -259,7 +240,7 @@ __global__ void __launch_bounds__(THREADS) bwd_finish(const BwdGeom<D> g, const 
   for (int j = 0; j < VEC; ++j)
     sum[j] = A(0);
   const A *p = (const A *)g.partial + v * VEC;
-  for (i64 s = 0; s < splits; ++s)
+  for (i64 s = 0; s < g.splits; ++s)
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
       sum[j] += p[s * g.n * VEC + j];

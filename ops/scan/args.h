@@ -1,12 +1,12 @@
 /* Argument validation of the scan entry points, and what a valid call hands the kernel: the
  * kernel op, its tensors in template order (inputs, then outputs), and the kernel's direction
  * (a backward scan runs against its forward). All of it on the host, before any GPU work. */
-#ifndef JITOPS_RUNTIME_OPS_SCAN_ARGS_H
-#define JITOPS_RUNTIME_OPS_SCAN_ARGS_H
+#ifndef JITOPS_OPS_SCAN_ARGS_H
+#define JITOPS_OPS_SCAN_ARGS_H
 
 #include "jitops/scan.h"
+#include "ops/scan/plan.h"
 #include "runtime/op_support.h"
-#include "runtime/ops/scan_plan.h"
 
 typedef struct jitops__scan_call {
   jitops__scan_kop kop;

@@ -1,8 +1,8 @@
 /* Error reporting inside the library: every failure goes through jitops__fail, which stores
  * the message in the calling thread's buffer (jitops_last_error) and returns the status, so
  * that a check reads `return jitops__fail(JITOPS_ERR_..., "fn: arg ...")`. */
-#ifndef JITOPS_RUNTIME_ERROR_H
-#define JITOPS_RUNTIME_ERROR_H
+#ifndef JITOPS_COMMON_ERROR_H
+#define JITOPS_COMMON_ERROR_H
 
 #include "jitops/jitops.h"
 

@@ -1,9 +1,9 @@
 /* The library's only output: JITOPS_LOG=error|warn|info|debug sends log lines to stderr.
  * Unset, nothing is ever printed. Compile times are logged at info, cache decisions at debug. */
-#ifndef JITOPS_RUNTIME_LOG_H
-#define JITOPS_RUNTIME_LOG_H
+#ifndef JITOPS_COMMON_LOG_H
+#define JITOPS_COMMON_LOG_H
 
-#include "runtime/error.h"
+#include "common/error.h"
 
 typedef enum jitops__log_level {
   JITOPS__LOG_OFF = 0,

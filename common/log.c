@@ -1,5 +1,5 @@
 /* JITOPS_LOG: the library's only output, to stderr, off unless the variable asks for it. */
-#include "runtime/log.h"
+#include "common/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -32,8 +32,11 @@ jitops__log_level jitops__log_threshold(void) {
   return threshold;
 }
 
+/* Writes one line at `level` when the threshold lets it through. */
 static void vlog(jitops__log_level level, const char *fmt, va_list ap) {
   static const char *const tags[] = {"", "error", "warn", "info", "debug"};
+  if (level > jitops__log_threshold())
+    return;
   char line[2048];
   vsnprintf(line, sizeof line, fmt, ap);
   /* One fprintf per line keeps lines from different threads whole. */
@@ -41,8 +44,6 @@ static void vlog(jitops__log_level level, const char *fmt, va_list ap) {
 }
 
 void jitops__log(jitops__log_level level, const char *fmt, ...) {
-  if (level > jitops__log_threshold())
-    return;
   va_list ap;
   va_start(ap, fmt);
   vlog(level, fmt, ap);
@@ -51,8 +52,6 @@ void jitops__log(jitops__log_level level, const char *fmt, ...) {
 
 void jitops__warn_once(int *once, const char *fmt, ...) {
   if (__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
-    return;
-  if (JITOPS__LOG_WARN > jitops__log_threshold())
     return;
   va_list ap;
   va_start(ap, fmt);

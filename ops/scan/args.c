@@ -1,8 +1,6 @@
-#include "runtime/ops/scan_args.h"
+#include "ops/scan/args.h"
 
 #include <stdio.h>
-
-#include "runtime/ops/scan_layout.h"
 
 static const char *const op_names[] = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"};
 
@@ -21,7 +19,7 @@ static jitops_status check_lead(const char *fn, const char *arg, const DLTensor 
   if (t->ndim == 0)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s has rank 0; scans take rank 1 to 8", fn,
                         arg);
-  return jitops__scan_layout_numel(fn, arg, t);
+  return jitops__check_numel(fn, arg, t);
 }
 
 static jitops_status check_axis(const char *fn, int axis, int ndim, int *out) {
@@ -41,8 +39,8 @@ static jitops_status check_peer(const char *fn, const char *arg, const DLTensor 
   if (!jitops__same_shape(t, lead)) {
     char a[160], b[160];
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s has shape %s but %s has %s", fn, arg,
-                        jitops__scan_layout_dims(t->shape, t->ndim, a, sizeof a), lead_arg,
-                        jitops__scan_layout_dims(lead->shape, lead->ndim, b, sizeof b));
+                        jitops__shape_text(t->shape, t->ndim, a, sizeof a), lead_arg,
+                        jitops__shape_text(lead->shape, lead->ndim, b, sizeof b));
   }
   const jitops__dtype got = jitops__dtype_of(t->dtype);
   if (got != want)
@@ -54,11 +52,21 @@ static jitops_status check_peer(const char *fn, const char *arg, const DLTensor 
 }
 
 static jitops_status check_layout(const char *fn, const char *arg, const DLTensor *t, int output) {
-  JITOPS__TRY(
-      jitops__scan_layout_aligned(fn, arg, t, jitops__dtype_size(jitops__dtype_of(t->dtype))));
+  JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   if (output)
-    JITOPS__TRY(jitops__scan_layout_no_overlap(fn, arg, t));
+    JITOPS__TRY(jitops__check_no_self_overlap(fn, arg, t));
   return JITOPS_SUCCESS;
+}
+
+/* What both directions check first: the runtime, the op, the tensor that sets the shape
+ * (x or dy, named lead_arg) and the axis. */
+static jitops_status check_call(const char *fn, const jitops_runtime_t *runtime, jitops_scan_op op,
+                                const char *lead_arg, const DLTensor *lead, int axis,
+                                jitops__scan_call *call) {
+  JITOPS__REQUIRE_NONNULL(fn, runtime); /* names "runtime" in the message */
+  JITOPS__TRY(check_op(fn, op));
+  JITOPS__TRY(check_lead(fn, lead_arg, lead, runtime));
+  return check_axis(fn, axis, lead->ndim, &call->axis);
 }
 
 static const jitops__scan_kop forward_kops[] = {JITOPS__SCAN_K_CUMSUM, JITOPS__SCAN_K_CUMPROD,
@@ -69,11 +77,8 @@ jitops_status jitops__scan_check_forward(const char *fn, jitops_runtime_t *runti
                                          jitops_scan_op op, const DLTensor *x, int axis,
                                          int reverse, const DLTensor *y, const DLTensor *indices,
                                          jitops__scan_call *call) {
-  JITOPS__REQUIRE_NONNULL(fn, runtime);
   const jitops_runtime_t *rt = runtime;
-  JITOPS__TRY(check_op(fn, op));
-  JITOPS__TRY(check_lead(fn, "x", x, rt));
-  JITOPS__TRY(check_axis(fn, axis, x->ndim, &call->axis));
+  JITOPS__TRY(check_call(fn, rt, op, "x", x, axis, call));
   call->kop = forward_kops[op];
   call->dtype = jitops__dtype_of(x->dtype);
   if (!jitops__scan_kop_takes(call->kop, call->dtype))
@@ -126,11 +131,8 @@ jitops_status jitops__scan_check_backward(const char *fn, jitops_runtime_t *runt
                                           const DLTensor *y, const DLTensor *indices, int axis,
                                           int reverse, const DLTensor *dx,
                                           jitops__scan_call *call) {
-  JITOPS__REQUIRE_NONNULL(fn, runtime);
   const jitops_runtime_t *rt = runtime;
-  JITOPS__TRY(check_op(fn, op));
-  JITOPS__TRY(check_lead(fn, "dy", dy, rt));
-  JITOPS__TRY(check_axis(fn, axis, dy->ndim, &call->axis));
+  JITOPS__TRY(check_call(fn, rt, op, "dy", dy, axis, call));
   call->dtype = jitops__dtype_of(dy->dtype);
   if (!jitops__scan_kop_takes(JITOPS__SCAN_K_LCSE, call->dtype))
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE,

@@ -15,20 +15,15 @@
 // cheaper than the sequentially consistent __threadfence().
 #pragma once
 #include "jitops/common.cuh"
+#include "jitops/scan_abi.h"
 
 namespace jitops {
 namespace scan {
 
-// The scratch area, laid out by the host: a ticket counter, one flag per (tile, chain), and
-// the aggregate and inclusive state arrays, all indexed tile * chains + chain. The host zeroes
-// the ticket and the flags before the launch.
-struct Scratch {
-  unsigned *ticket;
-  unsigned *flags;
-  char *agg;
-  char *inc;
-  i64 chains;
-};
+// The scratch area, laid out by the host (jitops/scan_abi.h): a ticket counter, one flag per
+// (tile, chain), and the aggregate and inclusive state arrays, all indexed tile * chains +
+// chain.
+typedef ::jitops__scan_scratch Scratch;
 
 enum : unsigned { FLAG_NONE = 0, FLAG_AGGREGATE = 1, FLAG_INCLUSIVE = 2 };
 

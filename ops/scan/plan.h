@@ -1,16 +1,20 @@
 /* Planning a scan launch: collapse the tensors to a scan axis plus batch dimensions, choose
  * the kernel (rows or cols, with or without look-back), and spell its name expression. Pure
  * host logic, no GPU: the catalogue and the CPU tests use it too. */
-#ifndef JITOPS_RUNTIME_OPS_SCAN_PLAN_H
-#define JITOPS_RUNTIME_OPS_SCAN_PLAN_H
+#ifndef JITOPS_OPS_SCAN_PLAN_H
+#define JITOPS_OPS_SCAN_PLAN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/scan/scan_abi.h"
 #include "runtime/op_support.h"
 
-/* The kernel-level operations (policies in templates/scan_ops.cuh). A cumsum backward is a
- * cumsum running the other way. */
+/* The source every scan kernel comes from. */
+#define JITOPS__SCAN_SOURCE "jitops/scan.cuh"
+
+/* The kernel-level operations (policies in scan_ops.cuh). A cumsum backward is a cumsum
+ * running the other way. */
 typedef enum jitops__scan_kop {
   JITOPS__SCAN_K_CUMSUM = 0,
   JITOPS__SCAN_K_CUMPROD,
@@ -22,22 +26,6 @@ typedef enum jitops__scan_kop {
   JITOPS__SCAN_K_LCSE_BWD,
   JITOPS__SCAN_K_COUNT
 } jitops__scan_kop;
-
-enum { JITOPS__SCAN_MAX_TENSORS = 4, JITOPS__SCAN_MAX_BATCH = 7 };
-
-/* The collapsed problem: `chains` independent scans of length `len`. Tensor k's element at
- * batch coordinate b and axis position m is ptr[k] + Σ b_d·bstride[k][d] + m·astride[k]. */
-typedef struct jitops__scan_geom {
-  int ntens;
-  char *ptr[JITOPS__SCAN_MAX_TENSORS];
-  int64_t len;
-  int64_t astride[JITOPS__SCAN_MAX_TENSORS];
-  int64_t chains;
-  int nb;
-  int64_t bshape[JITOPS__SCAN_MAX_BATCH];
-  int64_t bstride[JITOPS__SCAN_MAX_TENSORS][JITOPS__SCAN_MAX_BATCH];
-  int reverse;
-} jitops__scan_geom;
 
 typedef enum jitops__scan_kind { JITOPS__SCAN_ROWS = 0, JITOPS__SCAN_COLS = 1 } jitops__scan_kind;
 
@@ -53,7 +41,7 @@ typedef struct jitops__scan_plan {
   size_t state_bytes;    /* sizeof(Op::State) */
   size_t scratch_bytes;
   size_t zero_words; /* 32-bit words at the start of the scratch to zero: ticket and flags */
-  size_t agg_offset, inc_offset;
+  size_t flags_offset, agg_offset, inc_offset;
   char name[256]; /* the kernel's name expression */
 } jitops__scan_plan;
 
@@ -63,9 +51,10 @@ int jitops__scan_kop_tensors(jitops__scan_kop kop);
 /* Whether the kernel op takes `dtype` (cumsum and cumprod take ints). */
 int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype);
 
-/* Collapses `tensors` (ntens of them, all of one shape) around `axis`: batch dimensions of
- * size 1 go, the rest are ordered by decreasing stride (so lanes run along the unit stride)
- * and merge where every tensor is contiguous across them. */
+/* Collapses `tensors` (ntens of them, all of one shape) around `axis` into the kernels'
+ * geometry (jitops/scan_abi.h): batch dimensions of size 1 go, the rest are ordered by
+ * decreasing stride (so lanes run along the unit stride) and merge where every tensor is
+ * contiguous across them. */
 void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *const *tensors,
                              int axis, int reverse);
 
@@ -77,8 +66,5 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, ji
 /* The name expression of one specialization (what the plan and the catalogue compile). */
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
                               int nb, int lookback, char *buf, size_t size);
-
-/* Packs the geometry as the template's Geom<NT, NB> (8-byte words); returns the word count. */
-size_t jitops__scan_geom_pack(const jitops__scan_geom *g, int64_t *words, size_t capacity);
 
 #endif

@@ -1,4 +1,4 @@
-#include "runtime/ops/scan_plan.h"
+#include "ops/scan/plan.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,17 +12,19 @@ enum { ROWS_MIN_LEN = 128 };
 enum { CHAINS_PER_SM = 16, STRIPS_PER_SM = 16 };
 /* ... provided the axis is long enough to be worth the scratch and its zeroing. */
 enum { COLS_MIN_TILES = 4 };
-/* Static shared memory a rows block may stage through (under the 48 KiB static limit), and
- * the dynamic shared memory of one of a cols block's two tile buffers. */
-enum { ROWS_STAGE_BUDGET = 40960, COLS_TILE_BUDGET = 32768 };
+/* The dynamic shared memory of one of a cols block's tile buffers. */
+enum { COLS_TILE_BUDGET = 32768 };
 /* Tile buffers of a cols block: the loads of stages - 1 tiles fly while one is scanned. A block
  * that walks a strip's whole axis keeps two tiles in flight (three buffers, measured best); the
  * persistent look-back blocks do better with two buffers and more blocks per SM. */
 enum { COLS_STAGES_WALK = 3, COLS_STAGES_LOOKBACK = 2 };
-/* Shared memory per SM (sm_90: 228 KiB, of which the driver keeps 1 KiB per block), to size
- * the persistent cols grid. A smaller GPU just runs fewer of those blocks at once. */
-enum { SM_SHARED = 233472, BLOCK_RESERVED_SHARED = 1024, COLS_MAX_BLOCKS_PER_SM = 8 };
-enum { COLS_BX = 32, COLS_BY = 8, ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
+/* The persistent cols grid is sized by the shared memory per SM (JITOPS__SCAN_SM_SHARED): a
+ * smaller GPU just runs fewer of those blocks at once. */
+enum { COLS_MAX_BLOCKS_PER_SM = 8 };
+enum { COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY };
+enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
+/* The look-back scratch starts with a 16-byte slot for the ticket, then the flags. */
+enum { TICKET_BYTES = 16 };
 #define GRID_MAX 2147483647ll
 
 static const char *const kop_templates[JITOPS__SCAN_K_COUNT] = {
@@ -44,22 +46,15 @@ int jitops__scan_kop_tensors(jitops__scan_kop kop) {
 }
 
 int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype) {
-  const int is_float = dtype == JITOPS__DTYPE_F32 || dtype == JITOPS__DTYPE_F64 ||
-                       dtype == JITOPS__DTYPE_F16 || dtype == JITOPS__DTYPE_BF16;
-  const int is_int = dtype == JITOPS__DTYPE_I32 || dtype == JITOPS__DTYPE_I64;
   if (kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD)
-    return is_float || is_int;
-  return is_float;
+    return jitops__dtype_is_float(dtype) || jitops__dtype_is_int(dtype);
+  return jitops__dtype_is_float(dtype);
 }
 
-/* Bytes of the accumulation type: half types accumulate in f32. */
-static size_t acc_bytes(jitops__dtype dtype) {
-  return dtype == JITOPS__DTYPE_F64 || dtype == JITOPS__DTYPE_I64 ? 8 : 4;
-}
-
-/* sizeof(Op::State) in templates/scan_ops.cuh; the kernels static_assert that it agrees. */
+/* sizeof(Op::State) in scan_ops.cuh; it travels in the name expression (SBYTES), and the
+ * kernels static_assert that it agrees. */
 static size_t state_bytes(jitops__scan_kop kop, jitops__dtype dtype) {
-  const size_t a = acc_bytes(dtype);
+  const size_t a = jitops__dtype_size(jitops__dtype_accumulator(dtype));
   switch (kop) {
   case JITOPS__SCAN_K_CUMMAX:
   case JITOPS__SCAN_K_CUMMIN:
@@ -121,8 +116,9 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int warps) {
   io_bytes(kop, dtype, &in, &out);
   const int regs = input_registers(kop, dtype);
   int items = 16;
-  while (items > 4 && (regs * items > 32 ||
-                       (size_t)33 * (size_t)items * (in + out) * (size_t)warps > ROWS_STAGE_BUDGET))
+  while (items > 4 &&
+         (regs * items > 32 ||
+          (size_t)33 * (size_t)items * (in + out) * (size_t)warps > JITOPS__SCAN_ROWS_STAGE_BUDGET))
     items /= 2;
   return items;
 }
@@ -151,8 +147,9 @@ static size_t cols_shared_bytes(jitops__scan_kop kop, jitops__dtype dtype, int s
 static int64_t cols_blocks_per_sm(jitops__scan_kop kop, jitops__dtype dtype, int stages) {
   const size_t sb = state_bytes(kop, dtype);
   const size_t stat = (size_t)COLS_BY * COLS_BX * sb + COLS_BX * (sb + 8) + 16;
-  const size_t block = cols_shared_bytes(kop, dtype, stages) + stat + BLOCK_RESERVED_SHARED;
-  const int64_t n = (int64_t)(SM_SHARED / block);
+  const size_t block =
+      cols_shared_bytes(kop, dtype, stages) + stat + JITOPS__SCAN_BLOCK_RESERVED_SHARED;
+  const int64_t n = (int64_t)(JITOPS__SCAN_SM_SHARED / block);
   return n < 1 ? 1 : n > COLS_MAX_BLOCKS_PER_SM ? COLS_MAX_BLOCKS_PER_SM : n;
 }
 
@@ -252,27 +249,8 @@ void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *co
     for (int k = 0; k < ntens; ++k)
       g->bstride[k][i] = dims[i].stride[k];
   }
-}
-
-size_t jitops__scan_geom_pack(const jitops__scan_geom *g, int64_t *words, size_t capacity) {
-  const int nt = g->ntens, nbs = g->nb > 0 ? g->nb : 1;
-  const size_t count = (size_t)(nt + 1 + nt + 1 + nbs + nt * nbs + 1);
-  if (count > capacity)
-    return 0;
-  size_t w = 0;
-  for (int k = 0; k < nt; ++k)
-    words[w++] = (int64_t)(uintptr_t)g->ptr[k];
-  words[w++] = g->len;
-  for (int k = 0; k < nt; ++k)
-    words[w++] = g->astride[k];
-  words[w++] = g->chains;
-  for (int d = 0; d < nbs; ++d)
-    words[w++] = d < g->nb ? g->bshape[d] : 1;
-  for (int k = 0; k < nt; ++k)
-    for (int d = 0; d < nbs; ++d)
-      words[w++] = d < g->nb ? g->bstride[k][d] : 0;
-  words[w++] = g->reverse;
-  return w;
+  for (int i = m; i < JITOPS__SCAN_MAX_BATCH; ++i) /* unused: a dimension of one */
+    g->bshape[i] = 1;
 }
 
 /* ---- strategy ------------------------------------------------------------------------------ */
@@ -283,7 +261,8 @@ static size_t align16(size_t n) {
 
 static void plan_scratch(jitops__scan_plan *p, int64_t chains) {
   const size_t n = (size_t)p->tiles * (size_t)chains;
-  p->zero_words = 4 + n; /* a 16-byte ticket slot, then one flag per (tile, chain) */
+  p->zero_words = TICKET_BYTES / 4 + n; /* the ticket's slot, then one flag per (tile, chain) */
+  p->flags_offset = TICKET_BYTES;
   p->agg_offset = align16(4 * p->zero_words);
   p->inc_offset = p->agg_offset + align16(n * p->state_bytes);
   p->scratch_bytes = p->inc_offset + n * p->state_bytes;

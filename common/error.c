@@ -1,5 +1,5 @@
 /* Status names and the thread-local last-error message. */
-#include "runtime/error.h"
+#include "common/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -24,25 +24,20 @@
 // are bit-identical.
 #pragma once
 #include "jitops/common.cuh"
+#include "jitops/scan_abi.h"
 #include "jitops/scan_lookback.cuh"
 #include "jitops/scan_ops.cuh"
 
 namespace jitops {
 namespace scan {
 
-// The host fills this word for word (every field is 8 bytes).
-template <int NT, int NB> struct Geom {
-  char *ptr[NT];   // each tensor's first element (data + byte_offset)
-  i64 len;         // length of the scan axis
-  i64 astride[NT]; // element stride of the scan axis
-  i64 chains;      // number of independent scans: the product of bshape
-  i64 bshape[NB > 0 ? NB : 1];
-  i64 bstride[NT][NB > 0 ? NB : 1];
-  i64 reverse; // non-zero: the scan runs from the last element to the first
-};
+// The collapsed problem (jitops/scan_abi.h): a kernel instance uses its first Op::NTENS
+// tensors and NB batch dimensions.
+typedef ::jitops__scan_geom Geom;
 
-template <int NT, int NB>
-__device__ __forceinline__ void chain_offsets(const Geom<NT, NB> &g, i64 c, i64 (&off)[NT]) {
+// Offsets of chain c in every tensor, from its coordinates over the NB batch dimensions.
+template <int NB, int NT>
+__device__ __forceinline__ void chain_offsets(const Geom &g, i64 c, i64 (&off)[NT]) {
 #pragma unroll
   for (int k = 0; k < NT; ++k)
     off[k] = 0;
@@ -58,15 +53,15 @@ __device__ __forceinline__ void chain_offsets(const Geom<NT, NB> &g, i64 c, i64 
   }
 }
 
-template <int NT, int NB> __device__ __forceinline__ i64 memory_pos(const Geom<NT, NB> &g, i64 q) {
+__device__ __forceinline__ i64 memory_pos(const Geom &g, i64 q) {
   return g.reverse ? g.len - 1 - q : q;
 }
 
 template <class Op, int K> using tensor_t = typename type_at<K, typename Op::Tensors>::type;
 
-template <class Op, int K, int NB>
-__device__ __forceinline__ tensor_t<Op, K> *global_at(const Geom<Op::NTENS, NB> &g,
-                                                      const i64 (&off)[Op::NTENS], i64 m) {
+template <class Op, int K>
+__device__ __forceinline__ tensor_t<Op, K> *global_at(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                      i64 m) {
   return (tensor_t<Op, K> *)g.ptr[K] + off[K] + m * g.astride[K];
 }
 
@@ -155,16 +150,16 @@ template <class Op, int K, int ITEMS> struct RowsRegs<Op, K, ITEMS, true> {};
 
 // A lane's first lane-striped element of tensor K in the chunk at `base`, and the step to its
 // next one (the axis is unit-stride here: ±32 elements). FULL chunks skip every range check.
-template <class Op, int K, int NB>
+template <class Op, int K>
 __device__ __forceinline__ tensor_t<Op, K> *
-rows_lane_ptr(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
+rows_lane_ptr(const Geom &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
   const i64 q = base + lane;
   return (tensor_t<Op, K> *)g.ptr[K] + off[K] + (g.reverse ? g.len - 1 - q : q);
 }
 
 // Issues the loads of the chunk at `base` (the registers fill while the warp goes on).
 template <class Op, int K, int NB, int ITEMS, bool FULL>
-__device__ __forceinline__ void rows_fetch(RowsRegs<Op, K, ITEMS> &r, const Geom<Op::NTENS, NB> &g,
+__device__ __forceinline__ void rows_fetch(RowsRegs<Op, K, ITEMS> &r, const Geom &g,
                                            const i64 (&off)[Op::NTENS], i64 base, int lane) {
   if constexpr (K < Op::NIN) {
     const tensor_t<Op, K> *p = rows_lane_ptr<Op, K>(g, off, base, lane);
@@ -195,7 +190,7 @@ __device__ __forceinline__ void rows_put(const RowsRegs<Op, K, ITEMS> &r, char *
 
 template <class Op, int NB, int ITEMS> struct RowsFetch {
   typedef RowsStage<Op, ITEMS> Stage;
-  const Geom<Op::NTENS, NB> &g;
+  const Geom &g;
   const i64 (&off)[Op::NTENS];
   const char *stage;
   i64 q;  // kernel-order position of this item
@@ -230,9 +225,8 @@ template <class Op, int ITEMS> struct RowsOut {
 };
 
 template <class Op, int J, int NB, int ITEMS, bool FULL>
-__device__ __forceinline__ void rows_store_outputs(const Geom<Op::NTENS, NB> &g,
-                                                   const i64 (&off)[Op::NTENS], const char *stage,
-                                                   i64 base, int lane) {
+__device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                   const char *stage, i64 base, int lane) {
   if constexpr (Op::NIN + J < Op::NTENS) {
     typedef RowsStage<Op, ITEMS> Stage;
     typedef tensor_t<Op, Op::NIN + J> U;
@@ -250,8 +244,8 @@ __device__ __forceinline__ void rows_store_outputs(const Geom<Op::NTENS, NB> &g,
 // The lane's item i: its fetch view of the staged inputs.
 template <class Op, int NB, int ITEMS>
 __device__ __forceinline__ RowsFetch<Op, NB, ITEMS>
-rows_item(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base,
-          int lane, int i) {
+rows_item(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base, int lane,
+          int i) {
   const int b0 = lane * ITEMS;
   // ITEMS divides 32, so a lane's items share one i/32: slot(b0 + i) = slot(b0) + i.
   return RowsFetch<Op, NB, ITEMS>{g, off, stage, base + b0 + i, b0 + i, b0 + (b0 >> 5) + i};
@@ -260,9 +254,8 @@ rows_item(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], const char 
 // First pass over a staged chunk: the fold of the lane's ITEMS positions (identity for a
 // lane wholly past the end; such lanes only ever precede positions that are not emitted).
 template <class Op, int NB, int ITEMS, bool FULL>
-__device__ __forceinline__ typename Op::State rows_reduce(const Geom<Op::NTENS, NB> &g,
-                                                          const i64 (&off)[Op::NTENS],
-                                                          const char *stage, i64 base, int lane) {
+__device__ __forceinline__ typename Op::State
+rows_reduce(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base, int lane) {
   typedef typename Op::State State;
   typename Op::Keep keep;
   if constexpr (FULL) {
@@ -289,8 +282,8 @@ __device__ __forceinline__ typename Op::State rows_reduce(const Geom<Op::NTENS, 
 // Second pass: scans the lane's positions from its exclusive prefix, stages the outputs, and
 // stores the chunk coalesced.
 template <class Op, int NB, int ITEMS, bool FULL>
-__device__ __forceinline__ void rows_emit(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS],
-                                          char *stage, i64 base, int lane,
+__device__ __forceinline__ void rows_emit(const Geom &g, const i64 (&off)[Op::NTENS], char *stage,
+                                          i64 base, int lane,
                                           const Prefix<typename Op::State> &prefix) {
   typedef typename Op::State State;
   State run = prefix.s;
@@ -313,9 +306,9 @@ __device__ __forceinline__ void rows_emit(const Geom<Op::NTENS, NB> &g, const i6
 // One warp chunk once its inputs are staged: fold, shuffle scan, emit. Returns the chunk's
 // inclusive aggregate in every lane (lane 31's inclusive state).
 template <class Op, int NB, int ITEMS, bool FULL>
-__device__ __forceinline__ typename Op::State
-rows_chunk(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], char *stage, i64 base,
-           int lane, const Prefix<typename Op::State> &carry) {
+__device__ __forceinline__ typename Op::State rows_chunk(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                         char *stage, i64 base, int lane,
+                                                         const Prefix<typename Op::State> &carry) {
   typedef typename Op::State State;
   const State incl =
       warp_inclusive<Op>(rows_reduce<Op, NB, ITEMS, FULL>(g, off, stage, base, lane), lane);
@@ -325,13 +318,26 @@ rows_chunk(const Geom<Op::NTENS, NB> &g, const i64 (&off)[Op::NTENS], char *stag
   return shfl_state(incl, 31);
 }
 
+// The kernels take one jitops__scan_args (jitops/scan_abi.h), whose arrays must hold the
+// instance's tensors and batch dimensions. They start by copying its geometry and scratch
+// into locals, as the two separate parameters of their earlier signature were: the compiler
+// then keeps what it reads of them in registers, as before, instead of re-reading fields of
+// the larger parameter inside loops (which changed the register use of several instances).
+template <class Op, int NB> __host__ __device__ constexpr bool fits_args() {
+  return Op::NTENS <= JITOPS__SCAN_MAX_TENSORS && NB >= 0 && NB <= JITOPS__SCAN_MAX_BATCH;
+}
+
 template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES>
-__global__ void __launch_bounds__(WARPS * 32)
-    rows(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
+__global__ void __launch_bounds__(WARPS * 32) rows(const jitops__scan_args args) {
   typedef typename Op::State State;
   typedef RowsStage<Op, ITEMS> Stage;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16, "ITEMS is 4, 8 or 16");
+  static_assert(fits_args<Op, NB>(), "more tensors or batch dimensions than the arguments hold");
+  static_assert(WARPS * Stage::BYTES <= JITOPS__SCAN_ROWS_STAGE_BUDGET,
+                "the staging exceeds what the host sized ITEMS for");
+  const Geom g = args.geom; // see fits_args
+  const Scratch scratch = args.scratch;
   __shared__ __align__(16) char stage_all[WARPS * Stage::BYTES];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char *stage = stage_all + warp * Stage::BYTES;
@@ -345,7 +351,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     const i64 row = (i64)blockIdx.x * WARPS + warp;
     if (row >= g.chains)
       return;
-    chain_offsets(g, row, off);
+    chain_offsets<NB>(g, row, off);
     if (CHUNK <= g.len)
       rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, 0, lane);
     else
@@ -378,7 +384,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     const i64 tile = s_ticket / g.chains, row = s_ticket % g.chains;
     const i64 base = (tile * WARPS + warp) * CHUNK;
     const bool full = base + CHUNK <= g.len;
-    chain_offsets(g, row, off);
+    chain_offsets<NB>(g, row, off);
     if (full) {
       rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, base, lane);
       rows_put<Op, 0, ITEMS, true>(regs, stage, base, g.len, lane);
@@ -418,7 +424,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 // ---- cols: any layout, lanes across chains ------------------------------------------------
 
-constexpr int COLS_BX = 32, COLS_BY = 8;
+constexpr int COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY;
 
 // Shared address of a generic pointer into shared memory, for cp.async.
 __device__ __forceinline__ unsigned shared_address(const void *p) {
@@ -448,22 +454,20 @@ __device__ __forceinline__ tensor_t<Op, K> *cols_buffer(char *tile) {
 
 // The element of tensor K at kernel position q of this thread's chain, and the step (in
 // elements) from one kernel position to the next.
-template <class Op, int K, int NB>
-__device__ __forceinline__ tensor_t<Op, K> *cols_ptr(const Geom<Op::NTENS, NB> &g,
-                                                     const i64 (&off)[Op::NTENS], i64 q) {
+template <class Op, int K>
+__device__ __forceinline__ tensor_t<Op, K> *cols_ptr(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                     i64 q) {
   return (tensor_t<Op, K> *)g.ptr[K] + off[K] + memory_pos(g, q) * g.astride[K];
 }
-template <class Op, int K, int NB>
-__device__ __forceinline__ i64 cols_step(const Geom<Op::NTENS, NB> &g) {
+template <class Op, int K> __device__ __forceinline__ i64 cols_step(const Geom &g) {
   return g.reverse ? -g.astride[K] : g.astride[K];
 }
 
 // Loads the tile starting at q0 into shared memory; warp ty takes positions ty, ty + 8, ...
 // FULL tiles lie wholly inside the axis and skip the range checks.
 template <class Op, int K, int NB, int R, bool FULL>
-__device__ __forceinline__ void cols_stage(const Geom<Op::NTENS, NB> &g,
-                                           const i64 (&off)[Op::NTENS], char *tile, i64 q0, int tx,
-                                           int ty) {
+__device__ __forceinline__ void cols_stage(const Geom &g, const i64 (&off)[Op::NTENS], char *tile,
+                                           i64 q0, int tx, int ty) {
   if constexpr (K < Op::NIN) {
     typedef tensor_t<Op, K> U;
     U *buf = cols_buffer<Op, K, R>(tile) + ty * COLS_BX + tx;
@@ -493,7 +497,7 @@ __device__ __forceinline__ void cols_stage(const Geom<Op::NTENS, NB> &g,
 }
 
 template <class Op, int NB, int R> struct ColsFetch {
-  const Geom<Op::NTENS, NB> &g;
+  const Geom &g;
   const i64 (&off)[Op::NTENS];
   char *tile;
   i64 q0; // the tile's first position
@@ -528,7 +532,7 @@ template <class Op> struct ColsCursor {
 // One thread's view of a staged tile: its R consecutive positions from q1 (row1 in the tile).
 template <class Op, int NB, int R> struct ColsThread {
   typedef typename Op::State State;
-  const Geom<Op::NTENS, NB> &g;
+  const Geom &g;
   const i64 (&off)[Op::NTENS];
   char *tile;
   i64 q0, q1;
@@ -641,8 +645,8 @@ __device__ __forceinline__ void cols_pass_partial(const ColsThread<Op, NB, R> &t
 // strip whose chain this thread runs (chain c, offsets `off`).
 template <class Op, int NB, int R, bool LOOKBACK>
 __device__ __forceinline__ void
-cols_scan_tile(const Geom<Op::NTENS, NB> &g, const Scratch &scratch, const i64 (&off)[Op::NTENS],
-               char *tile, i64 tile_index, i64 c, bool active, int tx, int ty,
+cols_scan_tile(const Geom &g, const Scratch &scratch, const i64 (&off)[Op::NTENS], char *tile,
+               i64 tile_index, i64 c, bool active, int tx, int ty,
                Prefix<typename Op::State> &carry, typename Op::State (&s_agg)[COLS_BY][COLS_BX],
                Prefix<typename Op::State> (&s_tile)[COLS_BX]) {
   typedef typename Op::State State;
@@ -717,13 +721,13 @@ struct ColsItem {
 // group when there is nothing to load, so that waiting for "all but the newest group" always
 // means the current tile).
 template <class Op, int NB, int R>
-__device__ __forceinline__ void cols_prefetch(const Geom<Op::NTENS, NB> &g, const ColsItem &w,
-                                              bool valid, char *buf, int tx, int ty) {
+__device__ __forceinline__ void cols_prefetch(const Geom &g, const ColsItem &w, bool valid,
+                                              char *buf, int tx, int ty) {
   constexpr i64 SPAN = (i64)COLS_BY * R;
   const i64 c = w.strip * COLS_BX + tx;
   if (valid && c < g.chains) {
     i64 off[Op::NTENS];
-    chain_offsets(g, c, off);
+    chain_offsets<NB>(g, c, off);
     const i64 q0 = w.tile * SPAN;
     if (q0 + SPAN <= g.len)
       cols_stage<Op, 0, NB, R, true>(g, off, buf, q0, tx, ty);
@@ -736,14 +740,15 @@ __device__ __forceinline__ void cols_prefetch(const Geom<Op::NTENS, NB> &g, cons
 // The cols blocks that shared memory admits on an SM (228 KiB on sm_90, less 1 KiB the driver
 // keeps per block), at most 3. The kernel asks the compiler for registers that admit as many:
 // the unrolled whole-tile passes would otherwise take up to 164 registers and let registers,
-// not shared memory, bound the blocks. (runtime/ops/scan_plan.c sizes grids by the same count.)
+// not shared memory, bound the blocks. (ops/scan/plan.c sizes persistent grids by its own
+// count from the same figures of jitops/scan_abi.h.)
 template <class Op, int R, int STAGES> __host__ __device__ constexpr int cols_blocks_per_sm() {
   typedef typename Op::State State;
   constexpr int tile = COLS_BY * R * COLS_BX * bytes_of<Op, 0, Op::NIN>();
   constexpr int fixed = (int)(sizeof(State) * COLS_BY * COLS_BX + sizeof(Prefix<State>) * COLS_BX +
                               sizeof(i64) * STAGES) +
-                        1024;
-  constexpr int n = 233472 / (STAGES * tile + fixed);
+                        JITOPS__SCAN_BLOCK_RESERVED_SHARED;
+  constexpr int n = JITOPS__SCAN_SM_SHARED / (STAGES * tile + fixed);
   return n < 1 ? 1 : n > 3 ? 3 : n;
 }
 
@@ -757,10 +762,13 @@ template <class Op, int R, int STAGES> __host__ __device__ constexpr int cols_bl
 // is scanning it: the look-back cannot deadlock, whether or not every block is resident.
 template <class Op, int NB, int R, int STAGES, bool LOOKBACK, int SBYTES>
 __global__ void __launch_bounds__(COLS_BX *COLS_BY, cols_blocks_per_sm<Op, R, STAGES>())
-    cols(const Geom<Op::NTENS, NB> g, const Scratch scratch) {
+    cols(const jitops__scan_args args) {
   typedef typename Op::State State;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   static_assert(STAGES == 2 || STAGES == 3, "two or three tile buffers");
+  static_assert(fits_args<Op, NB>(), "more tensors or batch dimensions than the arguments hold");
+  const Geom g = args.geom; // see fits_args
+  const Scratch scratch = args.scratch;
   constexpr i64 SPAN = (i64)COLS_BY * R; // positions per tile
   constexpr int TILE_BYTES = (int)SPAN * COLS_BX * bytes_of<Op, 0, Op::NIN>();
   extern __shared__ __align__(16) char tiles[];
@@ -808,7 +816,7 @@ __global__ void __launch_bounds__(COLS_BX *COLS_BY, cols_blocks_per_sm<Op, R, ST
     const i64 c = w.strip * COLS_BX + tx;
     const bool active = c < g.chains;
     i64 off[Op::NTENS];
-    chain_offsets(g, active ? c : 0, off);
+    chain_offsets<NB>(g, active ? c : 0, off);
     cols_scan_tile<Op, NB, R, LOOKBACK>(g, scratch, off, tiles + b * TILE_BYTES, w.tile, c, active,
                                         tx, ty, carry, s_agg, s_tile);
     b = b + 1 == STAGES ? 0 : b + 1;

@@ -1,0 +1,40 @@
+/* The scans' share of the prewarm catalogue (ops/catalogue_family.h). */
+#include "ops/catalogue_family.h"
+#include "ops/scan/plan.h"
+
+/* The layouts most calls collapse to: a contiguous matrix scanned along its rows (rows
+ * kernel, one batch dimension) or along its columns (cols kernel with look-back, one batch
+ * dimension: the long-axis case), for f32 and bf16. (A cumsum backward is a cumsum.) */
+typedef struct catalogue_layout {
+  jitops__scan_kind kind;
+  int nb;
+  int lookback;
+} catalogue_layout;
+
+static const catalogue_layout layouts[] = {{JITOPS__SCAN_ROWS, 1, 0}, {JITOPS__SCAN_COLS, 1, 1}};
+static const jitops__scan_kop catalogue_kops[] = {
+    JITOPS__SCAN_K_CUMSUM,       JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_K_CUMMAX,
+    JITOPS__SCAN_K_CUMMIN,       JITOPS__SCAN_K_LCSE,    JITOPS__SCAN_K_CUMPROD_BWD,
+    JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__SCAN_K_LCSE_BWD};
+static const jitops__dtype catalogue_dtypes[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_BF16};
+
+enum {
+  N_LAYOUTS = sizeof layouts / sizeof layouts[0],
+  N_KOPS = sizeof catalogue_kops / sizeof catalogue_kops[0],
+  N_DTYPES = sizeof catalogue_dtypes / sizeof catalogue_dtypes[0]
+};
+
+static size_t scan_count(void) {
+  return (size_t)N_LAYOUTS * N_KOPS * N_DTYPES;
+}
+
+static void scan_entry(size_t index, char *buf, size_t size) {
+  const catalogue_layout *l = &layouts[index % N_LAYOUTS];
+  index /= N_LAYOUTS;
+  const jitops__dtype dtype = catalogue_dtypes[index % N_DTYPES];
+  const jitops__scan_kop kop = catalogue_kops[index / N_DTYPES];
+  jitops__scan_kernel_name(kop, dtype, l->kind, l->nb, l->lookback, buf, size);
+}
+
+const jitops__catalogue_family jitops__catalogue_scan = {"scan", scan_count,          NULL,
+                                                         NULL,   JITOPS__SCAN_SOURCE, scan_entry};

@@ -1,0 +1,47 @@
+/* The runtime's primary context on the calling thread: made current around each block of
+ * driver calls, and restored after, so the caller's own current context is left as it was. */
+#include "runtime/context.h"
+
+#include "common/error.h"
+#include "runtime/runtime_internal.h"
+
+jitops_status jitops__fail_no_device(const char *fn) {
+  return jitops__fail(JITOPS_ERR_NO_DEVICE,
+                      "%s: this runtime is compile-only (no GPU): it compiles and caches "
+                      "kernels but cannot run them",
+                      fn);
+}
+
+jitops_status jitops__context_push(jitops_runtime_t *rt, int *pushed) {
+  *pushed = 0;
+  CUcontext current = NULL;
+  rt->driver->cuCtxGetCurrent(&current);
+  if (current == rt->context)
+    return JITOPS_SUCCESS;
+  CUresult r = rt->driver->cuCtxPushCurrent(rt->context);
+  if (r != CUDA_SUCCESS)
+    return jitops__driver_fail(rt->driver, r, "making the runtime's context current");
+  *pushed = 1;
+  return JITOPS_SUCCESS;
+}
+
+void jitops__context_restore(jitops_runtime_t *rt, int pushed) {
+  if (pushed) {
+    CUcontext popped;
+    rt->driver->cuCtxPopCurrent(&popped);
+  }
+}
+
+/* Per-thread memory of whether jitops__context_enter pushed. Entered blocks do not nest. */
+static _Thread_local int entered_pushed;
+
+jitops_status jitops__context_enter(jitops_runtime_t *rt) {
+  if (rt->context == NULL)
+    return jitops__fail_no_device("jitops__context_enter");
+  return jitops__context_push(rt, &entered_pushed);
+}
+
+void jitops__context_leave(jitops_runtime_t *rt) {
+  jitops__context_restore(rt, entered_pushed);
+  entered_pushed = 0;
+}

@@ -1,0 +1,140 @@
+/* Stream-ordered memory for the ops: scratch from the caller's workspace or the runtime's
+ * memory pool, and device memset and memcpy. All of it runs in the runtime's primary context
+ * on the caller's stream, and never synchronizes. */
+#include "runtime/scratch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "runtime/context.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/state.h"
+
+/* Runs `call` (a driver call) in the runtime's context, unless `count` is 0: nothing to do. */
+#define IN_CONTEXT(rt, count, what, call)                                                          \
+  do {                                                                                             \
+    if ((count) == 0)                                                                              \
+      return JITOPS_SUCCESS;                                                                       \
+    if ((rt)->context == NULL)                                                                     \
+      return jitops__fail_no_device(what);                                                         \
+    int pushed_;                                                                                   \
+    JITOPS__TRY(jitops__context_push((rt), &pushed_));                                             \
+    CUresult r_ = (call);                                                                          \
+    jitops__context_restore((rt), pushed_);                                                        \
+    if (r_ != CUDA_SUCCESS)                                                                        \
+      return jitops__driver_fail((rt)->driver, r_, what);                                          \
+    return JITOPS_SUCCESS;                                                                         \
+  } while (0)
+
+/* ---- the scratch pool ------------------------------------------------------------------ */
+
+#define SCRATCH_KEEP_DEFAULT ((uint64_t)256 << 20)
+
+static uint64_t scratch_keep_bytes(void) {
+  const char *env = getenv("JITOPS_SCRATCH_KEEP_BYTES");
+  if (env == NULL || *env == '\0')
+    return SCRATCH_KEEP_DEFAULT;
+  char *end = NULL;
+  unsigned long long v = strtoull(env, &end, 10);
+  return end != NULL && *end == '\0' && env[0] != '-' ? (uint64_t)v : SCRATCH_KEEP_DEFAULT;
+}
+
+static jitops_status pool_create(jitops_runtime_t *rt, void **out) {
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = rt->device;
+  CUmemoryPool pool = NULL;
+  CUresult r = rt->driver->cuMemPoolCreate(&pool, &props);
+  if (r != CUDA_SUCCESS)
+    return jitops__driver_fail(rt->driver, r, "creating the scratch memory pool");
+  cuuint64_t keep = scratch_keep_bytes();
+  r = rt->driver->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  if (r != CUDA_SUCCESS) {
+    rt->driver->cuMemPoolDestroy(pool);
+    return jitops__driver_fail(rt->driver, r, "setting the scratch pool's release threshold");
+  }
+  *out = pool;
+  return JITOPS_SUCCESS;
+}
+
+/* Allocations still in flight keep the pool's memory until they are freed (the driver
+ * releases a destroyed pool's resources once none remain). */
+static void pool_destroy(jitops_runtime_t *rt, void *pool) {
+  int pushed;
+  if (jitops__context_push(rt, &pushed) == JITOPS_SUCCESS) {
+    rt->driver->cuMemPoolDestroy((CUmemoryPool)pool);
+    jitops__context_restore(rt, pushed);
+  }
+}
+
+static jitops_status alloc_async(jitops_runtime_t *rt, size_t bytes, void *stream, void **out) {
+  CUdeviceptr ptr = 0;
+  if (rt->context == NULL)
+    return jitops__fail_no_device("allocating scratch memory");
+  int pushed;
+  JITOPS__TRY(jitops__context_push(rt, &pushed));
+  void *pool = NULL;
+  jitops_status status =
+      jitops__runtime_state(rt, JITOPS__SLOT_SCRATCH_POOL, pool_create, pool_destroy, &pool);
+  CUresult r = CUDA_SUCCESS;
+  if (status == JITOPS_SUCCESS)
+    r = rt->driver->cuMemAllocFromPoolAsync(&ptr, bytes, (CUmemoryPool)pool, (CUstream)stream);
+  jitops__context_restore(rt, pushed);
+  JITOPS__TRY(status);
+  if (r != CUDA_SUCCESS)
+    return jitops__driver_fail(rt->driver, r,
+                               "allocating scratch memory (cuMemAllocFromPoolAsync)");
+  *out = (void *)(uintptr_t)ptr;
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops__scratch_acquire(jitops_runtime_t *rt, void *stream,
+                                      const jitops_workspace *workspace, size_t bytes,
+                                      jitops__scratch *out) {
+  memset(out, 0, sizeof *out);
+  out->bytes = bytes;
+  if (bytes == 0)
+    return JITOPS_SUCCESS;
+  if (workspace != NULL && workspace->ptr != NULL && workspace->bytes >= bytes) {
+    out->ptr = workspace->ptr;
+    return JITOPS_SUCCESS;
+  }
+  JITOPS__TRY(alloc_async(rt, bytes, stream, &out->ptr));
+  out->owned = true;
+  return JITOPS_SUCCESS;
+}
+
+void jitops__scratch_release(jitops_runtime_t *rt, void *stream, jitops__scratch *scratch) {
+  if (scratch->owned && scratch->ptr != NULL && rt->context != NULL) {
+    int pushed;
+    if (jitops__context_push(rt, &pushed) == JITOPS_SUCCESS) {
+      rt->driver->cuMemFreeAsync((CUdeviceptr)(uintptr_t)scratch->ptr, (CUstream)stream);
+      jitops__context_restore(rt, pushed);
+    }
+  }
+  memset(scratch, 0, sizeof *scratch);
+}
+
+jitops_status jitops__memset8_async(jitops_runtime_t *rt, void *ptr, uint8_t value, size_t bytes,
+                                    void *stream) {
+  IN_CONTEXT(
+      rt, bytes, "cuMemsetD8Async",
+      rt->driver->cuMemsetD8Async((CUdeviceptr)(uintptr_t)ptr, value, bytes, (CUstream)stream));
+}
+
+jitops_status jitops__memset32_async(jitops_runtime_t *rt, void *ptr, uint32_t value, size_t count,
+                                     void *stream) {
+  IN_CONTEXT(
+      rt, count, "cuMemsetD32Async",
+      rt->driver->cuMemsetD32Async((CUdeviceptr)(uintptr_t)ptr, value, count, (CUstream)stream));
+}
+
+jitops_status jitops__memcpy_async(jitops_runtime_t *rt, void *dst, const void *src, size_t bytes,
+                                   void *stream) {
+  IN_CONTEXT(rt, bytes, "cuMemcpyAsync",
+             rt->driver->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
+                                       bytes, (CUstream)stream));
+}
