@@ -8,6 +8,8 @@ static PyObject *error_classes;
 PyObject *jp_dtype_table;
 /* Set once by the torch layer: allocator(bytes, device) -> a tensor owning device memory. */
 static PyObject *workspace_allocator;
+/* Set once by the torch layer: provider(device) -> the handle of that device's shared runtime. */
+static PyObject *runtime_provider;
 /* Interned attribute names, made at module init. */
 PyObject *jp_name_data_ptr, *jp_name_shape, *jp_name_stride, *jp_name_dtype, *jp_name_get_device;
 
@@ -51,6 +53,43 @@ int jp_workspace(size_t bytes, int device, PyObject **holder, jitops_workspace *
   out->bytes = bytes;
   *holder = tensor;
   return 0;
+}
+
+/* The status an exception stands for: a jitops.Error's own, else JITOPS_ERR_INTERNAL. */
+static int status_of(PyObject *exception) {
+  PyObject *status = exception ? PyObject_GetAttrString(exception, "status") : NULL;
+  long value = status ? PyLong_AsLong(status) : -1;
+  Py_XDECREF(status);
+  PyErr_Clear();
+  return value > 0 ? (int)value : JITOPS_ERR_INTERNAL;
+}
+
+/* What libjitops_torch calls, from any thread, the first time it meets a device: the handle
+ * of jitops.Runtime(device), the runtime the rest of the package uses there too. Returns a
+ * jitops_status; on failure `message` holds the exception's text. */
+static int provide_runtime(int device, jitops_runtime_t **out, char *message, size_t size) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int status = JITOPS_SUCCESS;
+  PyObject *handle = runtime_provider ? PyObject_CallFunction(runtime_provider, "i", device) : NULL;
+  *out = handle ? PyLong_AsVoidPtr(handle) : NULL;
+  Py_XDECREF(handle);
+  if (*out == NULL) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    Py_ssize_t length;
+    const char *utf8 = text ? PyUnicode_AsUTF8AndSize(text, &length) : NULL;
+    snprintf(message, size, "%s", utf8 ? utf8 : "no runtime provider is registered");
+    status = status_of(value);
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    PyErr_Clear();
+  }
+  PyGILState_Release(gil);
+  return status;
 }
 
 PyObject *jp_done(jp_mode mode, int validated) {
@@ -219,6 +258,18 @@ static PyObject *set_workspace_allocator(PyObject *self, PyObject *allocator) {
   return replace_global(&workspace_allocator, allocator);
 }
 
+static PyObject *set_runtime_provider(PyObject *self, PyObject *provider) {
+  if (!PyCallable_Check(provider)) {
+    PyErr_SetString(PyExc_TypeError, "_set_runtime_provider takes a callable");
+    return NULL;
+  }
+  return replace_global(&runtime_provider, provider);
+}
+
+static PyObject *runtime_provider_address(PyObject *self, PyObject *unused) {
+  return PyLong_FromVoidPtr((void *)provide_runtime);
+}
+
 static PyObject *version(PyObject *self, PyObject *unused) {
   return PyUnicode_FromString(jitops_version_string());
 }
@@ -235,6 +286,10 @@ static PyMethodDef module_methods[] = {
     {"_set_dtype_table", set_dtype_table, METH_O, "Registers {dtype: (code, bits)}."},
     {"_set_workspace_allocator", set_workspace_allocator, METH_O,
      "Registers allocator(bytes, device) -> tensor, for op workspaces."},
+    {"_set_runtime_provider", set_runtime_provider, METH_O,
+     "Registers provider(device) -> runtime handle, for the torch layer."},
+    {"runtime_provider_address", runtime_provider_address, METH_NOARGS,
+     "The address of the C function through which the torch layer asks for runtimes."},
     {"version", version, METH_NOARGS, "The C library's version string."},
     {"status_string", status_string, METH_O, "The name of a jitops_status."},
     {NULL, NULL, 0, NULL}};

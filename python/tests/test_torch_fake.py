@@ -138,7 +138,7 @@ def test_overlapping_output_is_a_layout_error():
         from jitops.ops import _torch
 
         y = torch.empty_strided((4, 4), (1, 1), device=META)
-        _torch.call(True, "cumsum", jitops._C.scan, None, 0, x, 1, False, y, None)
+        _torch.validate("cumsum", jitops._C.scan, 0, x, 1, False, y, None)
 
 
 def test_cpu_tensors_are_refused_with_the_argument_named():

@@ -32,59 +32,26 @@ _GRADIENT_EXACT = 0
 Lengths = Union[torch.Tensor, Sequence[int]]
 
 
-def _loss_like(log_probs: torch.Tensor, reduction: str) -> torch.Tensor:
-    dtype = torch.float32 if log_probs.dtype in (torch.float16, torch.bfloat16) else log_probs.dtype
+@_torch.fake("ctc_loss")
+def _fake_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity,
+                   max_target_length):
     if log_probs.dim() != 3:
         raise errors.InvalidShapeError(f"jitops.ctc_loss: log_probs has rank {log_probs.dim()}; expected [T, N, C]")
-    shape = (log_probs.shape[1],) if reduction == "none" else ()
-    return log_probs.new_empty(shape, dtype=dtype)
-
-
-def _forward(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity,
-             max_target_length, validate):
-    loss = _loss_like(log_probs, reduction)
-    args = (log_probs, targets, input_lengths, target_lengths, blank, _REDUCTIONS[reduction], zero_infinity,
-            max_target_length, loss)
-    _torch.call(validate, "ctc_loss", C.ctc_loss, log_probs, *args)
+    dtype = torch.float32 if log_probs.dtype in (torch.float16, torch.bfloat16) else log_probs.dtype
+    loss = log_probs.new_empty((log_probs.shape[1],) if reduction == "none" else (), dtype=dtype)
+    _torch.validate("ctc_loss", C.ctc_loss, log_probs, targets, input_lengths, target_lengths, blank,
+                    _torch.reduction_code(reduction, _REDUCTIONS, "ctc_loss"), zero_infinity, max_target_length, loss)
     return loss
 
 
-def _backward_op(grad, log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity,
-                 max_target_length, validate):
+@_torch.fake("ctc_loss_backward")
+def _fake_ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, blank, reduction,
+                            zero_infinity, max_target_length):
     grad_log_probs = torch.empty_like(log_probs)
-    args = (log_probs, targets, input_lengths, target_lengths, blank, _REDUCTIONS[reduction], zero_infinity,
-            max_target_length, _GRADIENT_EXACT, grad, grad_log_probs, None)
-    _torch.call(validate, "ctc_loss_backward", C.ctc_loss_backward, log_probs, *args)
+    _torch.validate("ctc_loss_backward", C.ctc_loss_backward, log_probs, targets, input_lengths, target_lengths,
+                    blank, _torch.reduction_code(reduction, _REDUCTIONS, "ctc_loss"), zero_infinity,
+                    max_target_length, _GRADIENT_EXACT, grad, grad_log_probs, None)
     return grad_log_probs
-
-
-_OPTIONS = "int blank, str reduction, bool zero_infinity, int max_target_length"
-_INPUTS = "Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths"
-
-_ctc_loss_backward = _torch.define(
-    f"ctc_loss_backward(Tensor grad, {_INPUTS}, {_OPTIONS}) -> Tensor",
-    lambda *a: _backward_op(*a, validate=False),
-    lambda *a: _backward_op(*a, validate=True),
-)
-
-
-def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs[:4])
-    ctx.options = inputs[4:]
-
-
-def _backward(ctx, grad):
-    grad_log_probs = _ctc_loss_backward(grad, *ctx.saved_tensors, *ctx.options)
-    return (grad_log_probs,) + (None,) * 7
-
-
-_ctc_loss = _torch.define(
-    f"ctc_loss({_INPUTS}, {_OPTIONS}) -> Tensor",
-    lambda *a: _forward(*a, validate=False),
-    lambda *a: _forward(*a, validate=True),
-    _backward,
-    _setup_context,
-)
 
 
 def _lengths(lengths: Lengths, name: str) -> torch.Tensor:
@@ -110,6 +77,6 @@ def ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: Leng
     if unbatched:  # one sample, as torch accepts: [T, C], targets [S], scalar lengths
         log_probs, targets = log_probs.unsqueeze(1), targets.reshape(1, -1)
         input_lengths, target_lengths = input_lengths.reshape(1), target_lengths.reshape(1)
-    loss = _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity,
-                     max_target_length or 0)
+    loss = _torch.call(torch.ops.jitops.ctc_loss.default, log_probs, targets, input_lengths, target_lengths,
+                       blank, reduction, zero_infinity, max_target_length or 0)
     return loss.squeeze(0) if unbatched and reduction == "none" else loss

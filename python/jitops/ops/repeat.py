@@ -19,49 +19,26 @@ def _repeated_shape(x: torch.Tensor, repeats: Sequence[int]) -> list[int]:
         raise errors.InvalidShapeError(
             f"jitops.repeat: {len(repeats)} repeats for a tensor of rank {x.dim()}; give at least one per dimension"
         )
+    if any(r < 0 for r in repeats):
+        raise errors.OutOfRangeError(f"jitops.repeat: repeats {list(repeats)} has a negative count")
     padded = [1] * (len(repeats) - x.dim()) + list(x.shape)
     return [size * count for size, count in zip(padded, repeats)]
 
 
-def _forward(x: torch.Tensor, repeats: Sequence[int], validate: bool) -> torch.Tensor:
-    if any(r < 0 for r in repeats):  # before the shape, which a negative count would make nonsense
-        raise errors.OutOfRangeError(f"jitops.repeat: repeats {list(repeats)} has a negative count")
+@_torch.fake("repeat")
+def _fake_repeat(x, repeats):
     y = x.new_empty(_repeated_shape(x, repeats))
-    if not validate or _torch.static(repeats):
-        _torch.call(validate, "repeat", C.repeat, x, x, list(repeats), y)
+    if _torch.static(repeats):
+        _torch.validate("repeat", C.repeat, x, list(repeats), y)
     return y
 
 
-def _backward_op(grad: torch.Tensor, repeats: Sequence[int], input_shape: Sequence[int], validate: bool):
+@_torch.fake("repeat_backward")
+def _fake_repeat_backward(grad, repeats, input_shape):
     grad_x = grad.new_empty(input_shape)
-    if not validate or _torch.static(repeats):
-        _torch.call(validate, "repeat_backward", C.repeat_backward, grad, grad, list(repeats), grad_x)
+    if _torch.static(repeats):
+        _torch.validate("repeat_backward", C.repeat_backward, grad, list(repeats), grad_x)
     return grad_x
-
-
-_repeat_backward = _torch.define(
-    "repeat_backward(Tensor grad, SymInt[] repeats, SymInt[] input_shape) -> Tensor",
-    lambda grad, repeats, input_shape: _backward_op(grad, repeats, input_shape, False),
-    lambda grad, repeats, input_shape: _backward_op(grad, repeats, input_shape, True),
-)
-
-
-def _setup_context(ctx, inputs, output):
-    x, repeats = inputs
-    ctx.repeats, ctx.input_shape = list(repeats), list(x.shape)
-
-
-def _backward(ctx, grad):
-    return _repeat_backward(grad, ctx.repeats, ctx.input_shape), None
-
-
-_repeat = _torch.define(
-    "repeat(Tensor x, SymInt[] repeats) -> Tensor",
-    lambda x, repeats: _forward(x, repeats, False),
-    lambda x, repeats: _forward(x, repeats, True),
-    _backward,
-    _setup_context,
-)
 
 
 def repeat(x: torch.Tensor, *sizes) -> torch.Tensor:
@@ -69,4 +46,4 @@ def repeat(x: torch.Tensor, *sizes) -> torch.Tensor:
     dimension of ``x`` (leading ones pad ``x``'s shape), at most 8. Any dtype the library
     takes (floats, int32, int64) forward; floats backward."""
     repeats = list(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], int) else list(sizes)
-    return _repeat(x, repeats)
+    return _torch.call(torch.ops.jitops.repeat.default, x, repeats)

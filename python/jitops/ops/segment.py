@@ -26,75 +26,34 @@ _CODES = {"sum": 0, "mean": 1, "max": 2, "min": 3}
 _ALGORITHM_AUTO = 0
 
 
-def _output(data: torch.Tensor, num_segments: int) -> torch.Tensor:
+def _fake_reduce(data, segment_ids, num_segments, reduction, sorted, fill, dropped=None):
     if data.dim() < 1:
-        raise errors.InvalidShapeError("jitops.segment_reduce: data must have rank >= 1 (rows first)")
-    return data.new_empty((num_segments, *data.shape[1:]))
-
-
-def _forward(data, segment_ids, num_segments, reduction, sorted, fill, dropped, validate):
-    out = _output(data, num_segments)
-    args = (_CODES[reduction], data, segment_ids, num_segments, out, sorted, fill, dropped, _ALGORITHM_AUTO)
-    if not validate or _torch.static([num_segments]):
-        _torch.call(validate, f"segment_{reduction}", C.segment_reduce, data, *args)
+        raise errors.InvalidShapeError(f"jitops.segment_{reduction}: data must have rank >= 1 (rows first)")
+    out = data.new_empty((num_segments, *data.shape[1:]))
+    if _torch.static([num_segments]):
+        _torch.validate(f"segment_{reduction}", C.segment_reduce, _CODES[reduction], data, segment_ids, num_segments,
+                        out, sorted, fill, dropped, _ALGORITHM_AUTO)
     return out
 
 
-def _counted(data, segment_ids, num_segments, reduction, sorted, fill, validate):
-    dropped = torch.zeros((), dtype=torch.int64, device=data.device)
-    return _forward(data, segment_ids, num_segments, reduction, sorted, fill, dropped, validate), dropped
+@_torch.fake("segment_reduce")
+def _fake_segment_reduce(data, segment_ids, num_segments, reduction, sorted, fill):
+    return _fake_reduce(data, segment_ids, num_segments, reduction, sorted, fill)
 
 
-def _backward_op(grad, data, out, segment_ids, data_shape, num_segments, reduction, sorted, validate):
-    grad_data = grad.new_empty(data_shape)
-    args = (_CODES[reduction], grad, data, out, segment_ids, num_segments, grad_data, sorted, False)
-    if not validate or _torch.static([num_segments, *data_shape]):
-        _torch.call(validate, f"segment_{reduction}_backward", C.segment_reduce_backward, grad, *args)
+@_torch.fake("segment_reduce_counted")
+def _fake_segment_reduce_counted(data, segment_ids, num_segments, reduction, sorted, fill):
+    dropped = data.new_zeros((), dtype=torch.int64)
+    return _fake_reduce(data, segment_ids, num_segments, reduction, sorted, fill, dropped), dropped
+
+
+@_torch.fake("segment_reduce_backward")
+def _fake_segment_reduce_backward(grad, data, out, segment_ids, num_segments, reduction, sorted):
+    grad_data = grad.new_empty((segment_ids.shape[0], *grad.shape[1:]))
+    if _torch.static([num_segments]):
+        _torch.validate(f"segment_{reduction}_backward", C.segment_reduce_backward, _CODES[reduction], grad, data,
+                        out, segment_ids, num_segments, grad_data, sorted, False)
     return grad_data
-
-
-_segment_reduce_backward = _torch.define(
-    "segment_reduce_backward(Tensor grad, Tensor? data, Tensor? out, Tensor segment_ids, SymInt[] data_shape, "
-    "SymInt num_segments, str reduction, bool sorted) -> Tensor",
-    lambda *a: _backward_op(*a, validate=False),
-    lambda *a: _backward_op(*a, validate=True),
-)
-
-
-def _setup_context(ctx, inputs, output):
-    data, segment_ids, num_segments, reduction, sorted = inputs[:5]
-    out = output[0] if isinstance(output, tuple) else output
-    keeps_values = reduction in ("max", "min")
-    ctx.save_for_backward(segment_ids, data if keeps_values else None, out if keeps_values else None)
-    ctx.data_shape, ctx.num_segments, ctx.reduction, ctx.sorted = list(data.shape), num_segments, reduction, sorted
-    if isinstance(output, tuple):
-        ctx.mark_non_differentiable(output[1])
-
-
-def _backward(ctx, grad, *unused):
-    segment_ids, data, out = ctx.saved_tensors
-    # The library reads rows of grad whole (compact trailing dims); autograd may hand over an
-    # expanded one (the backward of a sum is a stride-0 view).
-    grad_data = _segment_reduce_backward(grad.contiguous(), data, out, segment_ids, ctx.data_shape,
-                                         ctx.num_segments, ctx.reduction, ctx.sorted)
-    return (grad_data,) + (None,) * 5
-
-
-_SCHEMA_ARGS = "Tensor data, Tensor segment_ids, SymInt num_segments, str reduction, bool sorted, float? fill"
-_segment_reduce = _torch.define(
-    f"segment_reduce({_SCHEMA_ARGS}) -> Tensor",
-    lambda *a: _forward(*a, None, False),
-    lambda *a: _forward(*a, None, True),
-    _backward,
-    _setup_context,
-)
-_segment_reduce_counted = _torch.define(
-    f"segment_reduce_counted({_SCHEMA_ARGS}) -> (Tensor out, Tensor dropped)",
-    lambda *a: _counted(*a, False),
-    lambda *a: _counted(*a, True),
-    _backward,
-    _setup_context,
-)
 
 
 def segment_reduce(data: torch.Tensor, segment_ids: torch.Tensor, num_segments: int, reduction: str, *,
@@ -106,8 +65,8 @@ def segment_reduce(data: torch.Tensor, segment_ids: torch.Tensor, num_segments: 
     _torch.reduction_code(reduction, _CODES, "segment_reduce")
     if fill is not None and reduction not in ("max", "min"):
         raise errors.InvalidArgumentError("jitops.segment_reduce: fill applies to max and min only")
-    op = _segment_reduce_counted if return_dropped else _segment_reduce
-    return op(data, segment_ids, num_segments, reduction, sorted, fill)
+    op = torch.ops.jitops.segment_reduce_counted if return_dropped else torch.ops.jitops.segment_reduce
+    return _torch.call(op.default, data, segment_ids, num_segments, reduction, sorted, fill)
 
 
 def segment_sum(data, segment_ids, num_segments, *, sorted=False, return_dropped=False):

@@ -1,0 +1,183 @@
+// CTC loss (jitops/ctc.h): ctc_loss and ctc_loss_backward (the exact gradient), with the
+// loss's autograd formula. Lengths in host memory are checked on the host; on the device they
+// are never read by the host.
+#include "support.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+namespace jitops_torch {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// jitops_ctc_reduction's order.
+constexpr std::string_view kReductions[] = {"none", "sum", "mean"};
+
+jitops_ctc_options options_of(int64_t blank, c10::string_view reduction, bool zero_infinity,
+                              int64_t max_target_length, std::string_view op) {
+  jitops_ctc_options options;
+  jitops_ctc_options_init(&options);
+  options.blank = blank;
+  options.reduction = static_cast<jitops_ctc_reduction>(
+      code_of(std::string_view(reduction.data(), reduction.size()), kReductions, op, "reduction"));
+  options.zero_infinity = zero_infinity;
+  options.max_target_length = max_target_length;
+  options.gradient = JITOPS_CTC_GRADIENT_EXACT;
+  return options;
+}
+
+// The four inputs, viewed.
+struct Inputs {
+  Inputs(const at::Tensor &log_probs, const at::Tensor &targets, const at::Tensor &input_lengths,
+         const at::Tensor &target_lengths)
+      : log_probs(log_probs), targets(targets), input_lengths(input_lengths),
+        target_lengths(target_lengths) {}
+  View log_probs, targets, input_lengths, target_lengths;
+};
+
+size_t workspace_bytes(jitops_runtime_t *runtime, Inputs &in, const jitops_ctc_options &options,
+                       jitops_ctc_pass pass, std::string_view op) {
+  size_t bytes = 0;
+  check(jitops_ctc_workspace_size(runtime, in.log_probs.get(), in.targets.get(),
+                                  in.input_lengths.get(), in.target_lengths.get(), &options, pass,
+                                  &bytes),
+        op);
+  return bytes;
+}
+
+at::Tensor loss_kernel(const at::Tensor &log_probs, const at::Tensor &targets,
+                       const at::Tensor &input_lengths, const at::Tensor &target_lengths,
+                       int64_t blank, c10::string_view reduction, bool zero_infinity,
+                       int64_t max_target_length) {
+  jitops_ctc_options options =
+      options_of(blank, reduction, zero_infinity, max_target_length, "ctc_loss");
+  TORCH_CHECK_VALUE(log_probs.dim() == 3, "[jitops:2] jitops.ctc_loss: log_probs has rank ",
+                    log_probs.dim(), "; expected [T, N, C]");
+  // The loss of 16-bit inputs is f32: they accumulate in f32.
+  at::ScalarType dtype = at::isReducedFloatingType(log_probs.scalar_type())
+                             ? at::kFloat
+                             : log_probs.scalar_type();
+  at::Tensor loss = options.reduction == JITOPS_CTC_REDUCTION_NONE
+                        ? at::empty({log_probs.size(1)}, log_probs.options().dtype(dtype))
+                        : at::empty({}, log_probs.options().dtype(dtype));
+  Inputs in(log_probs, targets, input_lengths, target_lengths);
+  View lv(loss);
+  Launch launch(log_probs, "ctc_loss");
+  Workspace workspace(
+      workspace_bytes(launch.runtime, in, options, JITOPS_CTC_PASS_LOSS, "ctc_loss"), log_probs);
+  check(jitops_ctc_loss(launch.runtime, in.log_probs.get(), in.targets.get(),
+                        in.input_lengths.get(), in.target_lengths.get(), &options, lv.get(),
+                        workspace.get(), launch.stream),
+        "ctc_loss");
+  return loss;
+}
+
+at::Tensor backward_kernel(const at::Tensor &grad, const at::Tensor &log_probs,
+                           const at::Tensor &targets, const at::Tensor &input_lengths,
+                           const at::Tensor &target_lengths, int64_t blank,
+                           c10::string_view reduction, bool zero_infinity,
+                           int64_t max_target_length) {
+  jitops_ctc_options options =
+      options_of(blank, reduction, zero_infinity, max_target_length, "ctc_loss_backward");
+  at::Tensor grad_log_probs = at::empty_like(log_probs);
+  Inputs in(log_probs, targets, input_lengths, target_lengths);
+  View gv(grad), glv(grad_log_probs);
+  Launch launch(log_probs, "ctc_loss_backward");
+  Workspace workspace(workspace_bytes(launch.runtime, in, options, JITOPS_CTC_PASS_BACKWARD,
+                                      "ctc_loss_backward"),
+                      log_probs);
+  check(jitops_ctc_loss_backward(launch.runtime, in.log_probs.get(), in.targets.get(),
+                                 in.input_lengths.get(), in.target_lengths.get(), gv.get(),
+                                 &options, glv.get(), nullptr, workspace.get(), launch.stream),
+        "ctc_loss_backward");
+  return grad_log_probs;
+}
+
+// ---- autograd --------------------------------------------------------------------------------
+
+using LossSignature = at::Tensor(const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                                 const at::Tensor &, int64_t, c10::string_view, bool, int64_t);
+using BackwardSignature = at::Tensor(const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                                     const at::Tensor &, const at::Tensor &, int64_t,
+                                     c10::string_view, bool, int64_t);
+
+// The forward computes the loss alone; the backward runs the alpha+beta pass and the
+// gradient (jitops_ctc_loss_backward), so nothing larger than the inputs is kept between them.
+struct LossFunction : public torch::autograd::Function<LossFunction> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &log_probs,
+                            const at::Tensor &targets, const at::Tensor &input_lengths,
+                            const at::Tensor &target_lengths, int64_t blank,
+                            c10::string_view reduction, bool zero_infinity,
+                            int64_t max_target_length) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("jitops::ctc_loss", "")
+                         .typed<LossSignature>();
+    at::Tensor loss;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      loss = op.call(log_probs, targets, input_lengths, target_lengths, blank, reduction,
+                     zero_infinity, max_target_length);
+    }
+    ctx->save_for_backward({log_probs, targets, input_lengths, target_lengths});
+    ctx->saved_data["blank"] = blank;
+    ctx->saved_data["reduction"] = std::string(reduction.data(), reduction.size());
+    ctx->saved_data["zero_infinity"] = zero_infinity;
+    ctx->saved_data["max_target_length"] = max_target_length;
+    return loss;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("jitops::ctc_loss_backward", "")
+                         .typed<BackwardSignature>();
+    variable_list s = ctx->get_saved_variables();
+    std::string reduction = ctx->saved_data["reduction"].toStringRef();
+    at::Tensor grad_log_probs =
+        op.call(grads[0], s[0], s[1], s[2], s[3], ctx->saved_data["blank"].toInt(),
+                c10::string_view(reduction.data(), reduction.size()),
+                ctx->saved_data["zero_infinity"].toBool(),
+                ctx->saved_data["max_target_length"].toInt());
+    return {grad_log_probs, {}, {}, {}, {}, {}, {}, {}};
+  }
+};
+
+at::Tensor loss_autograd(const at::Tensor &log_probs, const at::Tensor &targets,
+                         const at::Tensor &input_lengths, const at::Tensor &target_lengths,
+                         int64_t blank, c10::string_view reduction, bool zero_infinity,
+                         int64_t max_target_length) {
+  return LossFunction::apply(log_probs, targets, input_lengths, target_lengths, blank, reduction,
+                             zero_infinity, max_target_length);
+}
+
+}  // namespace
+}  // namespace jitops_torch
+
+using namespace jitops_torch;
+
+TORCH_LIBRARY_FRAGMENT(jitops, m) {
+  const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
+  m.def("ctc_loss(Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, "
+        "int blank, str reduction, bool zero_infinity, int max_target_length) -> Tensor",
+        tags);
+  m.def("ctc_loss_backward(Tensor grad, Tensor log_probs, Tensor targets, Tensor input_lengths, "
+        "Tensor target_lengths, int blank, str reduction, bool zero_infinity, "
+        "int max_target_length) -> Tensor",
+        tags);
+}
+
+TORCH_LIBRARY_IMPL(jitops, CUDA, m) {
+  m.impl("ctc_loss", &loss_kernel);
+  m.impl("ctc_loss_backward", &backward_kernel);
+}
+
+TORCH_LIBRARY_IMPL(jitops, Autograd, m) {
+  m.impl("ctc_loss", &loss_autograd);
+}
+
+TORCH_LIBRARY_IMPL(jitops, CPU, m) {
+  refuse_cpu_tensors(m, {"ctc_loss", "ctc_loss_backward"});
+}

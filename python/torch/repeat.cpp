@@ -1,0 +1,109 @@
+// Repeat (jitops/repeat.h): repeat and repeat_backward, with repeat's autograd formula.
+#include "support.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+namespace jitops_torch {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// x's shape, padded with leading ones to the repeats' length, times the repeats.
+std::vector<int64_t> repeated_shape(const at::Tensor &x, at::IntArrayRef repeats) {
+  int64_t pad = static_cast<int64_t>(repeats.size()) - x.dim();
+  TORCH_CHECK_VALUE(pad >= 0, "[jitops:2] jitops.repeat: ", repeats.size(),
+                    " repeats for a tensor of rank ", x.dim(),
+                    "; give at least one per dimension");
+  std::vector<int64_t> shape(repeats.size());
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    TORCH_CHECK_VALUE(repeats[d] >= 0, "[jitops:6] jitops.repeat: repeats[", d, "] is ",
+                      repeats[d], ", negative");
+    int64_t size = static_cast<int64_t>(d) < pad ? 1 : x.size(static_cast<int64_t>(d) - pad);
+    TORCH_CHECK_VALUE(!c10::mul_overflows(size, repeats[d], &shape[d]),
+                      "[jitops:6] jitops.repeat: dimension ", d, " overflows int64");
+  }
+  return shape;
+}
+
+at::Tensor repeat_kernel(const at::Tensor &x, c10::SymIntArrayRef sym_repeats) {
+  at::IntArrayRef repeats = C10_AS_INTARRAYREF_SLOW(sym_repeats);
+  at::Tensor y = at::empty(repeated_shape(x, repeats), x.options());
+  View xv(x), yv(y);
+  Launch launch(x, "repeat");
+  check(jitops_repeat(launch.runtime, xv.get(), repeats.data(), static_cast<int>(repeats.size()),
+                      yv.get(), launch.stream),
+        "repeat");
+  return y;
+}
+
+at::Tensor repeat_backward_kernel(const at::Tensor &grad, c10::SymIntArrayRef sym_repeats,
+                                  c10::SymIntArrayRef input_shape) {
+  at::IntArrayRef repeats = C10_AS_INTARRAYREF_SLOW(sym_repeats);
+  at::Tensor grad_x = at::empty(C10_AS_INTARRAYREF_SLOW(input_shape), grad.options());
+  View gv(grad), gxv(grad_x);
+  Launch launch(grad, "repeat_backward");
+  int count = static_cast<int>(repeats.size());
+  size_t bytes = 0;
+  check(jitops_repeat_backward_workspace_size(launch.runtime, gv.get(), repeats.data(), count,
+                                              gxv.get(), &bytes),
+        "repeat_backward");
+  Workspace workspace(bytes, grad);
+  check(jitops_repeat_backward(launch.runtime, gv.get(), repeats.data(), count, gxv.get(),
+                               workspace.get(), launch.stream),
+        "repeat_backward");
+  return grad_x;
+}
+
+struct RepeatFunction : public torch::autograd::Function<RepeatFunction> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
+                            c10::SymIntArrayRef repeats) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("jitops::repeat", "")
+                         .typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef)>();
+    ctx->saved_data["repeats"] = repeats;
+    ctx->saved_data["input_shape"] = x.sym_sizes();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(x, repeats);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    static auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("jitops::repeat_backward", "")
+            .typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
+    std::vector<c10::SymInt> repeats = ctx->saved_data["repeats"].toSymIntVector();
+    std::vector<c10::SymInt> shape = ctx->saved_data["input_shape"].toSymIntVector();
+    return {op.call(grads[0], repeats, shape), at::Tensor()};
+  }
+};
+
+at::Tensor repeat_autograd(const at::Tensor &x, c10::SymIntArrayRef repeats) {
+  return RepeatFunction::apply(x, repeats);
+}
+
+}  // namespace
+}  // namespace jitops_torch
+
+using namespace jitops_torch;
+
+TORCH_LIBRARY_FRAGMENT(jitops, m) {
+  const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
+  m.def("repeat(Tensor x, SymInt[] repeats) -> Tensor", tags);
+  m.def("repeat_backward(Tensor grad, SymInt[] repeats, SymInt[] input_shape) -> Tensor", tags);
+}
+
+TORCH_LIBRARY_IMPL(jitops, CUDA, m) {
+  m.impl("repeat", &repeat_kernel);
+  m.impl("repeat_backward", &repeat_backward_kernel);
+}
+
+TORCH_LIBRARY_IMPL(jitops, Autograd, m) {
+  m.impl("repeat", &repeat_autograd);
+}
+
+TORCH_LIBRARY_IMPL(jitops, CPU, m) {
+  refuse_cpu_tensors(m, {"repeat", "repeat_backward"});
+}

@@ -1,0 +1,233 @@
+// Segment reductions (jitops/segment.h): segment_reduce, segment_reduce_counted (which also
+// counts the ids >= num_segments) and segment_reduce_backward, with the forward ops' autograd
+// formulas.
+#include "support.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+namespace jitops_torch {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr std::string_view kReductions[] = {"sum", "mean", "max", "min"};  // C's order
+
+jitops_segment_reduction reduction_of(c10::string_view name, std::string_view op) {
+  return static_cast<jitops_segment_reduction>(
+      code_of(std::string_view(name.data(), name.size()), kReductions, op, "reduction"));
+}
+
+std::string op_name(c10::string_view reduction, const char *suffix = "") {
+  return "segment_" + std::string(reduction.data(), reduction.size()) + suffix;
+}
+
+// out [num_segments, data.shape[1:]]; `dropped`, when given, counts the ids >= num_segments.
+at::Tensor reduce(const at::Tensor &data, const at::Tensor &ids, int64_t num_segments,
+                  c10::string_view reduction, bool sorted, std::optional<double> fill,
+                  const std::optional<at::Tensor> &dropped) {
+  std::string name = op_name(reduction);
+  jitops_segment_reduction code = reduction_of(reduction, name);
+  TORCH_CHECK_VALUE(data.dim() >= 1, "[jitops:2] jitops.", name,
+                    ": data must have rank >= 1 (rows first)");
+  TORCH_CHECK_VALUE(num_segments >= 0, "[jitops:1] jitops.", name, ": num_segments is ",
+                    num_segments, ", negative");
+  std::vector<int64_t> shape = data.sizes().vec();
+  shape[0] = num_segments;
+  at::Tensor out = at::empty(shape, data.options());
+  View dv(data), iv(ids), ov(out);
+  OptionalView cv(dropped);
+  jitops_segment_options options;
+  jitops_segment_options_init(&options);
+  options.sorted = sorted;
+  options.has_fill = fill.has_value();
+  options.fill = fill.value_or(0.0);
+  options.dropped_count = cv.get();
+  Launch launch(data, name);
+  size_t bytes = 0;
+  check(jitops_segment_reduce_workspace_size(launch.runtime, code, dv.get(), iv.get(),
+                                             num_segments, ov.get(), &options, &bytes),
+        name);
+  Workspace workspace(bytes, data);
+  check(jitops_segment_reduce(launch.runtime, code, dv.get(), iv.get(), num_segments, ov.get(),
+                              &options, workspace.get(), launch.stream),
+        name);
+  return out;
+}
+
+at::Tensor reduce_kernel(const at::Tensor &data, const at::Tensor &ids, c10::SymInt num_segments,
+                         c10::string_view reduction, bool sorted, std::optional<double> fill) {
+  return reduce(data, ids, num_segments.expect_int(), reduction, sorted, fill, std::nullopt);
+}
+
+std::tuple<at::Tensor, at::Tensor> counted_kernel(const at::Tensor &data, const at::Tensor &ids,
+                                                  c10::SymInt num_segments,
+                                                  c10::string_view reduction, bool sorted,
+                                                  std::optional<double> fill) {
+  at::Tensor dropped = at::zeros({}, data.options().dtype(at::kLong));
+  at::Tensor out = reduce(data, ids, num_segments.expect_int(), reduction, sorted, fill, dropped);
+  return {out, dropped};
+}
+
+// grad_data [ids.shape[0], grad.shape[1:]]: data and out are needed for max and min only.
+at::Tensor backward_kernel(const at::Tensor &grad, const std::optional<at::Tensor> &data,
+                           const std::optional<at::Tensor> &out, const at::Tensor &ids,
+                           c10::SymInt sym_num_segments, c10::string_view reduction,
+                           bool sorted) {
+  std::string name = op_name(reduction, "_backward");
+  jitops_segment_reduction code = reduction_of(reduction, name);
+  int64_t num_segments = sym_num_segments.expect_int();
+  std::vector<int64_t> shape = grad.sizes().vec();
+  TORCH_CHECK_VALUE(!shape.empty() && ids.dim() == 1, "[jitops:2] jitops.", name,
+                    ": grad must have rank >= 1 and segment_ids rank 1");
+  shape[0] = ids.size(0);
+  at::Tensor grad_data = at::empty(shape, grad.options());
+  View gv(grad), iv(ids), gdv(grad_data);
+  OptionalView dv(data), ov(out);
+  jitops_segment_options options;
+  jitops_segment_options_init(&options);
+  options.sorted = sorted;
+  Launch launch(grad, name);
+  size_t bytes = 0;
+  check(jitops_segment_reduce_backward_workspace_size(launch.runtime, code, gv.get(), dv.get(),
+                                                      ov.get(), iv.get(), num_segments,
+                                                      gdv.get(), &options, &bytes),
+        name);
+  Workspace workspace(bytes, grad);
+  check(jitops_segment_reduce_backward(launch.runtime, code, gv.get(), dv.get(), ov.get(),
+                                       iv.get(), num_segments, gdv.get(), &options,
+                                       workspace.get(), launch.stream),
+        name);
+  return grad_data;
+}
+
+// ---- autograd --------------------------------------------------------------------------------
+
+using Optional = std::optional<at::Tensor>;
+using ReduceSignature = at::Tensor(const at::Tensor &, const at::Tensor &, c10::SymInt,
+                                   c10::string_view, bool, std::optional<double>);
+using CountedSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &,
+                                                            const at::Tensor &, c10::SymInt,
+                                                            c10::string_view, bool,
+                                                            std::optional<double>);
+
+// What the backward needs: the ids, and for max and min the data and the result.
+void save(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
+          const at::Tensor &out, const c10::SymInt &num_segments, c10::string_view reduction,
+          bool sorted) {
+  bool extremum = reduction == "max" || reduction == "min";
+  ctx->save_for_backward({ids, extremum ? data : at::Tensor(), extremum ? out : at::Tensor()});
+  ctx->saved_data["num_segments"] = num_segments;
+  ctx->saved_data["reduction"] = std::string(reduction.data(), reduction.size());
+  ctx->saved_data["sorted"] = sorted;
+}
+
+at::Tensor data_gradient(AutogradContext *ctx, const at::Tensor &grad) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("jitops::segment_reduce_backward", "")
+                       .typed<at::Tensor(const at::Tensor &, const Optional &, const Optional &,
+                                         const at::Tensor &, c10::SymInt, c10::string_view,
+                                         bool)>();
+  variable_list saved = ctx->get_saved_variables();
+  auto optional = [](const at::Tensor &t) { return t.defined() ? Optional(t) : std::nullopt; };
+  std::string reduction = ctx->saved_data["reduction"].toStringRef();
+  // The library reads rows of grad whole: autograd may pass an expanded one (the backward
+  // of a sum is a stride-0 view).
+  return op.call(grad.contiguous(), optional(saved[1]), optional(saved[2]), saved[0],
+                 ctx->saved_data["num_segments"].toSymInt(),
+                 c10::string_view(reduction.data(), reduction.size()),
+                 ctx->saved_data["sorted"].toBool());
+}
+
+struct ReduceFunction : public torch::autograd::Function<ReduceFunction> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
+                            c10::SymInt num_segments, c10::string_view reduction, bool sorted,
+                            std::optional<double> fill) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("jitops::segment_reduce", "")
+                         .typed<ReduceSignature>();
+    at::Tensor out;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      out = op.call(data, ids, num_segments, reduction, sorted, fill);
+    }
+    save(ctx, data, ids, out, num_segments, reduction, sorted);
+    return out;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {data_gradient(ctx, grads[0]), {}, {}, {}, {}, {}};
+  }
+};
+
+struct CountedFunction : public torch::autograd::Function<CountedFunction> {
+  static variable_list forward(AutogradContext *ctx, const at::Tensor &data,
+                               const at::Tensor &ids, c10::SymInt num_segments,
+                               c10::string_view reduction, bool sorted,
+                               std::optional<double> fill) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("jitops::segment_reduce_counted", "")
+                         .typed<CountedSignature>();
+    std::tuple<at::Tensor, at::Tensor> result;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      result = op.call(data, ids, num_segments, reduction, sorted, fill);
+    }
+    auto &[out, dropped] = result;
+    save(ctx, data, ids, out, num_segments, reduction, sorted);
+    ctx->mark_non_differentiable({dropped});
+    return {out, dropped};
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {data_gradient(ctx, grads[0]), {}, {}, {}, {}, {}};
+  }
+};
+
+at::Tensor reduce_autograd(const at::Tensor &data, const at::Tensor &ids, c10::SymInt num_segments,
+                           c10::string_view reduction, bool sorted, std::optional<double> fill) {
+  return ReduceFunction::apply(data, ids, num_segments, reduction, sorted, fill);
+}
+
+std::tuple<at::Tensor, at::Tensor> counted_autograd(const at::Tensor &data, const at::Tensor &ids,
+                                                    c10::SymInt num_segments,
+                                                    c10::string_view reduction, bool sorted,
+                                                    std::optional<double> fill) {
+  variable_list out = CountedFunction::apply(data, ids, num_segments, reduction, sorted, fill);
+  return {out[0], out[1]};
+}
+
+}  // namespace
+}  // namespace jitops_torch
+
+using namespace jitops_torch;
+
+TORCH_LIBRARY_FRAGMENT(jitops, m) {
+  const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
+  m.def("segment_reduce(Tensor data, Tensor segment_ids, SymInt num_segments, str reduction, "
+        "bool sorted, float? fill) -> Tensor",
+        tags);
+  m.def("segment_reduce_counted(Tensor data, Tensor segment_ids, SymInt num_segments, "
+        "str reduction, bool sorted, float? fill) -> (Tensor out, Tensor dropped)",
+        tags);
+  m.def("segment_reduce_backward(Tensor grad, Tensor? data, Tensor? out, Tensor segment_ids, "
+        "SymInt num_segments, str reduction, bool sorted) -> Tensor",
+        tags);
+}
+
+TORCH_LIBRARY_IMPL(jitops, CUDA, m) {
+  m.impl("segment_reduce", &reduce_kernel);
+  m.impl("segment_reduce_counted", &counted_kernel);
+  m.impl("segment_reduce_backward", &backward_kernel);
+}
+
+TORCH_LIBRARY_IMPL(jitops, Autograd, m) {
+  m.impl("segment_reduce", &reduce_autograd);
+  m.impl("segment_reduce_counted", &counted_autograd);
+}
+
+TORCH_LIBRARY_IMPL(jitops, CPU, m) {
+  refuse_cpu_tensors(m, {"segment_reduce", "segment_reduce_counted", "segment_reduce_backward"});
+}

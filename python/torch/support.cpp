@@ -1,0 +1,178 @@
+// DLPack views, runtimes, streams, workspaces and errors for the torch layer (support.h).
+#include "support.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <string>
+
+namespace jitops_torch {
+namespace {
+
+DLDataType dl_dtype(at::ScalarType type) {
+  switch (type) {
+  case at::kHalf:
+    return {kDLFloat, 16, 1};
+  case at::kBFloat16:
+    return {kDLBfloat, 16, 1};
+  case at::kFloat:
+    return {kDLFloat, 32, 1};
+  case at::kDouble:
+    return {kDLFloat, 64, 1};
+  case at::kInt:
+    return {kDLInt, 32, 1};
+  case at::kLong:
+    return {kDLInt, 64, 1};
+  case at::kShort:
+    return {kDLInt, 16, 1};
+  case at::kChar:
+    return {kDLInt, 8, 1};
+  case at::kByte:
+    return {kDLUInt, 8, 1};
+  default: // no DLPack code the library takes: it refuses it, naming the argument
+    return {kDLOpaqueHandle, static_cast<uint8_t>(8 * c10::elementSize(type)), 1};
+  }
+}
+
+// The Python package's provider: creates (or finds) the shared jitops.Runtime of a device.
+// Set once, through jitops_torch_set_runtime_provider, when jitops.ops is imported.
+using Provider = int (*)(int device, jitops_runtime_t **out, char *message, size_t size);
+std::atomic<Provider> provider{nullptr};
+
+constexpr int kMaxDevices = 64;
+std::array<std::atomic<jitops_runtime_t *>, kMaxDevices> runtimes{};
+std::mutex runtimes_lock;
+
+}  // namespace
+
+View::View(const at::Tensor &tensor, int min_rank) {
+  dl_.data = tensor.data_ptr();
+  dl_.device = tensor.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(tensor.get_device())}
+                                : DLDevice{kDLCPU, 0};
+  dl_.dtype = dl_dtype(tensor.scalar_type());
+  dl_.byte_offset = 0;  // data_ptr() already counts the storage offset
+  if (tensor.dim() < min_rank) {
+    dl_.ndim = 1;
+    dl_.shape = dl_.strides = &one_;
+    return;
+  }
+  dl_.ndim = static_cast<int32_t>(tensor.dim());
+  dl_.shape = const_cast<int64_t *>(tensor.sizes().data());
+  dl_.strides = const_cast<int64_t *>(tensor.strides().data());
+}
+
+OptionalView::OptionalView(const std::optional<at::Tensor> &tensor, int min_rank) {
+  present_ = tensor.has_value() && tensor->defined();
+  if (present_)
+    view_ = View(*tensor, min_rank);
+}
+
+jitops_runtime_t *runtime_for(int device, std::string_view op) {
+  if (device < 0 || device >= kMaxDevices)
+    TORCH_CHECK_VALUE(false, "[jitops:5] jitops.", op, ": CUDA device ", device,
+                      " is out of the supported range");
+  jitops_runtime_t *runtime = runtimes[device].load(std::memory_order_acquire);
+  if (runtime != nullptr)
+    return runtime;
+  std::lock_guard<std::mutex> guard(runtimes_lock);
+  runtime = runtimes[device].load(std::memory_order_relaxed);
+  if (runtime != nullptr)
+    return runtime;
+  Provider provide = provider.load();
+  TORCH_CHECK(provide != nullptr, "[jitops:16] jitops.", op,
+              ": the torch layer has no runtime provider (import jitops.ops first)");
+  char message[1024] = "";
+  int status = provide(device, &runtime, message, sizeof message);
+  if (status != JITOPS_SUCCESS)
+    TORCH_CHECK(false, "[jitops:", status, "] jitops.", op, ": ", message);
+  runtimes[device].store(runtime, std::memory_order_release);
+  return runtime;
+}
+
+void *current_stream(int device) {
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+}
+
+Launch::Launch(const at::Tensor &tensor, std::string_view op)
+    : runtime(runtime_for(tensor.get_device(), op)), stream(current_stream(tensor.get_device())) {}
+
+Workspace::Workspace(size_t bytes, const at::Tensor &like) {
+  if (bytes == 0)
+    return;
+  memory_ = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+  workspace_ = {memory_.data_ptr(), bytes};
+}
+
+void fail(jitops_status status, std::string_view op) {
+  // The library's message starts with its C entry point ("jitops_scan_workspace_size: ..."),
+  // which a Python caller never called: the op's name replaces it.
+  std::string message = jitops_last_error();
+  size_t colon = message.find(": ");
+  if (message.rfind("jitops_", 0) == 0 && colon != std::string::npos)
+    message.erase(0, colon + 2);
+  std::string text =
+      "[jitops:" + std::to_string(status) + "] jitops." + std::string(op) + ": " + message;
+  switch (status) {
+  case JITOPS_ERR_INVALID_DTYPE:
+    TORCH_CHECK_TYPE(false, text);
+  case JITOPS_ERR_INVALID_ARGUMENT:
+  case JITOPS_ERR_INVALID_SHAPE:
+  case JITOPS_ERR_INVALID_LAYOUT:
+  case JITOPS_ERR_INVALID_DEVICE:
+  case JITOPS_ERR_OUT_OF_RANGE:
+  case JITOPS_ERR_ALREADY_EXISTS:
+    TORCH_CHECK_VALUE(false, text);
+  case JITOPS_ERR_UNSUPPORTED:
+    TORCH_CHECK_NOT_IMPLEMENTED(false, text);
+  default:
+    TORCH_CHECK(false, text);
+  }
+}
+
+int code_of(std::string_view name, c10::ArrayRef<std::string_view> names, std::string_view op,
+            std::string_view what) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name)
+      return static_cast<int>(i);
+  std::string choices;
+  for (std::string_view n : names)
+    choices += (choices.empty() ? "'" : ", '") + std::string(n) + "'";
+  TORCH_CHECK_VALUE(false, "[jitops:1] jitops.", op, ": ", what, " must be one of ", choices,
+                    "; got '", name, "'");
+}
+
+namespace {
+
+void refuse(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  const auto &arguments = op.schema().arguments();
+  size_t first = stack->size() - arguments.size();
+  std::string where = "an argument";
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::IValue &value = (*stack)[first + i];
+    if (value.isTensor() && value.toTensor().is_cpu()) {
+      where = arguments[i].name();
+      break;
+    }
+  }
+  TORCH_CHECK_VALUE(false, "[jitops:5] jitops.", op.schema().name().substr(8), ": ", where,
+                    " is a CPU tensor; jitops ops run on CUDA tensors");
+}
+
+}  // namespace
+
+void refuse_cpu_tensors(torch::Library &library, c10::ArrayRef<const char *> ops) {
+  for (const char *name : ops)
+    library.impl(name, torch::CppFunction::makeFromBoxedFunction<&refuse>());
+}
+
+}  // namespace jitops_torch
+
+// Called once by jitops.ops (through ctypes) with the address of its runtime provider.
+extern "C" __attribute__((visibility("default"))) void
+jitops_torch_set_runtime_provider(void *function) {
+  jitops_torch::provider.store(reinterpret_cast<jitops_torch::Provider>(function));
+}

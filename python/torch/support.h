@@ -1,0 +1,90 @@
+// The torch layer of jitops (libjitops_torch.so): every op as a PyTorch operator in the
+// jitops namespace, with its CUDA kernel and its autograd formula in C++, so that a call
+// costs what a native op costs (the Python package registers the fake kernels and the
+// public functions). This header is what every op file shares: DLPack views of tensors, the
+// runtime and current stream of a device, workspaces from PyTorch's caching allocator, and
+// errors.
+//
+// Errors. A failed C call throws the c10 error that Python maps to the right built-in
+// (c10::TypeError -> TypeError, ...), with a message that starts "[jitops:<status>] ":
+// jitops.ops turns that into its own exception class.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+#include <c10/util/ArrayRef.h>
+
+#include <optional>
+#include <string_view>
+
+#include <jitops/jitops.h>
+
+namespace jitops_torch {
+
+// A DLTensor describing `tensor` in place: its shape and strides are the tensor's own, so
+// the view lives as long as the tensor. A 0-d tensor can be seen as [1] (min_rank 1).
+class View {
+ public:
+  View() = default;
+  explicit View(const at::Tensor &tensor, int min_rank = 0);
+  DLTensor *get() { return &dl_; }
+
+ private:
+  DLTensor dl_{};
+  int64_t one_ = 1;
+};
+
+// A view of an optional tensor: NULL for nullopt or an undefined tensor.
+class OptionalView {
+ public:
+  explicit OptionalView(const std::optional<at::Tensor> &tensor, int min_rank = 0);
+  DLTensor *get() { return present_ ? view_.get() : nullptr; }
+
+ private:
+  View view_;
+  bool present_ = false;
+};
+
+// The shared runtime of CUDA device `device` (created by the Python package's provider on
+// first use) and PyTorch's current stream there.
+jitops_runtime_t *runtime_for(int device, std::string_view op);
+void *current_stream(int device);
+
+// Scratch memory from PyTorch's caching allocator on `like`'s device, ordered on the current
+// stream: freeing it after the op is enqueued is safe.
+class Workspace {
+ public:
+  Workspace(size_t bytes, const at::Tensor &like);
+  const jitops_workspace *get() const { return &workspace_; }
+
+ private:
+  at::Tensor memory_;
+  jitops_workspace workspace_{};
+};
+
+// Throws the error of a failed C call for op `op` (the Python name, "cumsum").
+[[noreturn]] void fail(jitops_status status, std::string_view op);
+
+inline void check(jitops_status status, std::string_view op) {
+  if (status != JITOPS_SUCCESS)
+    fail(status, op);
+}
+
+// What every op's C call needs: the runtime and stream of `tensor`'s device.
+struct Launch {
+  Launch(const at::Tensor &tensor, std::string_view op);
+  jitops_runtime_t *runtime;
+  void *stream;
+};
+
+// The C code of a reduction or op name ("mean" -> 1), or an InvalidArgument error naming the
+// choices.
+int code_of(std::string_view name, c10::ArrayRef<std::string_view> names, std::string_view op,
+            std::string_view what);
+
+// Registers, for each name, a CPU kernel that refuses host tensors with a clear error
+// (jitops ops run on CUDA tensors; CPU tensors are legal only beside CUDA ones, as CTC's
+// host lengths).
+void refuse_cpu_tensors(torch::Library &library, c10::ArrayRef<const char *> ops);
+
+}  // namespace jitops_torch
