@@ -37,6 +37,11 @@ struct jitops_runtime {
   pthread_cond_t build_done;
   jitops__store *store; /* NULL without a disk tier */
 
+  /* The application's scratch allocator (jitops_runtime_set_allocator): `allocator` is written
+   * once, before `has_allocator` is set (release); readers check the flag (acquire). */
+  jitops_allocator allocator;
+  int has_allocator;
+
   pthread_mutex_t state_lock;
   void *states[JITOPS__SLOT_COUNT];
   void (*state_destroy[JITOPS__SLOT_COUNT])(jitops_runtime_t *, void *);

@@ -91,6 +91,38 @@ static jitops_status alloc_async(jitops_runtime_t *rt, size_t bytes, void *strea
   return JITOPS_SUCCESS;
 }
 
+/* ---- the application's allocator ------------------------------------------------------- */
+
+jitops_status jitops_runtime_set_allocator(jitops_runtime_t *runtime,
+                                           const jitops_allocator *allocator) {
+  static const char *const fn = "jitops_runtime_set_allocator";
+  JITOPS__REQUIRE_NONNULL(fn, runtime);
+  JITOPS__REQUIRE_NONNULL(fn, allocator);
+  if (allocator->allocate == NULL || allocator->release == NULL)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: allocator->%s is NULL", fn,
+                        allocator->allocate == NULL ? "allocate" : "release");
+  pthread_mutex_lock(&runtime->state_lock);
+  int installed = __atomic_load_n(&runtime->has_allocator, __ATOMIC_RELAXED);
+  if (!installed) {
+    runtime->allocator = *allocator;
+    __atomic_store_n(&runtime->has_allocator, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&runtime->state_lock);
+  if (installed)
+    return jitops__fail(JITOPS_ERR_ALREADY_EXISTS, "%s: the runtime has an allocator already", fn);
+  return JITOPS_SUCCESS;
+}
+
+static jitops_status alloc_from_application(jitops_runtime_t *rt, size_t bytes, void *stream,
+                                            void **out) {
+  *out = rt->allocator.allocate(rt->allocator.user, bytes, stream);
+  if (*out == NULL)
+    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY,
+                        "the application's allocator returned no memory for %zu bytes of scratch",
+                        bytes);
+  return JITOPS_SUCCESS;
+}
+
 jitops_status jitops__scratch_acquire(jitops_runtime_t *rt, void *stream,
                                       const jitops_workspace *workspace, size_t bytes,
                                       jitops__scratch *out) {
@@ -102,13 +134,20 @@ jitops_status jitops__scratch_acquire(jitops_runtime_t *rt, void *stream,
     out->ptr = workspace->ptr;
     return JITOPS_SUCCESS;
   }
+  if (__atomic_load_n(&rt->has_allocator, __ATOMIC_ACQUIRE)) {
+    JITOPS__TRY(alloc_from_application(rt, bytes, stream, &out->ptr));
+    out->source = JITOPS__SCRATCH_ALLOCATOR;
+    return JITOPS_SUCCESS;
+  }
   JITOPS__TRY(alloc_async(rt, bytes, stream, &out->ptr));
-  out->owned = true;
+  out->source = JITOPS__SCRATCH_POOL;
   return JITOPS_SUCCESS;
 }
 
 void jitops__scratch_release(jitops_runtime_t *rt, void *stream, jitops__scratch *scratch) {
-  if (scratch->owned && scratch->ptr != NULL && rt->context != NULL) {
+  if (scratch->source == JITOPS__SCRATCH_ALLOCATOR)
+    rt->allocator.release(rt->allocator.user, scratch->ptr, scratch->bytes, stream);
+  if (scratch->source == JITOPS__SCRATCH_POOL && scratch->ptr != NULL && rt->context != NULL) {
     int pushed;
     if (jitops__context_push(rt, &pushed) == JITOPS_SUCCESS) {
       rt->driver->cuMemFreeAsync((CUdeviceptr)(uintptr_t)scratch->ptr, (CUstream)stream);

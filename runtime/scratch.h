@@ -8,17 +8,24 @@
 
 #include "jitops/jitops.h"
 
-/* Scratch memory: the caller's workspace when it is large enough, else a stream-ordered
+/* Scratch memory: the caller's workspace when it is large enough, else the application's
+ * allocator when one is installed (jitops_runtime_set_allocator), else a stream-ordered
  * allocation on `stream` from the runtime's own memory pool. Release with
  * jitops__scratch_release on the same stream (stream-ordered, so it is safe to release right
  * after the launches that use it, and graph-capturable). The pool keeps up to
  * $JITOPS_SCRATCH_KEEP_BYTES (default 256 MiB) of freed memory across synchronizations; the
  * device's default pool keeps none, so each call after a synchronization paid for fresh
  * memory (about 0.1 ms on an H100). */
+typedef enum jitops__scratch_source {
+  JITOPS__SCRATCH_NONE = 0,     /* no bytes, or the caller's workspace: nothing to release */
+  JITOPS__SCRATCH_POOL = 1,     /* the runtime's pool: cuMemFreeAsync */
+  JITOPS__SCRATCH_ALLOCATOR = 2 /* the application's allocator: its release */
+} jitops__scratch_source;
+
 typedef struct jitops__scratch {
   void *ptr;
   size_t bytes;
-  bool owned;
+  jitops__scratch_source source;
 } jitops__scratch;
 
 jitops_status jitops__scratch_acquire(jitops_runtime_t *runtime, void *stream,

@@ -129,6 +129,30 @@ static void catalogue_arguments(jitops_runtime_t *rt) {
   CHECK_FAILS(jitops_catalogue_compile(rt, n), JITOPS_ERR_NOT_FOUND, "index");
 }
 
+static void *never_allocate(void *user, size_t bytes, void *stream) {
+  (void)user, (void)bytes, (void)stream;
+  return NULL;
+}
+
+static void never_release(void *user, void *ptr, size_t bytes, void *stream) {
+  (void)user, (void)ptr, (void)bytes, (void)stream;
+}
+
+/* One allocator per runtime, installed whole or not at all. */
+static void allocator_arguments(jitops_runtime_t *rt) {
+  jitops_allocator allocator = {never_allocate, NULL, NULL};
+  CHECK_FAILS(jitops_runtime_set_allocator(NULL, &allocator), JITOPS_ERR_INVALID_ARGUMENT,
+              "runtime is NULL");
+  CHECK_FAILS(jitops_runtime_set_allocator(rt, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "allocator is NULL");
+  CHECK_FAILS(jitops_runtime_set_allocator(rt, &allocator), JITOPS_ERR_INVALID_ARGUMENT,
+              "allocator->release");
+  allocator.release = never_release;
+  CHECK_OK(jitops_runtime_set_allocator(rt, &allocator));
+  CHECK_FAILS(jitops_runtime_set_allocator(rt, &allocator), JITOPS_ERR_ALREADY_EXISTS,
+              "already");
+}
+
 static int count_entry(const jitops_cache_entry *e, void *user) {
   (void)e;
   ++*(int *)user;
@@ -180,6 +204,7 @@ int main(void) {
   kernel_arguments(rt);
   launch_arguments(rt);
   catalogue_arguments(rt);
+  allocator_arguments(rt);
   jitops_runtime_destroy(rt);
   cache_admin_arguments();
   return test_finish("test_errors_and_api_arguments");

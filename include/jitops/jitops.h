@@ -202,15 +202,41 @@ JITOPS_API const char *jitops_kernel_lowered_name(const jitops_kernel_t *kernel)
  * ---------------------------------------------------------------------------------------- */
 
 /* Device memory the caller lends to an op. An op that needs scratch takes a
- * `const jitops_workspace *`: NULL (or too small) makes it allocate from the runtime's own
- * memory pool (cuMemAllocFromPoolAsync) and free with cuMemFreeAsync on the op's stream,
- * which keeps it graph-capturable; the pool keeps up to $JITOPS_SCRATCH_KEEP_BYTES (default
- * 256 MiB) of freed memory for the next calls. Each op's header says how many bytes it
- * needs. */
+ * `const jitops_workspace *`: NULL (or too small) makes it allocate from the allocator
+ * installed with jitops_runtime_set_allocator (below) when there is one, else from the
+ * runtime's own memory pool (cuMemAllocFromPoolAsync), freed with cuMemFreeAsync on the op's
+ * stream, which keeps it graph-capturable; the pool keeps up to $JITOPS_SCRATCH_KEEP_BYTES
+ * (default 256 MiB) of freed memory for the next calls. Each op's header says how many bytes
+ * it needs. */
 typedef struct jitops_workspace {
   void *ptr;
   size_t bytes;
 } jitops_workspace;
+
+/* Where an op takes scratch when the caller passes no workspace large enough: by default the
+ * runtime's own memory pool (above); with an allocator installed, the application's. That is
+ * how a framework keeps a single pool: PyTorch's caching allocator, say, which then counts
+ * the memory and captures it into graphs with the rest.
+ *
+ * Contract. allocate(user, bytes, stream) returns device memory of at least `bytes` on the
+ * runtime's device, usable by work enqueued on `stream` from now on (as cuMemAllocAsync's), or
+ * NULL, which fails the op with JITOPS_ERR_OUT_OF_MEMORY. release(user, ptr, bytes, stream)
+ * gives it back, in stream order: the op calls it right after enqueueing the kernels that use
+ * the memory, before it returns, so the allocator must not hand the memory to work on another
+ * stream until those kernels have run (a caching allocator that reuses a block on the stream it
+ * was freed on, as PyTorch's does, qualifies). Both may run on any thread that calls an op, at
+ * once on several; neither may call back into libjitops. */
+typedef struct jitops_allocator {
+  void *(*allocate)(void *user, size_t bytes, void *stream);
+  void (*release)(void *user, void *ptr, size_t bytes, void *stream);
+  void *user;
+} jitops_allocator;
+
+/* Installs `allocator` (copied) for the runtime's scratch. At most once per runtime, and
+ * before its first op call: a second call gives JITOPS_ERR_ALREADY_EXISTS. Errors:
+ * JITOPS_ERR_INVALID_ARGUMENT (NULL runtime, allocator or function). */
+JITOPS_API jitops_status jitops_runtime_set_allocator(jitops_runtime_t *runtime,
+                                                      const jitops_allocator *allocator);
 
 /* ------------------------------------------------------------------------------------------
  * Catalogue: the common specializations of the built-in ops, for prewarming

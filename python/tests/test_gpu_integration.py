@@ -39,7 +39,7 @@ def opcheck_cases():
         (jops.segment_reduce.default, (data, segment_ids, 9, "sum", False, None)),
         (jops.segment_reduce.default, (data, segment_ids, 9, "max", False, -1.0)),
         (jops.segment_reduce_counted.default, (data, segment_ids, 7, "mean", False, None)),
-        (jops.segment_reduce_backward.default, (x[:, :4].contiguous(), None, None, ids(10, 6), [10, 4], 6, "sum", False)),
+        (jops.segment_reduce_backward.default, (x[:, :4].contiguous(), None, None, ids(6, 6), 6, "sum", False)),
         (jops.repeat.default, (grad_x, [2, 1, 3])),
         (jops.repeat_backward.default, (randn(12, 40), [2, 1], [6, 40])),
         (jops.ctc_loss.default, (lp, targets, *lengths, 0, "mean", False, 0)),

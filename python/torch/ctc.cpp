@@ -40,16 +40,6 @@ struct Inputs {
   View log_probs, targets, input_lengths, target_lengths;
 };
 
-size_t workspace_bytes(jitops_runtime_t *runtime, Inputs &in, const jitops_ctc_options &options,
-                       jitops_ctc_pass pass, std::string_view op) {
-  size_t bytes = 0;
-  check(jitops_ctc_workspace_size(runtime, in.log_probs.get(), in.targets.get(),
-                                  in.input_lengths.get(), in.target_lengths.get(), &options, pass,
-                                  &bytes),
-        op);
-  return bytes;
-}
-
 at::Tensor loss_kernel(const at::Tensor &log_probs, const at::Tensor &targets,
                        const at::Tensor &input_lengths, const at::Tensor &target_lengths,
                        int64_t blank, c10::string_view reduction, bool zero_infinity,
@@ -59,20 +49,17 @@ at::Tensor loss_kernel(const at::Tensor &log_probs, const at::Tensor &targets,
   TORCH_CHECK_VALUE(log_probs.dim() == 3, "[jitops:2] jitops.ctc_loss: log_probs has rank ",
                     log_probs.dim(), "; expected [T, N, C]");
   // The loss of 16-bit inputs is f32: they accumulate in f32.
-  at::ScalarType dtype = at::isReducedFloatingType(log_probs.scalar_type())
-                             ? at::kFloat
-                             : log_probs.scalar_type();
+  at::ScalarType dtype =
+      at::isReducedFloatingType(log_probs.scalar_type()) ? at::kFloat : log_probs.scalar_type();
   at::Tensor loss = options.reduction == JITOPS_CTC_REDUCTION_NONE
                         ? at::empty({log_probs.size(1)}, log_probs.options().dtype(dtype))
                         : at::empty({}, log_probs.options().dtype(dtype));
   Inputs in(log_probs, targets, input_lengths, target_lengths);
   View lv(loss);
   Launch launch(log_probs, "ctc_loss");
-  Workspace workspace(
-      workspace_bytes(launch.runtime, in, options, JITOPS_CTC_PASS_LOSS, "ctc_loss"), log_probs);
   check(jitops_ctc_loss(launch.runtime, in.log_probs.get(), in.targets.get(),
                         in.input_lengths.get(), in.target_lengths.get(), &options, lv.get(),
-                        workspace.get(), launch.stream),
+                        nullptr, launch.stream),
         "ctc_loss");
   return loss;
 }
@@ -88,12 +75,9 @@ at::Tensor backward_kernel(const at::Tensor &grad, const at::Tensor &log_probs,
   Inputs in(log_probs, targets, input_lengths, target_lengths);
   View gv(grad), glv(grad_log_probs);
   Launch launch(log_probs, "ctc_loss_backward");
-  Workspace workspace(workspace_bytes(launch.runtime, in, options, JITOPS_CTC_PASS_BACKWARD,
-                                      "ctc_loss_backward"),
-                      log_probs);
   check(jitops_ctc_loss_backward(launch.runtime, in.log_probs.get(), in.targets.get(),
                                  in.input_lengths.get(), in.target_lengths.get(), gv.get(),
-                                 &options, glv.get(), nullptr, workspace.get(), launch.stream),
+                                 &options, glv.get(), nullptr, nullptr, launch.stream),
         "ctc_loss_backward");
   return grad_log_probs;
 }
@@ -106,6 +90,12 @@ using BackwardSignature = at::Tensor(const at::Tensor &, const at::Tensor &, con
                                      const at::Tensor &, const at::Tensor &, int64_t,
                                      c10::string_view, bool, int64_t);
 
+c10::TypedOperatorHandle<LossSignature> &loss_op() {
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("jitops::ctc_loss", "").typed<LossSignature>();
+  return op;
+}
+
 // The forward computes the loss alone; the backward runs the alpha+beta pass and the
 // gradient (jitops_ctc_loss_backward), so nothing larger than the inputs is kept between them.
 struct LossFunction : public torch::autograd::Function<LossFunction> {
@@ -114,14 +104,11 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
                             const at::Tensor &target_lengths, int64_t blank,
                             c10::string_view reduction, bool zero_infinity,
                             int64_t max_target_length) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("jitops::ctc_loss", "")
-                         .typed<LossSignature>();
     at::Tensor loss;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      loss = op.call(log_probs, targets, input_lengths, target_lengths, blank, reduction,
-                     zero_infinity, max_target_length);
+      loss = loss_op().call(log_probs, targets, input_lengths, target_lengths, blank, reduction,
+                            zero_infinity, max_target_length);
     }
     ctx->save_for_backward({log_probs, targets, input_lengths, target_lengths});
     ctx->saved_data["blank"] = blank;
@@ -136,11 +123,10 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
                          .typed<BackwardSignature>();
     variable_list s = ctx->get_saved_variables();
     std::string reduction = ctx->saved_data["reduction"].toStringRef();
-    at::Tensor grad_log_probs =
-        op.call(grads[0], s[0], s[1], s[2], s[3], ctx->saved_data["blank"].toInt(),
-                c10::string_view(reduction.data(), reduction.size()),
-                ctx->saved_data["zero_infinity"].toBool(),
-                ctx->saved_data["max_target_length"].toInt());
+    at::Tensor grad_log_probs = op.call(
+        grads[0], s[0], s[1], s[2], s[3], ctx->saved_data["blank"].toInt(),
+        c10::string_view(reduction.data(), reduction.size()),
+        ctx->saved_data["zero_infinity"].toBool(), ctx->saved_data["max_target_length"].toInt());
     return {grad_log_probs, {}, {}, {}, {}, {}, {}, {}};
   }
 };
@@ -149,12 +135,17 @@ at::Tensor loss_autograd(const at::Tensor &log_probs, const at::Tensor &targets,
                          const at::Tensor &input_lengths, const at::Tensor &target_lengths,
                          int64_t blank, c10::string_view reduction, bool zero_infinity,
                          int64_t max_target_length) {
+  if (!records_grad({&log_probs})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return loss_op().call(log_probs, targets, input_lengths, target_lengths, blank, reduction,
+                          zero_infinity, max_target_length);
+  }
   return LossFunction::apply(log_probs, targets, input_lengths, target_lengths, blank, reduction,
                              zero_infinity, max_target_length);
 }
 
-}  // namespace
-}  // namespace jitops_torch
+} // namespace
+} // namespace jitops_torch
 
 using namespace jitops_torch;
 

@@ -20,10 +20,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using Optional = std::optional<at::Tensor>;
-using Grads = std::array<bool, 3>;  // input, weight, bias
+using Grads = std::array<bool, 3>; // input, weight, bias
 
 constexpr std::string_view kOp = "fused_linear_cross_entropy";
-constexpr std::string_view kReductions[] = {"none", "mean", "sum"};  // C's order
+constexpr std::string_view kReductions[] = {"none", "mean", "sum"}; // C's order
 
 // A gradient not asked for is an empty 1-D tensor of its own (outputs must not alias).
 at::Tensor gradient_like(bool wanted, const at::Tensor &param) {
@@ -42,8 +42,8 @@ struct Outputs {
 
 void run_forward(const at::Tensor &input, const at::Tensor &weight, const at::Tensor &target,
                  const Optional &bias, const Optional &grad_output, Outputs &out,
-                 int64_t ignore_index, double label_smoothing, double softcap,
-                 double z_loss_scale, jitops_flce_reduction reduction, std::string_view name) {
+                 int64_t ignore_index, double label_smoothing, double softcap, double z_loss_scale,
+                 jitops_flce_reduction reduction, std::string_view name) {
   View iv(input), wv(weight), tv(target), lv(out.loss), sv(out.lse);
   OptionalView bv(bias), gov(grad_output);
   OptionalView giv(absent(out.grad_input) ? Optional() : Optional(out.grad_input));
@@ -59,11 +59,7 @@ void run_forward(const at::Tensor &input, const at::Tensor &weight, const at::Te
   options.softcap = softcap;
   options.z_loss_scale = z_loss_scale;
   Launch launch(input, name);
-  size_t bytes = 0;
-  check(jitops_flce_workspace_size(launch.runtime, &tensors, &options, &bytes), name);
-  Workspace workspace(bytes, input);
-  check(jitops_flce_forward(launch.runtime, &tensors, &options, workspace.get(), launch.stream),
-        name);
+  check(jitops_flce_forward(launch.runtime, &tensors, &options, nullptr, launch.stream), name);
 }
 
 // The loss and lse in the accumulation type: f64 for f64, else f32.
@@ -79,9 +75,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 forward_kernel(const at::Tensor &input, const at::Tensor &weight, const at::Tensor &target,
                const Optional &bias, int64_t ignore_index, double label_smoothing, double softcap,
                double z_loss_scale, c10::string_view reduction_name, Grads grads) {
-  auto reduction = static_cast<jitops_flce_reduction>(code_of(
-      std::string_view(reduction_name.data(), reduction_name.size()), kReductions, kOp,
-      "reduction"));
+  auto reduction = static_cast<jitops_flce_reduction>(
+      code_of(std::string_view(reduction_name.data(), reduction_name.size()), kReductions, kOp,
+              "reduction"));
   // With reduction none the gradients need each row's dy: the backward makes them.
   bool in_forward = reduction != JITOPS_FLCE_REDUCTION_NONE;
   Outputs out;
@@ -147,16 +143,15 @@ template <class Signature> c10::TypedOperatorHandle<Signature> op_named(const ch
 // where mutating a forward's output in the backward breaks the partition of the graph.
 bool may_scale_in_place(const at::Tensor &saved) {
   c10::DispatchKeySet tracing({c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
-  return !torch::autograd::get_current_graph_task_keep_graph() &&
-         !saved.key_set().has_any(tracing);
+  return !torch::autograd::get_current_graph_task_keep_graph() && !saved.key_set().has_any(tracing);
 }
 
 struct LossFunction : public torch::autograd::Function<LossFunction> {
   static variable_list forward(AutogradContext *ctx, const at::Tensor &input,
                                const at::Tensor &weight, const at::Tensor &target,
-                               const Optional &bias, int64_t ignore_index,
-                               double label_smoothing, double softcap, double z_loss_scale,
-                               c10::string_view reduction, Grads grads) {
+                               const Optional &bias, int64_t ignore_index, double label_smoothing,
+                               double softcap, double z_loss_scale, c10::string_view reduction,
+                               Grads grads) {
     static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
     std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> out;
     {
@@ -186,11 +181,10 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
       static auto op = op_named<GradsSignature>("jitops::fused_linear_cross_entropy_grads");
       std::vector<double> o = ctx->saved_data["options"].toDoubleVector();
       const at::Tensor &bias = saved[3];
-      std::tie(grad_input, grad_weight, grad_bias) =
-          op.call(upstream[0], saved[0], saved[1], saved[2],
-                  bias.defined() ? Optional(bias) : std::nullopt,
-                  ctx->saved_data["ignore_index"].toInt(), o[0], o[1], o[2],
-                  Grads{wanted[0], wanted[1], wanted[2]});
+      std::tie(grad_input, grad_weight, grad_bias) = op.call(
+          upstream[0], saved[0], saved[1], saved[2], bias.defined() ? Optional(bias) : std::nullopt,
+          ctx->saved_data["ignore_index"].toInt(), o[0], o[1], o[2],
+          Grads{wanted[0], wanted[1], wanted[2]});
     } else {
       static auto op = op_named<ScaleSignature>("jitops::fused_linear_cross_entropy_scale");
       grad_input = saved[0], grad_weight = saved[1], grad_bias = saved[2];
@@ -201,24 +195,39 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
       }
       op.call(upstream[0], grad_input, grad_weight, grad_bias);
     }
-    auto keep = [](bool want, const at::Tensor &g) { return want && !absent(g) ? g : at::Tensor(); };
-    return {keep(wanted[0], grad_input), keep(wanted[1], grad_weight), at::Tensor(),
-            keep(wanted[2], grad_bias), {}, {}, {}, {}, {}, {}};
+    auto keep = [](bool want, const at::Tensor &g) {
+      return want && !absent(g) ? g : at::Tensor();
+    };
+    return {keep(wanted[0], grad_input),
+            keep(wanted[1], grad_weight),
+            at::Tensor(),
+            keep(wanted[2], grad_bias),
+            {},
+            {},
+            {},
+            {},
+            {},
+            {}};
   }
 };
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 forward_autograd(const at::Tensor &input, const at::Tensor &weight, const at::Tensor &target,
-                 const Optional &bias, int64_t ignore_index, double label_smoothing,
-                 double softcap, double z_loss_scale, c10::string_view reduction, Grads grads) {
+                 const Optional &bias, int64_t ignore_index, double label_smoothing, double softcap,
+                 double z_loss_scale, c10::string_view reduction, Grads grads) {
+  if (!records_grad({&input, &weight, bias.has_value() ? &*bias : &input})) {
+    static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap,
+                   z_loss_scale, reduction, grads);
+  }
   variable_list out = LossFunction::apply(input, weight, target, bias, ignore_index,
-                                          label_smoothing, softcap, z_loss_scale, reduction,
-                                          grads);
+                                          label_smoothing, softcap, z_loss_scale, reduction, grads);
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 
-}  // namespace
-}  // namespace jitops_torch
+} // namespace
+} // namespace jitops_torch
 
 using namespace jitops_torch;
 

@@ -16,12 +16,11 @@ using torch::autograd::variable_list;
 std::vector<int64_t> repeated_shape(const at::Tensor &x, at::IntArrayRef repeats) {
   int64_t pad = static_cast<int64_t>(repeats.size()) - x.dim();
   TORCH_CHECK_VALUE(pad >= 0, "[jitops:2] jitops.repeat: ", repeats.size(),
-                    " repeats for a tensor of rank ", x.dim(),
-                    "; give at least one per dimension");
+                    " repeats for a tensor of rank ", x.dim(), "; give at least one per dimension");
   std::vector<int64_t> shape(repeats.size());
   for (size_t d = 0; d < repeats.size(); ++d) {
-    TORCH_CHECK_VALUE(repeats[d] >= 0, "[jitops:6] jitops.repeat: repeats[", d, "] is ",
-                      repeats[d], ", negative");
+    TORCH_CHECK_VALUE(repeats[d] >= 0, "[jitops:6] jitops.repeat: repeats[", d, "] is ", repeats[d],
+                      ", negative");
     int64_t size = static_cast<int64_t>(d) < pad ? 1 : x.size(static_cast<int64_t>(d) - pad);
     TORCH_CHECK_VALUE(!c10::mul_overflows(size, repeats[d], &shape[d]),
                       "[jitops:6] jitops.repeat: dimension ", d, " overflows int64");
@@ -46,28 +45,26 @@ at::Tensor repeat_backward_kernel(const at::Tensor &grad, c10::SymIntArrayRef sy
   at::Tensor grad_x = at::empty(C10_AS_INTARRAYREF_SLOW(input_shape), grad.options());
   View gv(grad), gxv(grad_x);
   Launch launch(grad, "repeat_backward");
-  int count = static_cast<int>(repeats.size());
-  size_t bytes = 0;
-  check(jitops_repeat_backward_workspace_size(launch.runtime, gv.get(), repeats.data(), count,
-                                              gxv.get(), &bytes),
-        "repeat_backward");
-  Workspace workspace(bytes, grad);
-  check(jitops_repeat_backward(launch.runtime, gv.get(), repeats.data(), count, gxv.get(),
-                               workspace.get(), launch.stream),
+  check(jitops_repeat_backward(launch.runtime, gv.get(), repeats.data(),
+                               static_cast<int>(repeats.size()), gxv.get(), nullptr, launch.stream),
         "repeat_backward");
   return grad_x;
+}
+
+c10::TypedOperatorHandle<at::Tensor(const at::Tensor &, c10::SymIntArrayRef)> &repeat_op() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("jitops::repeat", "")
+                       .typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef)>();
+  return op;
 }
 
 struct RepeatFunction : public torch::autograd::Function<RepeatFunction> {
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
                             c10::SymIntArrayRef repeats) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("jitops::repeat", "")
-                         .typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef)>();
     ctx->saved_data["repeats"] = repeats;
     ctx->saved_data["input_shape"] = x.sym_sizes();
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(x, repeats);
+    return repeat_op().call(x, repeats);
   }
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     static auto op =
@@ -81,11 +78,14 @@ struct RepeatFunction : public torch::autograd::Function<RepeatFunction> {
 };
 
 at::Tensor repeat_autograd(const at::Tensor &x, c10::SymIntArrayRef repeats) {
-  return RepeatFunction::apply(x, repeats);
+  if (records_grad({&x}))
+    return RepeatFunction::apply(x, repeats);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return repeat_op().call(x, repeats);
 }
 
-}  // namespace
-}  // namespace jitops_torch
+} // namespace
+} // namespace jitops_torch
 
 using namespace jitops_torch;
 

@@ -30,7 +30,7 @@ constexpr std::string_view name_of(jitops_scan_op op) {
 
 jitops_scan_op op_named(std::string_view name) {
   static constexpr std::string_view names[] = {"cumsum", "cumprod", "cummax", "cummin",
-                                               "logcumsumexp"};  // jitops_scan_op's order
+                                               "logcumsumexp"}; // jitops_scan_op's order
   return static_cast<jitops_scan_op>(code_of(name, names, "scan_backward", "op"));
 }
 
@@ -52,19 +52,14 @@ std::tuple<at::Tensor, at::Tensor> scan(jitops_scan_op op, const at::Tensor &x, 
   View xv(x, 1), yv(y, 1);
   OptionalView iv(indices, 1);
   Launch launch(x, name);
-  int axis = static_cast<int>(dim);
-  size_t bytes = 0;
-  check(jitops_scan_workspace_size(launch.runtime, op, xv.get(), axis, reverse, yv.get(),
-                                   iv.get(), &bytes),
-        name);
-  Workspace workspace(bytes, x);
-  check(jitops_scan(launch.runtime, op, xv.get(), axis, reverse, yv.get(), iv.get(),
-                    workspace.get(), launch.stream),
+  check(jitops_scan(launch.runtime, op, xv.get(), static_cast<int>(dim), reverse, yv.get(),
+                    iv.get(), nullptr, launch.stream),
         name);
   return {y, indices.value_or(at::Tensor())};
 }
 
-template <jitops_scan_op Op> at::Tensor values_kernel(const at::Tensor &x, int64_t dim, bool reverse) {
+template <jitops_scan_op Op>
+at::Tensor values_kernel(const at::Tensor &x, int64_t dim, bool reverse) {
   return std::get<0>(scan(Op, x, dim, reverse));
 }
 
@@ -82,14 +77,8 @@ at::Tensor backward_kernel(c10::string_view op_name, const at::Tensor &grad,
   View gv(grad, 1), gxv(grad_x, 1);
   OptionalView xv(x, 1), yv(y, 1), iv(indices, 1);
   Launch launch(grad, name);
-  int axis = static_cast<int>(dim);
-  size_t bytes = 0;
-  check(jitops_scan_backward_workspace_size(launch.runtime, op, gv.get(), xv.get(), yv.get(),
-                                            iv.get(), axis, reverse, gxv.get(), &bytes),
-        name);
-  Workspace workspace(bytes, grad);
-  check(jitops_scan_backward(launch.runtime, op, gv.get(), xv.get(), yv.get(), iv.get(), axis,
-                             reverse, gxv.get(), workspace.get(), launch.stream),
+  check(jitops_scan_backward(launch.runtime, op, gv.get(), xv.get(), yv.get(), iv.get(),
+                             static_cast<int>(dim), reverse, gxv.get(), nullptr, launch.stream),
         name);
   return grad_x;
 }
@@ -101,11 +90,10 @@ using Optional = std::optional<at::Tensor>;
 // The backward op, through the dispatcher: under torch.compile it is what gets traced.
 at::Tensor scan_backward(jitops_scan_op op, const at::Tensor &grad, const Optional &x,
                          const Optional &y, const Optional &indices, AutogradContext *ctx) {
-  static auto handle =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("jitops::scan_backward", "")
-          .typed<at::Tensor(c10::string_view, const at::Tensor &, const Optional &,
-                            const Optional &, const Optional &, int64_t, bool)>();
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("jitops::scan_backward", "")
+                           .typed<at::Tensor(c10::string_view, const at::Tensor &, const Optional &,
+                                             const Optional &, const Optional &, int64_t, bool)>();
   std::string_view name = name_of(op);
   return handle.call(c10::string_view(name.data(), name.size()), grad, x, y, indices,
                      ctx->saved_data["dim"].toInt(), ctx->saved_data["reverse"].toBool());
@@ -172,18 +160,28 @@ struct IndexedFunction : public torch::autograd::Function<IndexedFunction<Op>> {
 
 template <jitops_scan_op Op>
 at::Tensor values_autograd(const at::Tensor &x, int64_t dim, bool reverse) {
-  return ValuesFunction<Op>::apply(x, dim, reverse);
+  if (records_grad({&x}))
+    return ValuesFunction<Op>::apply(x, dim, reverse);
+  static auto op = forward_op<at::Tensor(const at::Tensor &, int64_t, bool)>(Op);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return op.call(x, dim, reverse);
 }
 
 template <jitops_scan_op Op>
 std::tuple<at::Tensor, at::Tensor> indexed_autograd(const at::Tensor &x, int64_t dim,
                                                     bool reverse) {
+  if (!records_grad({&x})) {
+    static auto op =
+        forward_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, int64_t, bool)>(Op);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(x, dim, reverse);
+  }
   variable_list out = IndexedFunction<Op>::apply(x, dim, reverse);
   return {out[0], out[1]};
 }
 
-}  // namespace
-}  // namespace jitops_torch
+} // namespace
+} // namespace jitops_torch
 
 using namespace jitops_torch;
 

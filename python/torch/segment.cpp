@@ -15,7 +15,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr std::string_view kReductions[] = {"sum", "mean", "max", "min"};  // C's order
+constexpr std::string_view kReductions[] = {"sum", "mean", "max", "min"}; // C's order
 
 jitops_segment_reduction reduction_of(c10::string_view name, std::string_view op) {
   return static_cast<jitops_segment_reduction>(
@@ -48,13 +48,8 @@ at::Tensor reduce(const at::Tensor &data, const at::Tensor &ids, int64_t num_seg
   options.fill = fill.value_or(0.0);
   options.dropped_count = cv.get();
   Launch launch(data, name);
-  size_t bytes = 0;
-  check(jitops_segment_reduce_workspace_size(launch.runtime, code, dv.get(), iv.get(),
-                                             num_segments, ov.get(), &options, &bytes),
-        name);
-  Workspace workspace(bytes, data);
   check(jitops_segment_reduce(launch.runtime, code, dv.get(), iv.get(), num_segments, ov.get(),
-                              &options, workspace.get(), launch.stream),
+                              &options, nullptr, launch.stream),
         name);
   return out;
 }
@@ -76,8 +71,7 @@ std::tuple<at::Tensor, at::Tensor> counted_kernel(const at::Tensor &data, const 
 // grad_data [ids.shape[0], grad.shape[1:]]: data and out are needed for max and min only.
 at::Tensor backward_kernel(const at::Tensor &grad, const std::optional<at::Tensor> &data,
                            const std::optional<at::Tensor> &out, const at::Tensor &ids,
-                           c10::SymInt sym_num_segments, c10::string_view reduction,
-                           bool sorted) {
+                           c10::SymInt sym_num_segments, c10::string_view reduction, bool sorted) {
   std::string name = op_name(reduction, "_backward");
   jitops_segment_reduction code = reduction_of(reduction, name);
   int64_t num_segments = sym_num_segments.expect_int();
@@ -92,15 +86,8 @@ at::Tensor backward_kernel(const at::Tensor &grad, const std::optional<at::Tenso
   jitops_segment_options_init(&options);
   options.sorted = sorted;
   Launch launch(grad, name);
-  size_t bytes = 0;
-  check(jitops_segment_reduce_backward_workspace_size(launch.runtime, code, gv.get(), dv.get(),
-                                                      ov.get(), iv.get(), num_segments,
-                                                      gdv.get(), &options, &bytes),
-        name);
-  Workspace workspace(bytes, grad);
-  check(jitops_segment_reduce_backward(launch.runtime, code, gv.get(), dv.get(), ov.get(),
-                                       iv.get(), num_segments, gdv.get(), &options,
-                                       workspace.get(), launch.stream),
+  check(jitops_segment_reduce_backward(launch.runtime, code, gv.get(), dv.get(), ov.get(), iv.get(),
+                                       num_segments, gdv.get(), &options, nullptr, launch.stream),
         name);
   return grad_data;
 }
@@ -110,10 +97,23 @@ at::Tensor backward_kernel(const at::Tensor &grad, const std::optional<at::Tenso
 using Optional = std::optional<at::Tensor>;
 using ReduceSignature = at::Tensor(const at::Tensor &, const at::Tensor &, c10::SymInt,
                                    c10::string_view, bool, std::optional<double>);
-using CountedSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &,
-                                                            const at::Tensor &, c10::SymInt,
-                                                            c10::string_view, bool,
+using CountedSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, const at::Tensor &,
+                                                            c10::SymInt, c10::string_view, bool,
                                                             std::optional<double>);
+
+c10::TypedOperatorHandle<ReduceSignature> &reduce_op() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("jitops::segment_reduce", "")
+                       .typed<ReduceSignature>();
+  return op;
+}
+
+c10::TypedOperatorHandle<CountedSignature> &counted_op() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("jitops::segment_reduce_counted", "")
+                       .typed<CountedSignature>();
+  return op;
+}
 
 // What the backward needs: the ids, and for max and min the data and the result.
 void save(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
@@ -127,11 +127,11 @@ void save(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
 }
 
 at::Tensor data_gradient(AutogradContext *ctx, const at::Tensor &grad) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("jitops::segment_reduce_backward", "")
-                       .typed<at::Tensor(const at::Tensor &, const Optional &, const Optional &,
-                                         const at::Tensor &, c10::SymInt, c10::string_view,
-                                         bool)>();
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("jitops::segment_reduce_backward", "")
+          .typed<at::Tensor(const at::Tensor &, const Optional &, const Optional &,
+                            const at::Tensor &, c10::SymInt, c10::string_view, bool)>();
   variable_list saved = ctx->get_saved_variables();
   auto optional = [](const at::Tensor &t) { return t.defined() ? Optional(t) : std::nullopt; };
   std::string reduction = ctx->saved_data["reduction"].toStringRef();
@@ -147,13 +147,10 @@ struct ReduceFunction : public torch::autograd::Function<ReduceFunction> {
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
                             c10::SymInt num_segments, c10::string_view reduction, bool sorted,
                             std::optional<double> fill) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("jitops::segment_reduce", "")
-                         .typed<ReduceSignature>();
     at::Tensor out;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      out = op.call(data, ids, num_segments, reduction, sorted, fill);
+      out = reduce_op().call(data, ids, num_segments, reduction, sorted, fill);
     }
     save(ctx, data, ids, out, num_segments, reduction, sorted);
     return out;
@@ -164,17 +161,13 @@ struct ReduceFunction : public torch::autograd::Function<ReduceFunction> {
 };
 
 struct CountedFunction : public torch::autograd::Function<CountedFunction> {
-  static variable_list forward(AutogradContext *ctx, const at::Tensor &data,
-                               const at::Tensor &ids, c10::SymInt num_segments,
-                               c10::string_view reduction, bool sorted,
+  static variable_list forward(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
+                               c10::SymInt num_segments, c10::string_view reduction, bool sorted,
                                std::optional<double> fill) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("jitops::segment_reduce_counted", "")
-                         .typed<CountedSignature>();
     std::tuple<at::Tensor, at::Tensor> result;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(data, ids, num_segments, reduction, sorted, fill);
+      result = counted_op().call(data, ids, num_segments, reduction, sorted, fill);
     }
     auto &[out, dropped] = result;
     save(ctx, data, ids, out, num_segments, reduction, sorted);
@@ -188,19 +181,26 @@ struct CountedFunction : public torch::autograd::Function<CountedFunction> {
 
 at::Tensor reduce_autograd(const at::Tensor &data, const at::Tensor &ids, c10::SymInt num_segments,
                            c10::string_view reduction, bool sorted, std::optional<double> fill) {
-  return ReduceFunction::apply(data, ids, num_segments, reduction, sorted, fill);
+  if (records_grad({&data}))
+    return ReduceFunction::apply(data, ids, num_segments, reduction, sorted, fill);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return reduce_op().call(data, ids, num_segments, reduction, sorted, fill);
 }
 
 std::tuple<at::Tensor, at::Tensor> counted_autograd(const at::Tensor &data, const at::Tensor &ids,
                                                     c10::SymInt num_segments,
                                                     c10::string_view reduction, bool sorted,
                                                     std::optional<double> fill) {
+  if (!records_grad({&data})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return counted_op().call(data, ids, num_segments, reduction, sorted, fill);
+  }
   variable_list out = CountedFunction::apply(data, ids, num_segments, reduction, sorted, fill);
   return {out[0], out[1]};
 }
 
-}  // namespace
-}  // namespace jitops_torch
+} // namespace
+} // namespace jitops_torch
 
 using namespace jitops_torch;
 

@@ -1,7 +1,7 @@
 // DLPack views, runtimes, streams, workspaces and errors for the torch layer (support.h).
 #include "support.h"
 
-#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
@@ -47,14 +47,30 @@ constexpr int kMaxDevices = 64;
 std::array<std::atomic<jitops_runtime_t *>, kMaxDevices> runtimes{};
 std::mutex runtimes_lock;
 
-}  // namespace
+// Scratch from PyTorch's caching allocator, on the current device (Launch makes it the op's)
+// and the op's stream: released right after the op is enqueued, the block is reused only in
+// that stream's order.
+void *torch_allocate(void *, size_t bytes, void *stream) {
+  try {
+    return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(
+        bytes, static_cast<cudaStream_t>(stream));
+  } catch (const c10::Error &) {
+    return nullptr; // the library reports JITOPS_ERR_OUT_OF_MEMORY
+  }
+}
+
+void torch_release(void *, void *ptr, size_t, void *) {
+  c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+}
+
+} // namespace
 
 View::View(const at::Tensor &tensor, int min_rank) {
   dl_.data = tensor.data_ptr();
   dl_.device = tensor.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(tensor.get_device())}
                                 : DLDevice{kDLCPU, 0};
   dl_.dtype = dl_dtype(tensor.scalar_type());
-  dl_.byte_offset = 0;  // data_ptr() already counts the storage offset
+  dl_.byte_offset = 0; // data_ptr() already counts the storage offset
   if (tensor.dim() < min_rank) {
     dl_.ndim = 1;
     dl_.shape = dl_.strides = &one_;
@@ -89,6 +105,10 @@ jitops_runtime_t *runtime_for(int device, std::string_view op) {
   int status = provide(device, &runtime, message, sizeof message);
   if (status != JITOPS_SUCCESS)
     TORCH_CHECK(false, "[jitops:", status, "] jitops.", op, ": ", message);
+  jitops_allocator allocator = {torch_allocate, torch_release, nullptr};
+  jitops_status installed = jitops_runtime_set_allocator(runtime, &allocator);
+  if (installed != JITOPS_SUCCESS && installed != JITOPS_ERR_ALREADY_EXISTS)
+    fail(installed, op);
   runtimes[device].store(runtime, std::memory_order_release);
   return runtime;
 }
@@ -98,14 +118,8 @@ void *current_stream(int device) {
 }
 
 Launch::Launch(const at::Tensor &tensor, std::string_view op)
-    : runtime(runtime_for(tensor.get_device(), op)), stream(current_stream(tensor.get_device())) {}
-
-Workspace::Workspace(size_t bytes, const at::Tensor &like) {
-  if (bytes == 0)
-    return;
-  memory_ = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
-  workspace_ = {memory_.data_ptr(), bytes};
-}
+    : device(tensor.device()), runtime(runtime_for(tensor.get_device(), op)),
+      stream(current_stream(tensor.get_device())) {}
 
 void fail(jitops_status status, std::string_view op) {
   // The library's message starts with its C entry point ("jitops_scan_workspace_size: ..."),
@@ -162,14 +176,14 @@ void refuse(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
                     " is a CPU tensor; jitops ops run on CUDA tensors");
 }
 
-}  // namespace
+} // namespace
 
 void refuse_cpu_tensors(torch::Library &library, c10::ArrayRef<const char *> ops) {
   for (const char *name : ops)
     library.impl(name, torch::CppFunction::makeFromBoxedFunction<&refuse>());
 }
 
-}  // namespace jitops_torch
+} // namespace jitops_torch
 
 // Called once by jitops.ops (through ctypes) with the address of its runtime provider.
 extern "C" __attribute__((visibility("default"))) void

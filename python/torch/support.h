@@ -11,7 +11,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/library.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/util/ArrayRef.h>
 
 #include <optional>
@@ -24,43 +26,37 @@ namespace jitops_torch {
 // A DLTensor describing `tensor` in place: its shape and strides are the tensor's own, so
 // the view lives as long as the tensor. A 0-d tensor can be seen as [1] (min_rank 1).
 class View {
- public:
+public:
   View() = default;
   explicit View(const at::Tensor &tensor, int min_rank = 0);
-  DLTensor *get() { return &dl_; }
+  DLTensor *get() {
+    return &dl_;
+  }
 
- private:
+private:
   DLTensor dl_{};
   int64_t one_ = 1;
 };
 
 // A view of an optional tensor: NULL for nullopt or an undefined tensor.
 class OptionalView {
- public:
+public:
   explicit OptionalView(const std::optional<at::Tensor> &tensor, int min_rank = 0);
-  DLTensor *get() { return present_ ? view_.get() : nullptr; }
+  DLTensor *get() {
+    return present_ ? view_.get() : nullptr;
+  }
 
- private:
+private:
   View view_;
   bool present_ = false;
 };
 
 // The shared runtime of CUDA device `device` (created by the Python package's provider on
-// first use) and PyTorch's current stream there.
+// first use, and given PyTorch's caching allocator for its scratch) and PyTorch's current
+// stream there. Ops pass no workspace: the library takes what it needs from that allocator,
+// on the op's stream, so PyTorch counts it and graphs capture it.
 jitops_runtime_t *runtime_for(int device, std::string_view op);
 void *current_stream(int device);
-
-// Scratch memory from PyTorch's caching allocator on `like`'s device, ordered on the current
-// stream: freeing it after the op is enqueued is safe.
-class Workspace {
- public:
-  Workspace(size_t bytes, const at::Tensor &like);
-  const jitops_workspace *get() const { return &workspace_; }
-
- private:
-  at::Tensor memory_;
-  jitops_workspace workspace_{};
-};
 
 // Throws the error of a failed C call for op `op` (the Python name, "cumsum").
 [[noreturn]] void fail(jitops_status status, std::string_view op);
@@ -70,12 +66,26 @@ inline void check(jitops_status status, std::string_view op) {
     fail(status, op);
 }
 
-// What every op's C call needs: the runtime and stream of `tensor`'s device.
+// What every op's C call needs: `tensor`'s device made current for the call (allocations
+// follow it), and that device's runtime and current stream.
 struct Launch {
   Launch(const at::Tensor &tensor, std::string_view op);
+  c10::cuda::CUDAGuard device;
   jitops_runtime_t *runtime;
   void *stream;
 };
+
+// Whether autograd must record this call: grad mode on and an input that requires grad. When
+// not, an op's autograd kernel calls the op below autograd directly, skipping the bookkeeping
+// of a custom Function (which a no-grad call does not need).
+inline bool records_grad(std::initializer_list<const at::Tensor *> inputs) {
+  if (!at::GradMode::is_enabled())
+    return false;
+  for (const at::Tensor *t : inputs)
+    if (t->defined() && t->requires_grad())
+      return true;
+  return false;
+}
 
 // The C code of a reduction or op name ("mean" -> 1), or an InvalidArgument error naming the
 // choices.
@@ -87,4 +97,4 @@ int code_of(std::string_view name, c10::ArrayRef<std::string_view> names, std::s
 // host lengths).
 void refuse_cpu_tensors(torch::Library &library, c10::ArrayRef<const char *> ops);
 
-}  // namespace jitops_torch
+} // namespace jitops_torch
