@@ -170,6 +170,7 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
     ctx->saved_data["ignore_index"] = ignore_index;
     ctx->saved_data["options"] = std::vector<double>{label_smoothing, softcap, z_loss_scale};
     ctx->saved_data["grads"] = std::vector<bool>(grads.begin(), grads.end());
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
     return {loss, lse, grad_input, grad_weight, grad_bias};
   }
 
@@ -195,13 +196,12 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
       }
       op.call(upstream[0], grad_input, grad_weight, grad_bias);
     }
-    auto keep = [](bool want, const at::Tensor &g) {
-      return want && !absent(g) ? g : at::Tensor();
-    };
-    return {keep(wanted[0], grad_input),
-            keep(wanted[1], grad_weight),
+    // By the flags, not by the tensors' sizes, which may be symbolic while torch.compile traces.
+    bool has_bias = ctx->saved_data["has_bias"].toBool();
+    return {wanted[0] ? grad_input : at::Tensor(),
+            wanted[1] ? grad_weight : at::Tensor(),
             at::Tensor(),
-            keep(wanted[2], grad_bias),
+            wanted[2] && has_bias ? grad_bias : at::Tensor(),
             {},
             {},
             {},
