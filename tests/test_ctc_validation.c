@@ -98,7 +98,7 @@ static void null_arguments(jitops_runtime_t *rt) {
   fixture_init(&f);
   const char *fn = "jitops_ctc_loss";
   CHECK_FAILS(jitops_ctc_loss(NULL, &f.lp, &f.tgt, &f.il, &f.tl, &f.opt, &f.loss, NULL, NULL),
-              JITOPS_ERR_INVALID_ARGUMENT, "rt is NULL");
+              JITOPS_ERR_INVALID_ARGUMENT, "runtime is NULL");
   CHECK_FAILS(jitops_ctc_loss(rt, NULL, &f.tgt, &f.il, &f.tl, &f.opt, &f.loss, NULL, NULL),
               JITOPS_ERR_INVALID_ARGUMENT, "log_probs is NULL");
   CHECK_FAILS(jitops_ctc_loss(rt, &f.lp, NULL, &f.il, &f.tl, &f.opt, &f.loss, NULL, NULL),
