@@ -1,5 +1,8 @@
-/* Validation of the CTC arguments: the inputs every entry point shares, then each entry
- * point's outputs. */
+/* Validation of the CTC arguments. Each tensor is checked in one order: where it lives and its
+ * rank (tensor_checks.h), dtype, extents, then its element count, reach and address
+ * (check_addressable), and only then anything that reads its strides or data pointer. That
+ * order is what keeps the arithmetic here, in plan.c and in the kernels inside int64: once a
+ * tensor passes check_addressable, every element offset and byte offset of it fits. */
 #include "ops/ctc/args.h"
 
 #include <stdlib.h>
@@ -7,16 +10,77 @@
 
 #include "ops/ctc/host_data.h"
 
-/* ---- every tensor ------------------------------------------------------------------------- */
+/* ---- every tensor: count, reach, address, alignment -------------------------------------- */
 
-/* An empty tensor is never read, so only a non-empty one must be element-aligned. */
-static jitops_status check_aligned(const char *fn, const char *arg, const DLTensor *t) {
-  return jitops__tensor_numel(t) > 0 ? jitops__check_aligned(fn, arg, t) : JITOPS_SUCCESS;
+/* The byte offsets, from its first element, of the lowest and the end of the highest element
+ * of non-empty `t` (rank 3 at most) into [*lo, *hi); false when one does not fit int64. Needs
+ * an element count that fits int64, so that compact strides do. */
+static bool byte_extent(const DLTensor *t, int64_t *lo, int64_t *hi) {
+  int64_t strides[3], below = 0, above = 0;
+  jitops__tensor_strides(t, strides);
+  for (int d = 0; d < t->ndim; ++d) {
+    int64_t reach;
+    if (t->shape[d] < 2)
+      continue;
+    if (__builtin_mul_overflow(strides[d], t->shape[d] - 1, &reach))
+      return false;
+    int64_t *side = reach < 0 ? &below : &above;
+    if (__builtin_add_overflow(*side, reach, side))
+      return false;
+  }
+  const int64_t element = (int64_t)jitops__dtype_size(jitops__dtype_of(t->dtype));
+  return !__builtin_mul_overflow(below, element, lo) &&
+         !__builtin_mul_overflow(above, element, hi) && !__builtin_add_overflow(*hi, element, hi);
 }
 
-/* An output's layout: element-aligned, and no element written twice. */
+/* Fails unless data + byte_offset, and every element of `t` around it, lie inside the address
+ * space (no address computed for `t` wraps around), with a byte_offset that a pointer may be
+ * offset by (at most 2^63 - 1). */
+static jitops_status check_address(const char *fn, const char *arg, const DLTensor *t, int64_t lo,
+                                   int64_t hi) {
+  uint64_t first, last;
+  if (t->byte_offset > (uint64_t)INT64_MAX)
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT, "%s: %s's byte_offset %llu is above 2^63 - 1",
+                        fn, arg, (unsigned long long)t->byte_offset);
+  if (__builtin_add_overflow((uint64_t)(uintptr_t)t->data, t->byte_offset, &first))
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
+                        "%s: %s's byte_offset %llu takes its data pointer past the end of the "
+                        "address space",
+                        fn, arg, (unsigned long long)t->byte_offset);
+  if ((uint64_t)0 - (uint64_t)lo > first || __builtin_add_overflow(first, (uint64_t)hi, &last))
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
+                        "%s: %s's elements would lie outside the address space (from data + "
+                        "byte_offset, by its shape and strides)",
+                        fn, arg);
+  return JITOPS_SUCCESS;
+}
+
+/* What every tensor of a call passes before its strides or its data pointer are used: an
+ * element count that fits int64, elements whose byte offsets from the first fit int64 and
+ * whose addresses fit the address space, and, when it has elements, an aligned first one. */
+static jitops_status check_addressable(const char *fn, const char *arg, const DLTensor *t) {
+  JITOPS__TRY(jitops__check_numel(fn, arg, t));
+  int64_t lo = 0, hi = 0;
+  const bool empty = jitops__tensor_numel(t) == 0;
+  if (!empty && !byte_extent(t, &lo, &hi)) {
+    char shape[160];
+    jitops__shape_text(t->shape, t->ndim, shape, sizeof shape);
+    if (t->strides == NULL)
+      return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's shape %s spans more than 2^63 bytes",
+                          fn, arg, shape);
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
+                        "%s: %s's strides (shape %s) put elements more than 2^63 bytes from its "
+                        "first",
+                        fn, arg, shape);
+  }
+  JITOPS__TRY(check_address(fn, arg, t, lo, hi));
+  /* An empty tensor is never read, so only a non-empty one must be element-aligned. */
+  return empty ? JITOPS_SUCCESS : jitops__check_aligned(fn, arg, t);
+}
+
+/* An output's layout: addressable, and no element written twice. */
 static jitops_status check_output_layout(const char *fn, const char *arg, const DLTensor *t) {
-  JITOPS__TRY(check_aligned(fn, arg, t));
+  JITOPS__TRY(check_addressable(fn, arg, t));
   return jitops__check_no_self_overlap(fn, arg, t);
 }
 
@@ -89,7 +153,6 @@ static jitops_status check_log_probs(jitops__ctc_call *call, const jitops_runtim
                         "%s: log_probs must be f16, bf16, f32 or f64, not %s", fn,
                         call->f ? jitops__dtype_name(call->f) : "an unsupported dtype");
   call->acc = jitops__dtype_accumulator(call->f);
-  JITOPS__TRY(check_aligned(fn, "log_probs", lp));
   call->T = lp->shape[0];
   call->N = lp->shape[1];
   call->C = lp->shape[2];
@@ -99,6 +162,7 @@ static jitops_status check_log_probs(jitops__ctc_call *call, const jitops_runtim
                         (long long)call->T, (long long)call->N, (long long)call->C);
   if (call->C < 1)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: log_probs has no classes (C = 0)", fn);
+  JITOPS__TRY(check_addressable(fn, "log_probs", lp));
   call->lp = jitops__tensor_ptr(lp);
   jitops__tensor_strides(lp, call->lp_st);
   return JITOPS_SUCCESS;
@@ -114,7 +178,7 @@ static jitops_status check_targets(jitops__ctc_call *call, const jitops_runtime_
                         t->ndim);
   call->ti = jitops__dtype_of(t->dtype);
   JITOPS__TRY(check_index_dtype(fn, "targets", call->ti));
-  JITOPS__TRY(check_aligned(fn, "targets", t));
+  JITOPS__TRY(check_addressable(fn, "targets", t));
   int64_t st[2];
   jitops__tensor_strides(t, st);
   call->concat = t->ndim == 1;
@@ -146,7 +210,7 @@ static jitops_status check_lengths(const jitops__ctc_call *call, const jitops_ru
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s must have shape [N] = [%lld]", fn, arg,
                         (long long)call->N);
   JITOPS__TRY(check_index_dtype(fn, arg, jitops__dtype_of(t->dtype)));
-  return check_aligned(fn, arg, t);
+  return check_addressable(fn, arg, t);
 }
 
 /* Both lengths of one dtype and in one kind of memory, and host targets only with host
@@ -239,24 +303,16 @@ jitops_status jitops__ctc_check_loss(const jitops__ctc_call *call, const jitops_
                         "%s: %s must be a scalar (shape [] or [1]) with reduction sum or mean", fn,
                         arg);
   }
-  return output ? check_output_layout(fn, arg, t) : check_aligned(fn, arg, t);
+  return output ? check_output_layout(fn, arg, t) : check_addressable(fn, arg, t);
 }
 
-/* The byte range [lo, hi) that `t` touches. */
+/* The addresses [lo, hi) that addressable `t` touches. */
 static void address_range(const DLTensor *t, uintptr_t *lo, uintptr_t *hi) {
-  int64_t strides[3], min_off = 0, max_off = 0;
-  jitops__tensor_strides(t, strides);
-  for (int d = 0; d < t->ndim; ++d) {
-    int64_t span = strides[d] * (t->shape[d] - 1);
-    if (span < 0)
-      min_off += span;
-    else
-      max_off += span;
-  }
-  const size_t size = jitops__dtype_size(jitops__dtype_of(t->dtype));
-  const uintptr_t base = (uintptr_t)jitops__tensor_ptr(t);
-  *lo = base + (uintptr_t)(min_off * (int64_t)size);
-  *hi = base + (uintptr_t)(max_off * (int64_t)size) + size;
+  int64_t below = 0, above = 0;
+  byte_extent(t, &below, &above);
+  const uintptr_t first = (uintptr_t)jitops__tensor_ptr(t);
+  *lo = first - (uintptr_t)(0 - (uint64_t)below);
+  *hi = first + (uintptr_t)above;
 }
 
 jitops_status jitops__ctc_check_grad(const jitops__ctc_call *call, const jitops_runtime_t *rt,
@@ -292,6 +348,9 @@ static jitops_status check_alpha_or_beta(const jitops__ctc_call *call, const jit
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
                         "%s: %s must have shape [N, T, L] = [%lld, %lld, >= %lld]", fn, arg,
                         (long long)call->N, (long long)call->T, (long long)states);
+  if (t->shape[2] > INT32_MAX)
+    return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's last extent is above 2^31 - 1", fn,
+                        arg);
   if (like) {
     int64_t a[3], b[3];
     if (!jitops__same_shape(t, like))
@@ -302,9 +361,6 @@ static jitops_status check_alpha_or_beta(const jitops__ctc_call *call, const jit
       return jitops__fail(JITOPS_ERR_INVALID_LAYOUT, "%s: %s must have log_alpha's strides", fn,
                           arg);
   }
-  if (t->shape[2] > INT32_MAX)
-    return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's last extent is above 2^31 - 1", fn,
-                        arg);
   if (jitops__dtype_of(t->dtype) != call->acc)
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s must be %s (the accumulation dtype)", fn,
                         arg, jitops__dtype_name(call->acc));

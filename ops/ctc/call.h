@@ -1,5 +1,7 @@
 /* A validated CTC call: what args.c (with host_data.c) finds out about the inputs, which
- * plan.c and run.c then read. */
+ * plan.c and run.c then read. Every extent and stride in it has been checked so that the
+ * element offsets and byte counts formed from them fit int64 (args.c says how), and the
+ * sizes derived from it go through checked arithmetic. */
 #ifndef JITOPS_OPS_CTC_CALL_H
 #define JITOPS_OPS_CTC_CALL_H
 

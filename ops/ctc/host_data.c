@@ -12,17 +12,21 @@ static int64_t read_host_int(const DLTensor *t, int64_t stride, int64_t i) {
 }
 
 /* Sizes and allocates the staging buffer: three int64 vectors of N, then the targets when they
- * are in host memory. */
+ * are in host memory. (The targets passed check_addressable, so their bytes fit int64; the
+ * checks below only make that explicit.) */
 static jitops_status stage_alloc(jitops__ctc_call *call) {
   const char *fn = call->fn;
   jitops__ctc_staging *stage = &call->stage;
-  const size_t lengths_bytes = (size_t)call->N * 3 * sizeof(int64_t);
-  size_t targets_bytes = 0;
-  if (call->host_targets &&
-      __builtin_mul_overflow((size_t)call->tgt_numel, jitops__dtype_size(call->ti), &targets_bytes))
-    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: targets are too large to stage", fn);
-  stage->targets_at = (lengths_bytes + JITOPS__CTC_ALIGN - 1) & ~(size_t)(JITOPS__CTC_ALIGN - 1);
-  stage->size = stage->targets_at + targets_bytes;
+  size_t lengths_bytes, targets_bytes = 0;
+  if (__builtin_mul_overflow((size_t)call->N, 3 * sizeof(int64_t), &lengths_bytes) ||
+      !jitops__ctc_align_up(lengths_bytes, &stage->targets_at) ||
+      (call->host_targets &&
+       __builtin_mul_overflow((size_t)call->tgt_numel, jitops__dtype_size(call->ti),
+                              &targets_bytes)) ||
+      __builtin_add_overflow(stage->targets_at, targets_bytes, &stage->size))
+    return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
+                        "%s: targets (%lld elements) and lengths (N = %lld) are too large to stage",
+                        fn, (long long)call->tgt_numel, (long long)call->N);
   stage->bytes = malloc(stage->size ? stage->size : 1);
   if (stage->bytes == NULL)
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of staging", fn,
@@ -50,6 +54,7 @@ static jitops_status stage_lengths(jitops__ctc_call *call, const DLTensor *il, c
       return jitops__fail(JITOPS_ERR_OUT_OF_RANGE,
                           "%s: target_lengths[%lld] = %lld is outside [0, S] with S = %lld", fn,
                           (long long)n, (long long)b, (long long)call->S);
+    /* total <= S here, so neither side overflows. */
     if (call->concat && b > call->S - total)
       return jitops__fail(JITOPS_ERR_OUT_OF_RANGE,
                           "%s: target_lengths[0..%lld] add up past the %lld concatenated targets",

@@ -165,7 +165,11 @@ jitops_status jitops__ctc_workspace_plan(const jitops__ctc_call *call, const jit
   if (ok && plan->store == JITOPS__CTC_STORE_GLOBAL)
     ok = take(&ws->total, 2 * N, plan->mem_block_bytes, &ws->mem);
   if (!ok)
-    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: the workspace size overflows", call->fn);
+    return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
+                        "%s: log_probs [%lld, %lld, %lld] with targets of up to %lld labels need a "
+                        "workspace beyond 2^64 bytes",
+                        call->fn, (long long)call->T, (long long)call->N, (long long)call->C,
+                        (long long)call->s_max);
   return JITOPS_SUCCESS;
 }
 

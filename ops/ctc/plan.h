@@ -49,7 +49,7 @@ typedef struct jitops__ctc_workspace {
 } jitops__ctc_workspace;
 
 /* The workspace `pass` needs; `values`: room for the terms of a sum or mean. Fails with
- * JITOPS_ERR_OUT_OF_MEMORY when its size overflows size_t. */
+ * JITOPS_ERR_INVALID_SHAPE when its size overflows size_t. */
 jitops_status jitops__ctc_workspace_plan(const jitops__ctc_call *call, const jitops__ctc_plan *plan,
                                          jitops_ctc_pass pass, bool values,
                                          jitops__ctc_workspace *ws);
