@@ -1,4 +1,4 @@
-// CTC kernels on the CPU: templates/ctc.cuh compiled as host C++, with one std::thread per CUDA
+// CTC kernels on the CPU: ops/ctc/ctc.cuh compiled as host C++, with one std::thread per CUDA
 // thread, std::barrier for __syncthreads and per-warp exchanges for the shuffles. It checks
 // the kernels' logic (index mappings, the reversed beta pass, halos, every storage tier,
 // the label grouping, the gradient and the reductions) against the double-precision reference
@@ -151,7 +151,7 @@ static void launch(void (*kernel)(Args), unsigned gx, unsigned gy, unsigned thre
     }
 }
 
-// ---- the host side, as runtime/ops/ctc.c plans it -------------------------------------------
+// ---- the host side, as ops/ctc/plan.c plans it ----------------------------------------------
 
 using namespace jitops::ctc;
 
@@ -166,10 +166,7 @@ static plan_t plan_for(int s_max, int store, size_t acc) {
   p.cap = 32;
   while (p.cap < states)
     p.cap *= 2;
-  if (store == STORE_REG)
-    p.k = p.cap <= 256 ? 2 : p.cap <= 512 ? 4 : 8;
-  else
-    p.k = p.cap / 1024 < 2 ? 2 : p.cap / 1024;
+  p.k = JITOPS__CTC_K(p.cap, store);
   p.nt = ((states + p.k - 1) / p.k + 31) / 32 * 32;
   p.dyn = (size_t)p.k * p.nt * acc + (size_t)(p.k / 2) * p.nt * sizeof(int);
   return p;
@@ -206,7 +203,8 @@ static void check_problem(ctc_case *c, const char *what, corrupt_fn corrupt = nu
     c->lp[i] = (double)lp[i];
   }
   ref_out r = reference(c);
-  std::vector<long long> targets((size_t)N * S + 1, -7), in_len(N), tgt_len(N), offsets(N);
+  std::vector<long long> targets((size_t)N * S + 1, -7), in_len(N), tgt_len(N);
+  std::vector<int64_t> offsets(N); // the ABI's type (jitops/ctc_abi.h)
   long long total = 0;
   for (int n = 0; n < N; ++n) {
     in_len[n] = c->in_len[n];

@@ -98,7 +98,7 @@ static void null_arguments(jitops_runtime_t *rt) {
   fixture_init(&f);
   const char *fn = "jitops_ctc_loss";
   CHECK_FAILS(jitops_ctc_loss(NULL, &f.lp, &f.tgt, &f.il, &f.tl, &f.opt, &f.loss, NULL, NULL),
-              JITOPS_ERR_INVALID_ARGUMENT, "rt is NULL");
+              JITOPS_ERR_INVALID_ARGUMENT, "runtime is NULL");
   CHECK_FAILS(jitops_ctc_loss(rt, NULL, &f.tgt, &f.il, &f.tl, &f.opt, &f.loss, NULL, NULL),
               JITOPS_ERR_INVALID_ARGUMENT, "log_probs is NULL");
   CHECK_FAILS(jitops_ctc_loss(rt, &f.lp, NULL, &f.il, &f.tl, &f.opt, &f.loss, NULL, NULL),
@@ -373,6 +373,132 @@ static void output_checks(jitops_runtime_t *rt) {
   CHECK_FAILS(alpha_beta(rt, &f), JITOPS_ERR_INVALID_SHAPE, "nll must have shape [N]");
 }
 
+/* Hostile DLTensors: shapes, strides and byte offsets whose element counts, byte offsets,
+ * addresses or workspace sizes overflow 64 bits. Each is rejected with a status and a message
+ * that names the argument, before any arithmetic on it could wrap (the suite runs under
+ * UBSan too). */
+static void hostile_shapes(jitops_runtime_t *rt) {
+  fixture f;
+  fixture_init(&f);
+  f.lp_shape[0] = INT64_MAX;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_SHAPE, "log_probs' shape");
+  fixture_init(&f);
+  f.lp_shape[0] = f.lp_shape[1] = f.lp_shape[2] = INT32_MAX; /* 2^93 elements */
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_OUT_OF_RANGE, "log_probs has more than 2^63 elements");
+  fixture_init(&f);
+  f.lp_shape[0] = INT32_MAX; /* 2^63 - 2^32 elements, 2^65 bytes */
+  f.lp_shape[1] = (int64_t)1 << 30;
+  f.lp_shape[2] = 4;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_SHAPE, "log_probs's shape");
+  fixture_init(&f);
+  f.tgt_shape[1] = INT64_MAX;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_OUT_OF_RANGE, "targets has more than 2^63 elements");
+  fixture_init(&f);
+  f.tgt_shape[1] = (int64_t)1 << 61; /* 3 * 2^61 elements of 8 bytes */
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_SHAPE, "targets's shape");
+  fixture_init(&f);
+  f.ab_shape[2] = (int64_t)1 << 40;
+  CHECK_FAILS(alpha_beta(rt, &f), JITOPS_ERR_INVALID_SHAPE, "log_alpha's last extent");
+  /* Every tensor fits, but alpha and beta of N * T = 2^60 rows do not: the backward pass's
+   * workspace would pass 2^64 bytes. */
+  fixture_init(&f);
+  f.lp_shape[0] = INT32_MAX;
+  f.lp_shape[1] = f.tgt_shape[0] = f.len_shape[0] = (int64_t)1 << 29;
+  f.lp_shape[2] = 1;
+  f.opt.blank = 0;
+  size_t bytes = 0;
+  CHECK_OK(jitops_ctc_workspace_size(rt, &f.lp, &f.tgt, &f.il, &f.tl, &f.opt, JITOPS_CTC_PASS_LOSS,
+                                     &bytes));
+  CHECK_FAILS(jitops_ctc_workspace_size(rt, &f.lp, &f.tgt, &f.il, &f.tl, &f.opt,
+                                        JITOPS_CTC_PASS_BACKWARD, &bytes),
+              JITOPS_ERR_INVALID_SHAPE, "workspace beyond 2^64 bytes");
+}
+
+static void hostile_strides(jitops_runtime_t *rt) {
+  fixture f;
+  fixture_init(&f);
+  int64_t lp_wide[3] = {(int64_t)1 << 62, C, 1};
+  f.lp.strides = lp_wide;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "log_probs's strides");
+  fixture_init(&f);
+  int64_t lp_min[3] = {INT64_MIN, C, 1};
+  f.lp.strides = lp_min;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "log_probs's strides");
+  fixture_init(&f);
+  int64_t lp_below[3] = {-((int64_t)1 << 40), C, 1}; /* reaches below address 0 */
+  f.lp.strides = lp_below;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT,
+              "log_probs's elements would lie outside the address space");
+  fixture_init(&f);
+  int64_t tgt_wide[2] = {(int64_t)1 << 62, 1};
+  f.tgt.strides = tgt_wide;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "targets's strides");
+  fixture_init(&f);
+  int64_t len_min[1] = {INT64_MIN};
+  f.il.strides = len_min;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "input_lengths's strides");
+  /* In host memory they would be read: rejected first. */
+  fixture_init(&f);
+  host_lengths(&f, 1);
+  f.tl.strides = len_min;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "target_lengths's strides");
+  fixture_init(&f);
+  host_lengths(&f, 1);
+  f.tgt.strides = tgt_wide;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "targets's strides");
+  /* Outputs: {2^62, ...} strides used to wrap around the overlap check. */
+  fixture_init(&f);
+  int64_t grad_wide[3] = {(int64_t)1 << 62, C, 1};
+  f.grad.strides = grad_wide;
+  CHECK_FAILS(backward(rt, &f, NULL), JITOPS_ERR_INVALID_LAYOUT, "grad_log_probs's strides");
+  fixture_init(&f);
+  int64_t ab_wide[3] = {(int64_t)1 << 62, 2 * S + 1, 1};
+  f.la.strides = ab_wide;
+  f.lb.strides = ab_wide;
+  CHECK_FAILS(alpha_beta(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "log_alpha's strides");
+  fixture_init(&f);
+  int64_t nll_wide[1] = {(int64_t)1 << 62};
+  f.nll.strides = nll_wide;
+  CHECK_FAILS(alpha_beta(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "nll's strides");
+  fixture_init(&f);
+  int64_t loss_min[1] = {INT64_MIN};
+  f.loss.strides = loss_min;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "loss's strides");
+  /* A stride of a dimension of one element is never used: any value is fine. */
+  fixture_init(&f);
+  f.opt.reduction = JITOPS_CTC_REDUCTION_SUM;
+  f.loss_shape[0] = 1;
+  f.loss.strides = loss_min;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_NO_DEVICE, NULL);
+}
+
+static void hostile_byte_offsets(jitops_runtime_t *rt) {
+  fixture f;
+  fixture_init(&f);
+  f.lp.byte_offset = UINT64_MAX - 3; /* aligned, but no pointer may be offset by that much */
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "log_probs's byte_offset");
+  f.lp.data = (void *)(uintptr_t)(UINT64_MAX - 0xfff);
+  f.lp.byte_offset = 0x1000; /* data + byte_offset wraps */
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT,
+              "log_probs's byte_offset 4096 takes its data pointer past the end");
+  fixture_init(&f);
+  f.tgt.data = (void *)(uintptr_t)(UINT64_MAX - 7); /* the first element in the last 8 bytes */
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "targets's elements would lie outside");
+  fixture_init(&f);
+  host_lengths(&f, 0);
+  f.il.byte_offset = UINT64_MAX - 7;
+  CHECK_FAILS(loss(rt, &f), JITOPS_ERR_INVALID_LAYOUT, "input_lengths's byte_offset");
+  fixture_init(&f);
+  f.grad.byte_offset = (uint64_t)1 << 63; /* no pointer may be offset by that much */
+  CHECK_FAILS(backward(rt, &f, NULL), JITOPS_ERR_INVALID_LAYOUT, "grad_log_probs's byte_offset");
+  f.grad.byte_offset = (uint64_t)1 << 62; /* far from log_probs, inside the address space */
+  CHECK_FAILS(backward(rt, &f, NULL), JITOPS_ERR_NO_DEVICE, NULL);
+  f.grad.byte_offset = 0;
+  f.grad.data = (void *)(uintptr_t)(UINT64_MAX - 3); /* the first element in the last 4 bytes */
+  CHECK_FAILS(backward(rt, &f, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_log_probs's elements would lie outside");
+}
+
 /* Valid calls compile (NVRTC, no GPU) and stop at the launch. One per kernel family: the
  * register, shared and global tiers, each mode, both gradients, the reduction. */
 static void valid_calls_compile(jitops_runtime_t *rt) {
@@ -449,6 +575,9 @@ int main(void) {
   length_checks(rt);
   host_target_checks(rt);
   output_checks(rt);
+  hostile_shapes(rt);
+  hostile_strides(rt);
+  hostile_byte_offsets(rt);
   valid_calls_compile(rt);
   catalogue_entries(rt);
   jitops_stats stats;

@@ -1,0 +1,158 @@
+// jitops/ctc_common.cuh — what every CTC kernel file uses: the ABI's names in the kernels'
+// namespace, the few hardware primitives (replaceable on the CPU), and the log-space
+// arithmetic of the recursion and the gradient.
+#pragma once
+#include "jitops/common.cuh"
+#include "jitops/ctc_abi.h"
+
+namespace jitops {
+namespace ctc {
+
+// ---- the host-kernel ABI (jitops/ctc_abi.h), as the kernels spell it ------------------------
+
+typedef ::jitops__ctc_alpha_args alpha_args;
+typedef ::jitops__ctc_grad_args grad_args;
+typedef ::jitops__ctc_reduce_args reduce_args;
+
+enum {
+  MODE_LOSS = JITOPS__CTC_MODE_LOSS,
+  MODE_VALUES = JITOPS__CTC_MODE_VALUES,
+  MODE_AB = JITOPS__CTC_MODE_AB
+};
+enum {
+  STORE_REG = JITOPS__CTC_STORE_REG,
+  STORE_SHARED = JITOPS__CTC_STORE_SHARED,
+  STORE_GLOBAL = JITOPS__CTC_STORE_GLOBAL
+};
+enum {
+  OFFS_PADDED = JITOPS__CTC_OFFS_PADDED,
+  OFFS_HOST = JITOPS__CTC_OFFS_HOST,
+  OFFS_DEVICE = JITOPS__CTC_OFFS_DEVICE
+};
+// The gradient's bookkeeping: info and link entries, and link's encoding.
+constexpr int INFO_INTS = JITOPS__CTC_INFO_INTS;
+constexpr int LINK_INTS = JITOPS__CTC_LINK_INTS;
+constexpr int LINK_FIRST_BIT = JITOPS__CTC_LINK_FIRST_BIT;
+constexpr int LINK_END = JITOPS__CTC_LINK_END;
+
+// ---- hardware primitives --------------------------------------------------------------------
+
+// The few PTX instructions the kernels use. tests/test_ctc_emulated.cpp runs these kernels on
+// the CPU (threads and barriers standing in for the GPU's) and supplies its own definitions
+// by defining JITOPS_CTC_HOST_EMULATION; NVRTC builds never define it.
+#ifndef JITOPS_CTC_HOST_EMULATION
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float lg2_approx(float x) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+// max and min that propagate NaN (fmaxf would drop it and hide a NaN input): one instruction
+// from sm_80 on.
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+#else
+__device__ __forceinline__ float max_nan(float a, float b) {
+  return (a != a || b != b) ? a + b : fmaxf(a, b);
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  return (a != a || b != b) ? a + b : fminf(a, b);
+}
+#endif
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+// The block's dynamic shared memory.
+__device__ __forceinline__ unsigned char *dynamic_smem() {
+  extern __shared__ __align__(16) unsigned char ctc_dynamic_smem[];
+  return ctc_dynamic_smem;
+}
+#endif
+
+// ---- arithmetic -----------------------------------------------------------------------------
+
+template <class T> __device__ __forceinline__ acc_t<T> cvt(T v) {
+  return v;
+}
+template <> __device__ __forceinline__ float cvt<half>(half v) {
+  return to_float(v);
+}
+template <> __device__ __forceinline__ float cvt<bfloat16>(bfloat16 v) {
+  return to_float(v);
+}
+
+// The log space of the recursion, for the accumulation type A. f32 (f16 and bf16 accumulate
+// in it) works in base-2 logs on the SFU: inputs are scaled by log2(e) on load and results by
+// ln(2) on store. f64 works in natural logs with exp and log1p. max and min propagate NaN.
+template <class A> struct logmath {
+  static constexpr bool sfu = sizeof(A) == sizeof(float);
+  static constexpr A to_log2 = sfu ? A(1.4426950408889634f) : A(1.0);
+  static constexpr A to_ln = sfu ? A(0.6931471805599453f) : A(1.0);
+  static __device__ __forceinline__ A ninf() {
+    return -limits<A>::infinity();
+  }
+  static __device__ __forceinline__ A nan() {
+    return limits<A>::quiet_nan();
+  }
+  static __device__ __forceinline__ A ex(A x) {
+    if constexpr (sfu)
+      return ex2_approx(x);
+    else
+      return exp(x);
+  }
+  // log(1 + x) in the policy's base, for x in [0, 2].
+  static __device__ __forceinline__ A lg1p(A x) {
+    if constexpr (sfu)
+      return lg2_approx(1.0f + x);
+    else
+      return log1p(x);
+  }
+  static __device__ __forceinline__ A max(A a, A b) {
+    if constexpr (sfu)
+      return max_nan(a, b);
+    else
+      return (a != a || b != b) ? a + b : fmax(a, b);
+  }
+  static __device__ __forceinline__ A min(A a, A b) {
+    if constexpr (sfu)
+      return min_nan(a, b);
+    else
+      return (a != a || b != b) ? a + b : fmin(a, b);
+  }
+};
+
+// log(e^a + e^b) in the policy's base; exact when both are -inf, NaN in -> NaN out.
+template <class A> __device__ __forceinline__ A lae2(A a, A b) {
+  typedef logmath<A> M;
+  A hi = M::max(a, b);
+  A lo = M::min(a, b);
+  A r = hi + M::lg1p(M::ex(lo - hi));
+  return hi == M::ninf() ? hi : r;
+}
+
+// log(e^a + e^b + e^c): one logarithm, two exponentials (the largest term is exactly 1).
+template <class A> __device__ __forceinline__ A lae3(A a, A b, A c) {
+  typedef logmath<A> M;
+  A mab = M::max(a, b);
+  A hi = M::max(mab, c);
+  A l1 = M::min(a, b);
+  A l2 = M::min(mab, c);
+  A r = hi + M::lg1p(M::ex(l1 - hi) + M::ex(l2 - hi));
+  return hi == M::ninf() ? hi : r;
+}
+
+} // namespace ctc
+} // namespace jitops

@@ -1,0 +1,393 @@
+// jitops/ctc_recursion.cuh — one direction of the alpha recursion for one sample: how a
+// capacity bucket spreads its states over a block, the register tier, the shared- and
+// global-memory tiers, and what a finished recursion writes.
+#pragma once
+#include "jitops/ctc_common.cuh"
+#include "jitops/ctc_sample.cuh"
+
+namespace jitops {
+namespace ctc {
+
+// ---- a capacity bucket's block ------------------------------------------------------------
+
+// States per thread (K, jitops/ctc_abi.h, which the host sizes its launch by), the most
+// threads a block of the bucket takes, and the emissions the register tier loads ahead.
+template <int CAP, int STORE> struct config {
+  static constexpr int K = JITOPS__CTC_K(CAP, STORE);
+  static constexpr int NT_MAX = CAP / K < 32 ? 32 : CAP / K;
+  // Time steps of emissions loaded ahead (register tier): registers allow more with few threads.
+  // The compiler still copies the ring's fresh loads into place once per PF steps, waiting
+  // for their latency there: a deep ring (where two states per thread leave registers for it)
+  // makes that wait rare.
+  static constexpr int PF = K == 2 ? 8 : NT_MAX <= 256 ? 4 : 2;
+};
+
+// Row staging for MODE_AB in the register tier: the word of state s in a row buffer
+// (JITOPS__CTC_STAGED: one word of padding per 32, against bank conflicts).
+__device__ __forceinline__ int staged(int s) {
+  return JITOPS__CTC_STAGED(s);
+}
+
+// ---- outputs of one recursion ---------------------------------------------------------------
+
+// Writes the per-sample results once the final states are known (forward direction only).
+template <class A, class O, int MODE>
+__device__ void finish_sample(const alpha_args &a, int n, const sample &sm, A last_blank,
+                              A last_label) {
+  typedef logmath<A> M;
+  A nll = sm.valid ? A(0) - lae2(last_blank, last_label) * M::to_ln : M::nan();
+  A v = nll;
+  if (sm.valid && a.zero_infinity && nll == limits<A>::infinity())
+    v = A(0);
+  if (MODE == MODE_LOSS) {
+    store((O *)a.loss + (long long)n * a.loss_st, v);
+    return;
+  }
+  if (a.values) {
+    A w = v;
+    if (a.reduction == 2)
+      w = v / (A)(sm.tl > 1 ? sm.tl : 1);
+    ((A *)a.values)[n] = w;
+  }
+  if (MODE == MODE_AB) {
+    ((A *)a.nll)[(long long)n * a.nll_st] = nll;
+    if (a.info) {
+      a.info[INFO_INTS * n] = sm.valid ? sm.in_len : -1;
+      a.info[INFO_INTS * n + 1] = sm.tl;
+    }
+  }
+}
+
+// Public alpha/beta: -inf outside the valid region, NaN everywhere for an invalid sample.
+template <class A>
+__device__ void fill_outside(const alpha_args &a, int n, const sample &sm, bool rev) {
+  typedef logmath<A> M;
+  A *out = (A *)(rev ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
+  int L = 2 * sm.tl + 1;
+  A v = sm.valid ? M::ninf() : M::nan();
+  for (int t = 0; t < a.T; ++t) {
+    const int from = (!sm.valid || t >= sm.in_len) ? 0 : L;
+    A *row = out + (long long)t * a.ab_st_t;
+    for (int s = from + threadIdx.x; s < a.ab_len; s += blockDim.x)
+      row[(long long)s * a.ab_st_s] = v;
+  }
+}
+
+// A sample whose labels turned out invalid on the device: its loss (the forward thread 0)
+// and, when the caller wants them, its alpha or beta rows become the invalid sample's values.
+template <class A, class O, int MODE>
+__device__ void finish_invalid_sample(const alpha_args &a, int n, const sample &sm, bool rev) {
+  typedef logmath<A> M;
+  sample inv = sm;
+  inv.valid = false;
+  if (!rev && threadIdx.x == 0)
+    finish_sample<A, O, MODE>(a, n, inv, M::ninf(), M::ninf());
+  if (MODE == MODE_AB && a.fill)
+    fill_outside<A>(a, n, inv, rev);
+}
+
+// Ends the sample as invalid when a thread of the block found an invalid label (`bad`); true
+// when it did. Every thread of the block must call it: it synchronizes.
+template <class A, class O, int MODE, bool REV>
+__device__ __forceinline__ bool end_if_bad_labels(const alpha_args &a, int n, const sample &sm,
+                                                  bool bad) {
+  if (!__syncthreads_or(bad))
+    return false;
+  finish_invalid_sample<A, O, MODE>(a, n, sm, REV);
+  return true;
+}
+
+// ---- register tier --------------------------------------------------------------------------
+
+// One direction of the recursion for one sample, K states per thread in registers.
+// halo[2][32]: the last state of each warp, previous row (ping-pong); fin[2]: final states.
+template <class F, class TI, class A, int CAP, bool REV, int MODE, class O>
+__device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*halo)[32], A *fin) {
+  typedef logmath<A> M;
+  typedef config<CAP, STORE_REG> cfg;
+  constexpr int K = cfg::K, H = K / 2, PF = cfg::PF;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int nwarps = blockDim.x >> 5;
+  const int L = 2 * sm.tl + 1;
+  const int in_len = sm.in_len;
+  const int s0 = tid * K;
+
+  // Labels, skip flags and class offsets of this thread's odd states.
+  int cls[H];
+  unsigned skipmask = 0;
+  bool bad = false;
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+    int s = s0 + 2 * h + 1;
+    cls[h] = a.blank;
+    if (s < L) {
+      bool sk;
+      cls[h] = label_of<TI, REV>(a, sm, s, &sk, &bad);
+      if (sk)
+        skipmask |= 1u << h;
+    }
+  }
+  if (tid == 0)
+    fin[1] = M::ninf();
+  if (lane == 31)
+    halo[0][warp] = M::ninf();
+  if (end_if_bad_labels<A, O, MODE, REV>(a, n, sm, bad))
+    return;
+
+  const F *lp = (const F *)a.lp + (long long)n * a.lp_st_n;
+  const long long stc = a.lp_st_c;
+  const long long blank_off = (long long)a.blank * stc;
+
+  // s0 is even (a blank), so the only state a thread needs from its left neighbour is s0 - 1:
+  // the blank at s0 reads s0 - 1, the label at s0 + 1 skips from s0 - 1.
+  A st[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    st[k] = M::ninf();
+  if (tid == 0)
+    st[0] = A(0); // the virtual row alpha_{-1}
+
+  // Emissions ring: slot p holds the row of every step t with t % PF == p. The time loop runs
+  // PF steps per iteration with no exit inside, so each slot stays in fixed registers and the
+  // loads for step t + PF are first read PF steps later. (With an exit inside the unrolled
+  // steps, the compiler rotated the ring through register moves placed right after the loads:
+  // every step waited for a fresh load's full latency, about half of the step time.)
+  F ring[PF][H + 1];
+  auto row_of = [&](int t) -> const F * {
+    long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
+    return lp + tt * a.lp_st_t;
+  };
+  auto fetch = [&](int t, F *e) {
+    const F *row = row_of(t);
+    e[0] = row[blank_off];
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      e[1 + h] = row[(long long)cls[h] * stc];
+  };
+  // Rows far ahead go to L2 (one line per thread) so the register ring hits L2, not HBM.
+  const bool l2_prefetch = stc == 1 && (long long)tid * (128 / (int)sizeof(F)) < a.C;
+  constexpr int PFL = 4 * PF > 16 ? 4 * PF : 16;
+
+  if (in_len > 0) {
+#pragma unroll
+    for (int p = 0; p < PF; ++p)
+      fetch(p < in_len ? p : in_len - 1, ring[p]);
+  }
+
+  A *out = nullptr;
+  if (MODE == MODE_AB)
+    out = (A *)(REV ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
+  int buf = 0;
+
+  // MODE_AB: rows go through shared memory (two buffers, alternating) so that the global
+  // stores are coalesced: during step t each thread writes positions tid, tid + NT, ... of
+  // row t - 1. Stored straight from registers, each of a warp's K stores touched 32 sectors
+  // (lanes K states apart), and the pass was store-bound.
+  A *rowbuf = MODE == MODE_AB ? (A *)dynamic_smem() : nullptr;
+  const int row_words = staged((int)blockDim.x * K) + 1;
+  auto flush_row = [&](int t) {
+    const A *src = rowbuf + (t & 1) * row_words;
+    const long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
+    A *dst = out + tt * a.ab_st_t;
+    for (int i = tid; i < L; i += blockDim.x)
+      dst[(long long)i * a.ab_st_s] = src[staged(REV ? L - 1 - i : i)] * M::to_ln;
+  };
+
+  A up = __shfl_up_sync(0xffffffffu, st[K - 1], 1); // the left neighbour's last state
+  // One time step, reading its emissions from `slot` and refilling it for step t + PF.
+  auto step = [&](int t, F *slot) {
+    if (l2_prefetch && t + PFL < in_len) {
+      const F *fut = row_of(t + PFL) + (long long)tid * (128 / (int)sizeof(F));
+      prefetch_l2(fut);
+    }
+    // This step's emissions, then the loads for step t + PF into the freed slot (clamped to
+    // the last row, so that no branch splits the step): issued before the halo wait, they
+    // cost no time on the step's critical path.
+    const A eb = cvt(slot[0]) * M::to_log2;
+    A em[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      em[h] = cvt(slot[1 + h]) * M::to_log2;
+    fetch(t + PF < in_len ? t + PF : in_len - 1, slot);
+    // Halo: the previous row's state s0 - 1 (shuffled at the end of the previous step).
+    A h1 = up;
+    if (lane == 0)
+      h1 = warp > 0 ? halo[buf][warp - 1] : M::ninf();
+    A nx[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      A p0 = st[k];
+      A p1 = k >= 1 ? st[k - 1] : h1;
+      if ((k & 1) == 0) {
+        nx[k] = eb + lae2(p0, p1);
+      } else {
+        A p2 = k >= 2 ? st[k - 2] : h1;
+        if (!((skipmask >> (k / 2)) & 1u))
+          p2 = M::ninf();
+        nx[k] = em[k / 2] + lae3(p0, p1, p2);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      st[k] = nx[k];
+    up = __shfl_up_sync(0xffffffffu, st[K - 1], 1);
+    if (MODE == MODE_AB) {
+      if (t > 0)
+        flush_row(t - 1);
+      A *mine = rowbuf + (t & 1) * row_words;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        mine[staged(s0 + k)] = st[k];
+    }
+    if (nwarps > 1) {
+      buf ^= 1;
+      if (lane == 31)
+        halo[buf][warp] = st[K - 1];
+      __syncthreads();
+    } else if (MODE == MODE_AB) {
+      __syncwarp();
+    }
+  };
+  int t0 = 0;
+  for (; t0 + PF <= in_len; t0 += PF) {
+#pragma unroll
+    for (int p = 0; p < PF; ++p)
+      step(t0 + p, ring[p]);
+  }
+#pragma unroll
+  for (int p = 0; p < PF; ++p)
+    if (t0 + p < in_len)
+      step(t0 + p, ring[p]);
+  if (MODE == MODE_AB && in_len > 0)
+    flush_row(in_len - 1); // the last step ended with a barrier
+
+  if (!REV) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (s0 + k == L - 1)
+        fin[0] = st[k];
+      if (s0 + k == L - 2)
+        fin[1] = st[k];
+    }
+    __syncthreads();
+    if (tid == 0)
+      finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1]);
+  }
+  if (MODE == MODE_AB && a.fill)
+    fill_outside<A>(a, n, sm, REV);
+}
+
+// ---- shared- and global-memory tiers --------------------------------------------------------
+
+// Same recursion with the states in memory (shared or global, through one pointer). Thread
+// `tid` owns states [tid*K, tid*K + K); state k of thread tid lives at st[k*NT + tid], and the
+// word for its odd state 2h+1 (class, or ~class when the skip is allowed) at lab[h*NT + tid].
+// halo[2][MEM_MAX_THREADS]: each thread's last state, previous row (ping-pong); fin[2]: final
+// states.
+template <class F, class TI, class A, int CAP, int STORE, bool REV, int MODE, class O>
+__device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, int *lab,
+                           A (*halo)[JITOPS__CTC_MEM_MAX_THREADS], A *fin) {
+  typedef logmath<A> M;
+  constexpr int K = config<CAP, STORE>::K, H = K / 2;
+  constexpr int B = 4; // pairs of states per batch of emission loads
+
+  const int tid = threadIdx.x, NT = blockDim.x;
+  const int L = 2 * sm.tl + 1;
+  const int in_len = sm.in_len;
+  const int s0 = tid * K;
+
+  bool bad = false;
+  for (int h = 0; h < H; ++h) {
+    int s = s0 + 2 * h + 1, w = a.blank;
+    if (s < L) {
+      bool sk;
+      w = label_of<TI, REV>(a, sm, s, &sk, &bad);
+      if (sk)
+        w = ~w;
+    }
+    lab[h * NT + tid] = w;
+  }
+  for (int k = 0; k < K; ++k)
+    st[k * NT + tid] = (tid == 0 && k == 0) ? A(0) : M::ninf();
+  if (tid == 0)
+    fin[1] = M::ninf();
+  halo[0][tid] = M::ninf();
+  if (end_if_bad_labels<A, O, MODE, REV>(a, n, sm, bad))
+    return;
+
+  const F *lp = (const F *)a.lp + a.lp_st_n * n;
+  const long long stc = a.lp_st_c;
+  const long long blank_off = (long long)a.blank * stc;
+  const bool l2_prefetch = stc == 1 && (long long)tid * (128 / (int)sizeof(F)) < a.C;
+  A *out = nullptr;
+  if (MODE == MODE_AB)
+    out = (A *)(REV ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
+  int buf = 0;
+
+  for (int t = 0; t < in_len; ++t) {
+    const long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
+    const F *row = lp + tt * a.lp_st_t;
+    if (l2_prefetch && t + 16 < in_len) {
+      long long tf = REV ? (long long)(in_len - 17 - t) : (long long)(t + 16);
+      const F *fut = lp + tf * a.lp_st_t + (long long)tid * (128 / (int)sizeof(F));
+      prefetch_l2(fut);
+    }
+    A o1 = tid > 0 ? halo[buf][tid - 1] : M::ninf(); // previous row at s - 1
+    const A eb = cvt(row[blank_off]) * M::to_log2;
+    A *orow = MODE == MODE_AB ? out + tt * a.ab_st_t : nullptr;
+    for (int h0 = 0; h0 < H; h0 += B) {
+      F e[B];
+      int w[B];
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        w[b] = h0 + b < H ? lab[(h0 + b) * NT + tid] : a.blank;
+        int c = w[b] < 0 ? ~w[b] : w[b];
+        e[b] = row[(long long)c * stc];
+      }
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        int h = h0 + b;
+        if (h >= H)
+          break;
+        // Blank state 2h, then label state 2h + 1, in place, keeping the old values.
+        int k = 2 * h;
+        A p0 = st[k * NT + tid];
+        A nb = eb + lae2(p0, o1);
+        A q0 = st[(k + 1) * NT + tid];
+        A p2 = w[b] < 0 ? o1 : M::ninf();
+        A nl = cvt(e[b]) * M::to_log2 + lae3(q0, p0, p2);
+        st[k * NT + tid] = nb;
+        st[(k + 1) * NT + tid] = nl;
+        o1 = q0;
+        if (MODE == MODE_AB) {
+          int s = s0 + k;
+          if (s < L)
+            orow[(long long)(REV ? L - 1 - s : s) * a.ab_st_s] = nb * M::to_ln;
+          if (s + 1 < L)
+            orow[(long long)(REV ? L - 2 - s : s + 1) * a.ab_st_s] = nl * M::to_ln;
+        }
+      }
+    }
+    buf ^= 1;
+    halo[buf][tid] = st[(K - 1) * NT + tid];
+    __syncthreads();
+  }
+
+  if (!REV) {
+    for (int k = 0; k < K; ++k) {
+      if (s0 + k == L - 1)
+        fin[0] = st[k * NT + tid];
+      if (s0 + k == L - 2)
+        fin[1] = st[k * NT + tid];
+    }
+    __syncthreads();
+    if (tid == 0)
+      finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1]);
+  }
+  if (MODE == MODE_AB && a.fill)
+    fill_outside<A>(a, n, sm, REV);
+}
+
+} // namespace ctc
+} // namespace jitops
