@@ -3,8 +3,8 @@
  * GEMM mapping against a reference product. */
 #include <math.h>
 
-#include "runtime/ops/flce_gemm.h"
-#include "runtime/ops/flce_plan.h"
+#include "ops/flce/gemm.h"
+#include "ops/flce/plan.h"
 #include "testutil.h"
 
 enum { BT = 8, H = 16, V = 40 };

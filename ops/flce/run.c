@@ -15,10 +15,10 @@
 #include <string.h>
 
 #include "jitops/flce.h"
-#include "runtime/ops/flce_call.h"
-#include "runtime/ops/flce_gemm.h"
-#include "runtime/ops/flce_kernels.h"
-#include "runtime/ops/flce_plan.h"
+#include "ops/flce/args.h"
+#include "ops/flce/gemm.h"
+#include "ops/flce/kernels.h"
+#include "ops/flce/plan.h"
 
 /* Mirrors jitops::flce::RowArgs in templates/flce.cuh, member for member. */
 typedef struct row_args {

@@ -1,7 +1,7 @@
 /* A fused linear cross-entropy call after validation: sizes, dtypes, pointers and strides in
  * the form the launches use. Validation (flce_validate.c) is the only producer. */
-#ifndef JITOPS_RUNTIME_OPS_FLCE_CALL_H
-#define JITOPS_RUNTIME_OPS_FLCE_CALL_H
+#ifndef JITOPS_OPS_FLCE_ARGS_H
+#define JITOPS_OPS_FLCE_ARGS_H
 
 #include <stdbool.h>
 

@@ -1,8 +1,8 @@
 /* How a fused linear cross-entropy call runs: which algorithm, how many rows per chunk, how
  * wide the vocabulary groups are, and where each scratch buffer lives. Pure host arithmetic
  * on the problem's sizes (no device), so the CPU tests check it. */
-#ifndef JITOPS_RUNTIME_OPS_FLCE_PLAN_H
-#define JITOPS_RUNTIME_OPS_FLCE_PLAN_H
+#ifndef JITOPS_OPS_FLCE_PLAN_H
+#define JITOPS_OPS_FLCE_PLAN_H
 
 #include <stdbool.h>
 

@@ -1,5 +1,5 @@
 /* Planning a fused linear cross-entropy call: algorithm, chunk sizes and scratch layout. */
-#include "runtime/ops/flce_plan.h"
+#include "ops/flce/plan.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime/ops/flce_call.h"
+#include "ops/flce/args.h"
 
 /* The defaults live beside the checks of the options they fill in. */
 void jitops_flce_options_init(jitops_flce_options *options) {

@@ -1,4 +1,4 @@
-// jitops/flce.cuh — the kernels of fused linear cross-entropy (runtime/ops/flce.c drives them).
+// jitops/flce.cuh — the kernels of fused linear cross-entropy (ops/flce/run.c drives them).
 //
 // The GEMMs run in cuBLASLt; these kernels do everything between and after them:
 //   count_valid   the number of non-ignored rows, kept on the device for the mean;

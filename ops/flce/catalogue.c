@@ -4,7 +4,7 @@
  * statistics pass); the f32 accumulator conversions, loss reductions and backward scales
  * of contiguous gradients. */
 #include "ops/catalogue_family.h"
-#include "runtime/ops/flce_kernels.h"
+#include "ops/flce/kernels.h"
 
 static const char *const flce_entries[] = {
     "jitops::flce::count_valid",

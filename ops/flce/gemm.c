@@ -1,5 +1,5 @@
 /* Row-major GEMMs on cuBLASLt: the runtime's handle, the algorithm cache, and the calls. */
-#include "runtime/ops/flce_gemm.h"
+#include "ops/flce/gemm.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -4,8 +4,8 @@
  * cuBLASLt handle per runtime and a thread-safe cache of the algorithm chosen for each
  * shape, dtype and alignment, so that a shape always runs the same algorithm (determinism)
  * and asks the heuristic once. */
-#ifndef JITOPS_RUNTIME_OPS_FLCE_GEMM_H
-#define JITOPS_RUNTIME_OPS_FLCE_GEMM_H
+#ifndef JITOPS_OPS_FLCE_GEMM_H
+#define JITOPS_OPS_FLCE_GEMM_H
 
 #include <stdbool.h>
 

@@ -1,5 +1,5 @@
 /* Name expressions of the flce template instances. */
-#include "runtime/ops/flce_kernels.h"
+#include "ops/flce/kernels.h"
 
 #include <stdio.h>
 

@@ -1,7 +1,7 @@
 /* The template instances of templates/flce.cuh that a call (or the prewarm catalogue) needs,
  * by name expression. */
-#ifndef JITOPS_RUNTIME_OPS_FLCE_KERNELS_H
-#define JITOPS_RUNTIME_OPS_FLCE_KERNELS_H
+#ifndef JITOPS_OPS_FLCE_KERNELS_H
+#define JITOPS_OPS_FLCE_KERNELS_H
 
 #include <stdbool.h>
 
