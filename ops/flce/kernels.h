@@ -5,11 +5,10 @@
 
 #include <stdbool.h>
 
+#include "ops/flce/flce_abi.h"
 #include "runtime/op_support.h"
 
 #define JITOPS__FLCE_SOURCE "jitops/flce.cuh"
-
-enum { JITOPS__FLCE_MODE_STATS = 0, JITOPS__FLCE_MODE_FULL = 1, JITOPS__FLCE_MODE_SLICE = 2 };
 
 /* One specialization of jitops::flce::rows. */
 typedef struct jitops__flce_rows_kind {

@@ -3,7 +3,15 @@
 
 #include <string.h>
 
+#include "ops/flce/flce_abi.h"
+
+/* Every scratch buffer starts on a 256-byte boundary: the GEMMs' preferred alignment, and a
+ * vector access of the row kernel. */
 #define SCRATCH_ALIGN ((size_t)256)
+_Static_assert(SCRATCH_ALIGN % JITOPS__FLCE_VECTOR_BYTES == 0, "scratch buffers start on a vector");
+
+/* Logits buffers' row strides and vocabulary groups' widths: whole multiples of this. */
+#define LD_MULTIPLE ((int64_t)JITOPS__FLCE_LOGITS_LD_MULTIPLE)
 
 /* Automatic chunks aim at this many bytes of logits: big enough that the GEMMs run at full
  * speed (1024 rows of a 128K vocabulary, 4096 of a 32K one), small enough to be scratch. */
@@ -78,17 +86,17 @@ static jitops_status choose_chunk(const char *fn, const jitops__flce_problem *p,
 }
 
 /* The vocab algorithm's second pass: groups as wide as the chunk buffer allows for all rows,
- * of equal width (a multiple of 64 columns). */
+ * of equal width (a multiple of LD_MULTIPLE columns). */
 static void plan_groups(const jitops__flce_problem *p, size_t chunk_bytes, jitops__flce_plan *plan,
                         size_t *region) {
   int64_t rows = p->bt > 0 ? p->bt : 1;
-  int64_t widest = (int64_t)(chunk_bytes / ((size_t)rows * p->elem)) / 64 * 64;
-  if (widest < 64)
-    widest = 64;
+  int64_t widest = (int64_t)(chunk_bytes / ((size_t)rows * p->elem)) / LD_MULTIPLE * LD_MULTIPLE;
+  if (widest < LD_MULTIPLE)
+    widest = LD_MULTIPLE;
   int64_t groups = ceil_div(p->v, widest);
-  int64_t width = round_up(ceil_div(p->v, groups), 64);
+  int64_t width = round_up(ceil_div(p->v, groups), LD_MULTIPLE);
   plan->group_cols = width < p->v ? width : p->v;
-  plan->ld_group = round_up(plan->group_cols, 64);
+  plan->ld_group = round_up(plan->group_cols, LD_MULTIPLE);
   size_t group_bytes = (size_t)rows * (size_t)plan->ld_group * p->elem;
   *region = chunk_bytes > group_bytes ? chunk_bytes : group_bytes;
 }
@@ -96,7 +104,7 @@ static void plan_groups(const jitops__flce_problem *p, size_t chunk_bytes, jitop
 jitops_status jitops__flce_plan_make(const char *fn, const jitops__flce_problem *p,
                                      jitops__flce_plan *plan) {
   memset(plan, 0, sizeof *plan);
-  plan->ld_logits = round_up(p->v, 64);
+  plan->ld_logits = round_up(p->v, LD_MULTIPLE);
   size_t row_bytes = (size_t)plan->ld_logits * p->elem;
   size_t fixed = layout_fixed(p, plan);
   size_t budget = (size_t)p->budget;
@@ -132,8 +140,9 @@ jitops_status jitops__flce_plan_make(const char *fn, const jitops__flce_problem 
       if (region > avail)
         return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
                             "%s: options->scratch_budget_bytes %lld is too small: grad_weight "
-                            "needs %zu bytes for %lld rows of 64 vocabulary columns",
-                            fn, (long long)p->budget, fixed + region, (long long)rows);
+                            "needs %zu bytes for %lld rows of %lld vocabulary columns",
+                            fn, (long long)p->budget, fixed + region, (long long)rows,
+                            (long long)LD_MULTIPLE);
     }
   }
   plan->chunk_rows = chunk;

@@ -29,7 +29,8 @@ typedef enum jitops__flce_algorithm {
 typedef struct jitops__flce_plan {
   jitops__flce_algorithm algorithm;
   int64_t chunk_rows;   /* rows per chunk of the first pass (>= 1) */
-  int64_t ld_logits;    /* row stride of the chunk buffer: V rounded up to 64 elements */
+  int64_t ld_logits;    /* row stride of the chunk buffer: V rounded up to a whole
+                         * JITOPS__FLCE_LOGITS_LD_MULTIPLE elements */
   int64_t group_cols;   /* vocab: vocabulary columns per group of the second pass */
   int64_t ld_group;     /* vocab: row stride of the group buffer */
   bool grad_weight_acc; /* rows: grad_weight accumulates in f32 scratch, converted at the end */

@@ -16,23 +16,10 @@
 
 #include "jitops/flce.h"
 #include "ops/flce/args.h"
+#include "ops/flce/flce_abi.h"
 #include "ops/flce/gemm.h"
 #include "ops/flce/kernels.h"
 #include "ops/flce/plan.h"
-
-/* Mirrors jitops::flce::RowArgs in templates/flce.cuh, member for member. */
-typedef struct row_args {
-  void *logits;
-  const int64_t *target;
-  const void *bias;
-  const void *dy;
-  const int64_t *count;
-  void *lse_rows;
-  void *loss_rows;
-  int64_t ld, row0, ncols, col0, vocab, target_stride, bias_stride, dy_stride, ignore_index;
-  double label_smoothing, softcap, z_loss_scale;
-} row_args;
-_Static_assert(sizeof(row_args) == 19 * 8, "row_args must match jitops::flce::RowArgs");
 
 /* A user workspace may be less aligned than the 256 bytes the layout assumes. */
 #define SCRATCH_SLACK ((size_t)256)
@@ -167,7 +154,8 @@ static jitops_status get_kernels(jitops_runtime_t *rt, const jitops__flce_call *
   }
   if (plan->grad_weight_acc) {
     k->gw_convert_flat =
-        c->ldgw == c->h && flat_aligned(c->gw, 4 * jitops__dtype_size(c->gw_dtype));
+        c->ldgw == c->h &&
+        flat_aligned(c->gw, JITOPS__FLCE_CONVERT_FLAT_VEC * jitops__dtype_size(c->gw_dtype));
     JITOPS__TRY(get2(rt, k->gw_convert_flat ? "convert_flat" : "convert", JITOPS__DTYPE_F32,
                      c->gw_dtype, &k->gw_convert));
   }
@@ -192,7 +180,8 @@ static flce_scratch carve(const jitops__flce_plan *plan, void *ptr) {
 
 /* Elementwise kernels over rows x cols: threads (x, y) cover (columns, rows). */
 static jitops_status launch_2d(const jitops_kernel_t *k, int64_t nrows, int64_t ncols, void *stream,
-                               void **args) {
+                               void *args) {
+  void *params[] = {args};
   uint32_t bx = 1;
   while (bx < 256 && (int64_t)bx < ncols)
     bx *= 2;
@@ -202,44 +191,49 @@ static jitops_status launch_2d(const jitops_kernel_t *k, int64_t nrows, int64_t 
     blocks = 1 << 20;
   if (blocks < 1)
     blocks = 1;
-  return jitops__launch(k, (uint32_t)blocks, 1, 1, bx, by, 1, 0, stream, args);
+  return jitops__launch(k, (uint32_t)blocks, 1, 1, bx, by, 1, 0, stream, params);
 }
 
 /* Grid-stride kernels over n contiguous elements, `per_thread` per access. */
 static jitops_status launch_flat(jitops_runtime_t *rt, const jitops_kernel_t *k, int64_t n,
-                                 int per_thread, void *stream, void **args) {
-  int64_t blocks = (n / per_thread + 255) / 256;
+                                 int per_thread, void *stream, void *args) {
+  void *params[] = {args};
+  int64_t blocks = (n / per_thread + JITOPS__FLCE_FLAT_THREADS - 1) / JITOPS__FLCE_FLAT_THREADS;
   int64_t most = (int64_t)jitops__runtime_props(rt)->sm_count * 16;
   if (most > 0 && blocks > most)
     blocks = most;
   if (blocks < 1)
     blocks = 1;
-  return jitops__launch(k, (uint32_t)blocks, 1, 1, 256, 1, 1, 0, stream, args);
+  return jitops__launch(k, (uint32_t)blocks, 1, 1, JITOPS__FLCE_FLAT_THREADS, 1, 1, 0, stream,
+                        params);
 }
 
 /* dst[r * dst_ld + c] = src[r * src_ld + c] through jitops::flce::convert. */
 static jitops_status launch_convert(const jitops_kernel_t *k, const void *src, int64_t src_ld,
                                     void *dst, int64_t dst_ld, int64_t nrows, int64_t ncols,
                                     void *stream) {
-  void *args[] = {&src, &src_ld, &dst, &dst_ld, &nrows, &ncols};
-  return launch_2d(k, nrows, ncols, stream, args);
+  jitops__flce_convert_args a = {src, src_ld, dst, dst_ld, nrows, ncols};
+  return launch_2d(k, nrows, ncols, stream, &a);
 }
 
 static jitops_status launch_colsum(const jitops_kernel_t *k, const void *g, int64_t ld,
                                    int64_t nrows, int64_t ncols, void *acc, int accumulate,
                                    void *stream) {
-  void *args[] = {&g, &ld, &nrows, &ncols, &acc, &accumulate};
-  return jitops__launch(k, (uint32_t)((ncols + 255) / 256), 1, 1, 256, 1, 1, 0, stream, args);
+  jitops__flce_colsum_args a = {g, ld, nrows, ncols, acc, accumulate};
+  void *params[] = {&a};
+  const int64_t threads = JITOPS__FLCE_FLAT_THREADS;
+  return jitops__launch(k, (uint32_t)((ncols + threads - 1) / threads), 1, 1, (uint32_t)threads, 1,
+                        1, 0, stream, params);
 }
 
-static jitops_status launch_rows(const jitops_kernel_t *k, int block, int64_t nrows, row_args *a,
-                                 void *stream) {
+static jitops_status launch_rows(const jitops_kernel_t *k, int block, int64_t nrows,
+                                 jitops__flce_rows_args *a, void *stream) {
   void *args[] = {a};
   return jitops__launch(k, (uint32_t)nrows, 1, 1, (uint32_t)block, 1, 1, 0, stream, args);
 }
 
-static row_args row_args_of(const jitops__flce_call *c, const flce_scratch *s) {
-  row_args a;
+static jitops__flce_rows_args row_args_of(const jitops__flce_call *c, const flce_scratch *s) {
+  jitops__flce_rows_args a;
   memset(&a, 0, sizeof a);
   a.target = c->target;
   a.bias = c->bias;
@@ -339,7 +333,8 @@ static jitops_status gemm_grad_weight(const flce_ctx *x, const void *dlogits, in
 
 /* ---- the passes ----------------------------------------------------------------------- */
 
-static jitops_status pass1_chunk(const flce_ctx *x, row_args *a, int64_t r0, int64_t rows) {
+static jitops_status pass1_chunk(const flce_ctx *x, jitops__flce_rows_args *a, int64_t r0,
+                                 int64_t rows) {
   const jitops__flce_call *c = x->c;
   const jitops__flce_plan *plan = x->plan;
   JITOPS__TRY(gemm_logits(x, r0, rows, 0, c->v, x->s->region, plan->ld_logits));
@@ -359,7 +354,8 @@ static jitops_status pass1_chunk(const flce_ctx *x, row_args *a, int64_t r0, int
   return JITOPS_SUCCESS;
 }
 
-static jitops_status pass2_group(const flce_ctx *x, row_args *a, int64_t col0, int64_t cols) {
+static jitops_status pass2_group(const flce_ctx *x, jitops__flce_rows_args *a, int64_t col0,
+                                 int64_t cols) {
   const jitops__flce_call *c = x->c;
   const jitops__flce_plan *plan = x->plan;
   JITOPS__TRY(gemm_logits(x, 0, c->bt, col0, cols, x->s->region, plan->ld_group));
@@ -378,7 +374,7 @@ static jitops_status pass2_group(const flce_ctx *x, row_args *a, int64_t col0, i
 static jitops_status run_passes(const flce_ctx *x) {
   const jitops__flce_call *c = x->c;
   const jitops__flce_plan *plan = x->plan;
-  row_args a = row_args_of(c, x->s);
+  jitops__flce_rows_args a = row_args_of(c, x->s);
   a.logits = x->s->region;
   a.ld = plan->ld_logits;
   a.ncols = c->v;
@@ -403,11 +399,9 @@ static jitops_status finish(const flce_ctx *x) {
   const flce_kernels *k = x->k;
   const flce_scratch *s = x->s;
   if (k->gw_convert != NULL && k->gw_convert_flat) {
-    const void *src = s->gw_acc;
-    void *dst = c->gw;
-    int64_t n = c->v * c->h;
-    void *args[] = {&src, &dst, &n};
-    JITOPS__TRY(launch_flat(x->rt, k->gw_convert, n, 4, x->stream, args));
+    jitops__flce_convert_flat_args a = {s->gw_acc, c->gw, c->v * c->h};
+    JITOPS__TRY(
+        launch_flat(x->rt, k->gw_convert, a.n, JITOPS__FLCE_CONVERT_FLAT_VEC, x->stream, &a));
   } else if (k->gw_convert != NULL) {
     JITOPS__TRY(
         launch_convert(k->gw_convert, s->gw_acc, c->h, c->gw, c->ldgw, c->v, c->h, x->stream));
@@ -415,27 +409,23 @@ static jitops_status finish(const flce_ctx *x) {
   if (k->gb_convert != NULL)
     JITOPS__TRY(
         launch_convert(k->gb_convert, s->bias_acc, 1, c->gb, c->gb_stride, c->v, 1, x->stream));
-  int64_t v = c->v, h = c->h, one = 1, ldgw = c->ldgw, gb_stride = c->gb_stride;
-  void *gw = c->gw, *gb = c->gb;
   if (k->gw_zero != NULL) {
-    void *args[] = {&gw, &ldgw, &v, &h};
-    JITOPS__TRY(launch_2d(k->gw_zero, v, h, x->stream, args));
+    jitops__flce_scale_args a = {c->gw, c->ldgw, c->v, c->h, NULL};
+    JITOPS__TRY(launch_2d(k->gw_zero, c->v, c->h, x->stream, &a));
   }
   if (k->gb_zero != NULL) {
-    void *args[] = {&gb, &gb_stride, &v, &one};
-    JITOPS__TRY(launch_2d(k->gb_zero, v, 1, x->stream, args));
+    jitops__flce_scale_args a = {c->gb, c->gb_stride, c->v, 1, NULL};
+    JITOPS__TRY(launch_2d(k->gb_zero, c->v, 1, x->stream, &a));
   }
   if (c->opt.reduction == JITOPS_FLCE_REDUCTION_NONE) {
     JITOPS__TRY(
         launch_convert(k->loss, s->loss_rows, 1, c->loss, c->loss_stride, c->bt, 1, x->stream));
   } else {
-    int mean = c->opt.reduction == JITOPS_FLCE_REDUCTION_MEAN;
-    const void *rows = s->loss_rows;
-    const int64_t *count = s->count;
-    int64_t n = c->bt;
-    void *loss = c->loss;
-    void *args[] = {&rows, &n, &count, &mean, &loss};
-    JITOPS__TRY(jitops__launch(k->loss, 1, 1, 1, 1024, 1, 1, 0, x->stream, args));
+    jitops__flce_reduce_args a = {s->loss_rows, c->bt, s->count, c->loss,
+                                  c->opt.reduction == JITOPS_FLCE_REDUCTION_MEAN};
+    void *params[] = {&a};
+    JITOPS__TRY(
+        jitops__launch(k->loss, 1, 1, 1, JITOPS__FLCE_REDUCE_THREADS, 1, 1, 0, x->stream, params));
   }
   if (c->lse != NULL)
     JITOPS__TRY(launch_convert(k->lse, s->lse_rows, 1, c->lse, c->lse_stride, c->bt, 1, x->stream));
@@ -444,11 +434,11 @@ static jitops_status finish(const flce_ctx *x) {
 
 static jitops_status run(const flce_ctx *x) {
   const jitops__flce_call *c = x->c;
-  const int64_t *target = c->target;
-  int64_t stride = c->target_stride, n = c->bt, ignore = c->opt.ignore_index;
-  int64_t *count = x->s->count;
-  void *args[] = {&target, &stride, &n, &ignore, &count};
-  JITOPS__TRY(jitops__launch(x->k->count, 1, 1, 1, 1024, 1, 1, 0, x->stream, args));
+  jitops__flce_count_args a = {c->target, c->target_stride, c->bt, c->opt.ignore_index,
+                               x->s->count};
+  void *params[] = {&a};
+  JITOPS__TRY(jitops__launch(x->k->count, 1, 1, 1, JITOPS__FLCE_REDUCE_THREADS, 1, 1, 0, x->stream,
+                             params));
   JITOPS__TRY(run_passes(x));
   return finish(x);
 }
@@ -505,17 +495,17 @@ jitops_status jitops_flce_backward(jitops_runtime_t *runtime, const DLTensor *gr
     if (g->data == NULL || g->rows == 0 || g->cols == 0)
       continue;
     jitops_kernel_t *k;
-    /* Contiguous and 16-byte aligned (what frameworks allocate): 16 bytes per access. */
-    bool flat = (g->cols == 1 ? g->ld == 1 : g->ld == g->cols) && flat_aligned(g->data, 16);
+    /* Contiguous and aligned (what frameworks allocate): VECTOR_BYTES per access. */
+    bool flat = (g->cols == 1 ? g->ld == 1 : g->ld == g->cols) &&
+                flat_aligned(g->data, JITOPS__FLCE_VECTOR_BYTES);
     JITOPS__TRY(get2(runtime, flat ? "scale_flat" : "scale", g->dtype, dy_dtype, &k));
     if (flat) {
-      int64_t n = g->rows * g->cols;
-      void *args[] = {&g->data, &n, &dy};
-      JITOPS__TRY(
-          launch_flat(runtime, k, n, (int)(16 / jitops__dtype_size(g->dtype)), stream, args));
+      jitops__flce_scale_flat_args a = {g->data, g->rows * g->cols, dy};
+      int per_access = (int)(JITOPS__FLCE_VECTOR_BYTES / jitops__dtype_size(g->dtype));
+      JITOPS__TRY(launch_flat(runtime, k, a.n, per_access, stream, &a));
     } else {
-      void *args[] = {&g->data, &g->ld, &g->rows, &g->cols, &dy};
-      JITOPS__TRY(launch_2d(k, g->rows, g->cols, stream, args));
+      jitops__flce_scale_args a = {g->data, g->ld, g->rows, g->cols, dy};
+      JITOPS__TRY(launch_2d(k, g->rows, g->cols, stream, &a));
     }
   }
   return JITOPS_SUCCESS;
