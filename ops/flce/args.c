@@ -244,9 +244,10 @@ static jitops_status check_grads(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
-jitops_status jitops__flce_validate(const char *fn, jitops_runtime_t *runtime,
-                                    const jitops_flce_tensors *tensors,
-                                    const jitops_flce_options *options, jitops__flce_call *call) {
+jitops_status jitops__flce_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                         const jitops_flce_tensors *tensors,
+                                         const jitops_flce_options *options,
+                                         jitops__flce_call *call) {
   JITOPS__REQUIRE_NONNULL(fn, runtime);
   JITOPS__REQUIRE_NONNULL(fn, tensors);
   memset(call, 0, sizeof *call);
@@ -283,10 +284,10 @@ static jitops_status check_backward_grad(const char *fn, const char *arg, DLTens
   return check_float_dtype(fn, arg, t, &g->dtype);
 }
 
-jitops_status jitops__flce_validate_backward(const char *fn, jitops_runtime_t *runtime,
-                                             const DLTensor *grad_output, DLTensor *grad_input,
-                                             DLTensor *grad_weight, DLTensor *grad_bias,
-                                             jitops__dtype *dy_dtype, jitops__flce_grad grads[3]) {
+jitops_status jitops__flce_check_backward(const char *fn, jitops_runtime_t *runtime,
+                                          const DLTensor *grad_output, DLTensor *grad_input,
+                                          DLTensor *grad_weight, DLTensor *grad_bias,
+                                          jitops__dtype *dy_dtype, jitops__flce_grad grads[3]) {
   JITOPS__REQUIRE_NONNULL(fn, runtime);
   JITOPS__TRY(jitops__tensor_check(fn, "grad_output", grad_output, runtime, 1));
   if (grad_output->ndim == 1 && grad_output->shape[0] != 1)

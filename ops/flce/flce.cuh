@@ -218,26 +218,35 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
   }
 }
 
+// The sum of every thread's v over a block of THREADS threads, in a fixed order (butterfly
+// within each warp, then the warps in order), so that a floating-point sum is the same on
+// every run. The result is thread 0's; other threads get 0.
+template <int THREADS, class S> __device__ __forceinline__ S block_sum(S v) {
+  constexpr int WARPS = THREADS / 32;
+  __shared__ S partial[WARPS];
+  for (int off = 16; off > 0; off >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, off);
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  S total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < WARPS; ++w)
+      total += partial[w];
+  return total;
+}
+
 // The number of rows whose target is not ignore_index. One block of REDUCE_THREADS threads;
 // integer sums are exact in any order.
 __global__ void __launch_bounds__(JITOPS__FLCE_REDUCE_THREADS)
     count_valid(jitops__flce_count_args a) {
-  constexpr int THREADS = JITOPS__FLCE_REDUCE_THREADS, WARPS = THREADS / 32;
-  __shared__ long long partial[WARPS];
+  constexpr int THREADS = JITOPS__FLCE_REDUCE_THREADS;
   long long c = 0;
   for (long long i = threadIdx.x; i < a.n; i += THREADS)
     c += a.target[i * a.target_stride] != a.ignore_index;
-  for (int off = 16; off > 0; off >>= 1)
-    c += __shfl_xor_sync(0xffffffffu, c, off);
-  if (threadIdx.x % 32 == 0)
-    partial[threadIdx.x / 32] = c;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    long long total = 0;
-    for (int w = 0; w < WARPS; ++w)
-      total += partial[w];
+  const long long total = block_sum<THREADS>(c);
+  if (threadIdx.x == 0)
     *a.count = total;
-  }
 }
 
 // acc[j] (+)= sum over rows of g[r, j], rows in order: one thread per column.
@@ -337,21 +346,13 @@ template <class T, class DY> __global__ void scale(jitops__flce_scale_args a) {
 template <class A, class L>
 __global__ void __launch_bounds__(JITOPS__FLCE_REDUCE_THREADS)
     reduce_loss(jitops__flce_reduce_args a) {
-  constexpr int THREADS = JITOPS__FLCE_REDUCE_THREADS, WARPS = THREADS / 32;
-  __shared__ double partial[WARPS];
+  constexpr int THREADS = JITOPS__FLCE_REDUCE_THREADS;
   const A *loss_rows = static_cast<const A *>(a.loss_rows);
   double s = 0;
   for (long long i = threadIdx.x; i < a.n; i += THREADS)
     s += (double)loss_rows[i];
-  for (int off = 16; off > 0; off >>= 1)
-    s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (threadIdx.x % 32 == 0)
-    partial[threadIdx.x / 32] = s;
-  __syncthreads();
+  double total = block_sum<THREADS>(s);
   if (threadIdx.x == 0) {
-    double total = 0;
-    for (int w = 0; w < WARPS; ++w)
-      total += partial[w];
     if (a.mean)
       total /= (double)*a.count;
     store(static_cast<L *>(a.out), (acc_t<L>)total);

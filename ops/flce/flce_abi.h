@@ -1,8 +1,8 @@
 /* jitops/flce_abi.h — what the fused linear cross-entropy host code (the C files of ops/flce/)
  * and its kernels (flce.cuh) share: what the row kernel does with a row, the block sizes and
  * vector widths both sides size launches and alignment checks by, and the one argument struct
- * of each kernel. Written in the common subset of C and CUDA C++ (see templates/abi.h); the
- * layout checks at the end run in both compilers. */
+ * of each kernel. Written in the common subset of C and CUDA C++ (see templates/abi.h); each
+ * struct's layout checks follow it and run in both compilers. */
 #ifndef JITOPS_OPS_FLCE_ABI_H
 #define JITOPS_OPS_FLCE_ABI_H
 
@@ -35,6 +35,9 @@
  * combined in a fixed order. */
 #define JITOPS__FLCE_REDUCE_THREADS 1024
 
+/* The row kernel's scalars are doubles: checked as templates/abi.h checks the others. */
+JITOPS__ABI_SCALAR(double, 8);
+
 /* The argument of jitops::flce::rows: one block per row of a logits buffer. */
 typedef struct jitops__flce_rows_args {
   void *logits;          /* T [rows, ld]: the GEMM's logits, overwritten by the gradient */
@@ -57,6 +60,10 @@ typedef struct jitops__flce_rows_args {
   double softcap; /* read when the SOFTCAP template parameter is set */
   double z_loss_scale;
 } jitops__flce_rows_args;
+JITOPS__ABI_SIZE(jitops__flce_rows_args, 152);
+JITOPS__ABI_OFFSET(jitops__flce_rows_args, ld, 56);
+JITOPS__ABI_OFFSET(jitops__flce_rows_args, label_smoothing, 128);
+JITOPS__ABI_OFFSET(jitops__flce_rows_args, z_loss_scale, 144);
 
 /* The argument of jitops::flce::count_valid: *count = the rows whose target is not
  * ignore_index. */
@@ -67,6 +74,8 @@ typedef struct jitops__flce_count_args {
   int64_t ignore_index;
   int64_t *count;
 } jitops__flce_count_args;
+JITOPS__ABI_SIZE(jitops__flce_count_args, 40);
+JITOPS__ABI_OFFSET(jitops__flce_count_args, count, 32);
 
 /* The argument of jitops::flce::colsum: acc[j] (+)= the sum over rows of g[r * ld + j]. */
 typedef struct jitops__flce_colsum_args {
@@ -77,6 +86,9 @@ typedef struct jitops__flce_colsum_args {
   void *acc;          /* A [ncols] */
   int32_t accumulate; /* non-zero: add to acc instead of overwriting it */
 } jitops__flce_colsum_args;
+JITOPS__ABI_SIZE(jitops__flce_colsum_args, 48);
+JITOPS__ABI_OFFSET(jitops__flce_colsum_args, acc, 32);
+JITOPS__ABI_OFFSET(jitops__flce_colsum_args, accumulate, 40);
 
 /* The argument of jitops::flce::convert: dst[r * dst_ld + c] = src[r * src_ld + c]. */
 typedef struct jitops__flce_convert_args {
@@ -87,6 +99,9 @@ typedef struct jitops__flce_convert_args {
   int64_t nrows;
   int64_t ncols;
 } jitops__flce_convert_args;
+JITOPS__ABI_SIZE(jitops__flce_convert_args, 48);
+JITOPS__ABI_OFFSET(jitops__flce_convert_args, dst, 16);
+JITOPS__ABI_OFFSET(jitops__flce_convert_args, ncols, 40);
 
 /* The argument of jitops::flce::scale (x[r * ld + c] *= dy[0]) and jitops::flce::zero
  * (x[r * ld + c] = 0, dy unused). */
@@ -97,6 +112,8 @@ typedef struct jitops__flce_scale_args {
   int64_t ncols;
   const void *dy; /* DY, one element on the device */
 } jitops__flce_scale_args;
+JITOPS__ABI_SIZE(jitops__flce_scale_args, 40);
+JITOPS__ABI_OFFSET(jitops__flce_scale_args, dy, 32);
 
 /* The argument of jitops::flce::convert_flat: dst[i] = src[i] for i < n, both contiguous and
  * aligned to CONVERT_FLAT_VEC elements. */
@@ -105,6 +122,8 @@ typedef struct jitops__flce_convert_flat_args {
   void *dst;
   int64_t n;
 } jitops__flce_convert_flat_args;
+JITOPS__ABI_SIZE(jitops__flce_convert_flat_args, 24);
+JITOPS__ABI_OFFSET(jitops__flce_convert_flat_args, n, 16);
 
 /* The argument of jitops::flce::scale_flat: x[i] *= dy[0] for i < n, contiguous and aligned
  * to VECTOR_BYTES. */
@@ -113,6 +132,8 @@ typedef struct jitops__flce_scale_flat_args {
   int64_t n;
   const void *dy;
 } jitops__flce_scale_flat_args;
+JITOPS__ABI_SIZE(jitops__flce_scale_flat_args, 24);
+JITOPS__ABI_OFFSET(jitops__flce_scale_flat_args, dy, 16);
 
 /* The argument of jitops::flce::reduce_loss: *out = the sum of loss_rows[0, n), divided by
  * *count when mean is non-zero. */
@@ -123,32 +144,8 @@ typedef struct jitops__flce_reduce_args {
   void *out;    /* L, one element */
   int32_t mean; /* non-zero: divide by *count */
 } jitops__flce_reduce_args;
-
-/* The row kernel's scalars are doubles: check them like the scalars of templates/abi.h. */
-JITOPS__ABI_SCALAR(double, 8);
-
-JITOPS__ABI_OFFSET(jitops__flce_rows_args, loss_rows, 48);
-JITOPS__ABI_OFFSET(jitops__flce_rows_args, ld, 56);
-JITOPS__ABI_OFFSET(jitops__flce_rows_args, ignore_index, 120);
-JITOPS__ABI_OFFSET(jitops__flce_rows_args, label_smoothing, 128);
-JITOPS__ABI_OFFSET(jitops__flce_rows_args, z_loss_scale, 144);
-JITOPS__ABI_SIZE(jitops__flce_rows_args, 152);
-JITOPS__ABI_OFFSET(jitops__flce_count_args, count, 32);
-JITOPS__ABI_SIZE(jitops__flce_count_args, 40);
-JITOPS__ABI_OFFSET(jitops__flce_colsum_args, acc, 32);
-JITOPS__ABI_OFFSET(jitops__flce_colsum_args, accumulate, 40);
-JITOPS__ABI_SIZE(jitops__flce_colsum_args, 48);
-JITOPS__ABI_OFFSET(jitops__flce_convert_args, dst, 16);
-JITOPS__ABI_OFFSET(jitops__flce_convert_args, ncols, 40);
-JITOPS__ABI_SIZE(jitops__flce_convert_args, 48);
-JITOPS__ABI_OFFSET(jitops__flce_scale_args, dy, 32);
-JITOPS__ABI_SIZE(jitops__flce_scale_args, 40);
-JITOPS__ABI_OFFSET(jitops__flce_convert_flat_args, n, 16);
-JITOPS__ABI_SIZE(jitops__flce_convert_flat_args, 24);
-JITOPS__ABI_OFFSET(jitops__flce_scale_flat_args, dy, 16);
-JITOPS__ABI_SIZE(jitops__flce_scale_flat_args, 24);
+JITOPS__ABI_SIZE(jitops__flce_reduce_args, 40);
 JITOPS__ABI_OFFSET(jitops__flce_reduce_args, out, 24);
 JITOPS__ABI_OFFSET(jitops__flce_reduce_args, mean, 32);
-JITOPS__ABI_SIZE(jitops__flce_reduce_args, 40);
 
 #endif

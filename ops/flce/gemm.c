@@ -1,112 +1,33 @@
-/* Row-major GEMMs on cuBLASLt: the runtime's handle, the algorithm cache, and the calls. */
+/* Row-major GEMMs on cuBLASLt: the product as cuBLASLt sees it (column-major), its
+ * descriptors, and the call in the runtime's context; gemm_algo.c chooses the algorithm and
+ * runs it. */
 #include "ops/flce/gemm.h"
 
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* The toolkit's header declares a function with () and the build warns on that. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <cublasLt.h>
-#pragma GCC diagnostic pop
-
-/* Shapes a process runs are few (each chunk size of each op, a handful of GEMMs each). When
- * more appear, the oldest entries are replaced; a replaced shape finds its timed algorithm
- * on disk again (or asks the heuristic again), so results stay the same.
- *
- * Algorithm choice. The heuristic's first algorithm is up to 30% slower than the best of
- * its first eight at the op's shapes (bench/flce_gemm_probe.c, NOTES-flce.md), so a new
- * shape times those eight on the caller's operands and keeps the fastest, once per machine:
- * the choice is stored in the kernel cache (jitops__tuned_*), so every later call, in this
- * process and the next, runs the same algorithm and gets the same bits. Accumulating GEMMs
- * (beta = 1) are not timed, since each trial would add into C; they, calls made while the
- * stream is captured into a graph, and JITOPS_TUNE=0 take the heuristic's first algorithm. */
-enum { ALGO_CACHE_ENTRIES = 256, TUNE_CANDIDATES = 8, TUNE_REPS = 2 };
-
-/* Everything the algorithm choice depends on. Built with memset so that padding compares. */
-typedef struct gemm_key {
-  int64_t m, n, k, lda, ldb, ldc;
-  int32_t trans_a, trans_b, ab_dtype, c_dtype;
-  uint32_t align_a, align_b, align_c, accumulate;
-  uint64_t workspace_bytes;
-} gemm_key;
-
-/* What a stored choice is keyed by: the key and the library that ran the candidates. */
-typedef struct tuned_id {
-  gemm_key key;
-  uint64_t cublaslt_version;
-} tuned_id;
-
-typedef struct algo_entry {
-  gemm_key key;
-  cublasLtMatmulAlgo_t algo;
-  bool used;
-} algo_entry;
-
-typedef struct blaslt_state {
-  cublasLtHandle_t handle;
-  pthread_mutex_t lock;
-  size_t next; /* the entry the next new shape replaces */
-  algo_entry entries[ALGO_CACHE_ENTRIES];
-} blaslt_state;
+#include "ops/flce/gemm_algo.h"
 
 void jitops__flce_gemm_to_column_major(const jitops__flce_gemm *g, jitops__flce_cm_gemm *out) {
-  memset(out, 0, sizeof *out);
-  out->m = g->n;
-  out->n = g->m;
-  out->k = g->k;
   /* cuBLASLt's A is our B: stored [k, n] row-major reads as [n, k] column-major (op N);
-   * stored [n, k] reads as [k, n] and needs op T. */
-  out->a = g->b;
-  out->lda = g->ldb;
-  out->trans_a = g->trans_b;
-  out->a_rows = g->trans_b ? g->k : g->n;
-  out->a_cols = g->trans_b ? g->n : g->k;
-  /* cuBLASLt's B is our A, by the same reasoning. */
-  out->b = g->a;
-  out->ldb = g->lda;
-  out->trans_b = g->trans_a;
-  out->b_rows = g->trans_a ? g->m : g->k;
-  out->b_cols = g->trans_a ? g->k : g->m;
-  out->c = g->c;
-  out->c_rows = g->n;
-  out->c_cols = g->m;
-  out->ldc = g->ldc;
-}
-
-static jitops_status blas_fail(cublasStatus_t status, const char *what) {
-  jitops_status code = status == CUBLAS_STATUS_ALLOC_FAILED    ? JITOPS_ERR_OUT_OF_MEMORY
-                       : status == CUBLAS_STATUS_NOT_SUPPORTED ? JITOPS_ERR_UNSUPPORTED
-                                                               : JITOPS_ERR_DRIVER;
-  return jitops__fail(code, "cuBLASLt: %s failed: %s (%s)", what, cublasLtGetStatusName(status),
-                      cublasLtGetStatusString(status));
-}
-
-static jitops_status state_create(jitops_runtime_t *runtime, void **out) {
-  (void)runtime;
-  blaslt_state *state = calloc(1, sizeof *state);
-  if (state == NULL)
-    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "cuBLASLt: no memory for the runtime's state");
-  cublasStatus_t status = cublasLtCreate(&state->handle);
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    free(state);
-    return blas_fail(status, "cublasLtCreate");
-  }
-  pthread_mutex_init(&state->lock, NULL);
-  *out = state;
-  return JITOPS_SUCCESS;
-}
-
-static void state_destroy(jitops_runtime_t *runtime, void *opaque) {
-  (void)runtime;
-  blaslt_state *state = opaque;
-  if (state == NULL)
-    return;
-  cublasLtDestroy(state->handle);
-  pthread_mutex_destroy(&state->lock);
-  free(state);
+   * stored [n, k] reads as [k, n] and needs op T. Its B is our A, by the same reasoning. Its
+   * C is our C read as C^T: n rows of m. */
+  *out = (jitops__flce_cm_gemm){.m = g->n,
+                                .n = g->m,
+                                .k = g->k,
+                                .a = g->b,
+                                .a_rows = g->trans_b ? g->k : g->n,
+                                .a_cols = g->trans_b ? g->n : g->k,
+                                .lda = g->ldb,
+                                .trans_a = g->trans_b,
+                                .b = g->a,
+                                .b_rows = g->trans_a ? g->m : g->k,
+                                .b_cols = g->trans_a ? g->k : g->m,
+                                .ldb = g->lda,
+                                .trans_b = g->trans_a,
+                                .c = g->c,
+                                .c_rows = g->n,
+                                .c_cols = g->m,
+                                .ldc = g->ldc};
 }
 
 static cudaDataType data_type(jitops__dtype dtype) {
@@ -122,261 +43,65 @@ static cudaDataType data_type(jitops__dtype dtype) {
   }
 }
 
-/* The largest power of two (at most 256) that divides the address: what the algorithm may
- * assume about the pointer. */
-static uint32_t alignment_of(const void *ptr) {
-  uintptr_t p = (uintptr_t)ptr;
-  if (p == 0)
-    return 256;
-  uintptr_t a = p & (~p + 1);
-  return a > 256 ? 256 : (uint32_t)a;
-}
-
-static gemm_key make_key(const jitops__flce_cm_gemm *cm, const jitops__flce_gemm *g,
-                         size_t workspace_bytes) {
-  gemm_key key;
-  memset(&key, 0, sizeof key);
-  key.m = cm->m;
-  key.n = cm->n;
-  key.k = cm->k;
-  key.lda = cm->lda;
-  key.ldb = cm->ldb;
-  key.ldc = cm->ldc;
-  key.trans_a = cm->trans_a;
-  key.trans_b = cm->trans_b;
-  key.ab_dtype = (int32_t)g->ab_dtype;
-  key.c_dtype = (int32_t)g->c_dtype;
-  key.align_a = alignment_of(cm->a);
-  key.align_b = alignment_of(cm->b);
-  key.align_c = alignment_of(cm->c);
-  key.accumulate = g->accumulate;
-  key.workspace_bytes = workspace_bytes;
-  return key;
-}
-
-/* The descriptors of one call; destroyed together. */
-typedef struct gemm_descs {
-  cublasLtMatmulDesc_t op;
-  cublasLtMatrixLayout_t a, b, c;
-} gemm_descs;
-
-static void descs_destroy(gemm_descs *d) {
-  if (d->c != NULL)
-    cublasLtMatrixLayoutDestroy(d->c);
-  if (d->b != NULL)
-    cublasLtMatrixLayoutDestroy(d->b);
-  if (d->a != NULL)
-    cublasLtMatrixLayoutDestroy(d->a);
-  if (d->op != NULL)
-    cublasLtMatmulDescDestroy(d->op);
+/* The descriptors of `m`; destroyed together. */
+static void descs_destroy(jitops__flce_matmul *m) {
+  if (m->c != NULL)
+    cublasLtMatrixLayoutDestroy(m->c);
+  if (m->b != NULL)
+    cublasLtMatrixLayoutDestroy(m->b);
+  if (m->a != NULL)
+    cublasLtMatrixLayoutDestroy(m->a);
+  if (m->op != NULL)
+    cublasLtMatmulDescDestroy(m->op);
 }
 
 static jitops_status descs_create(const jitops__flce_cm_gemm *cm, const jitops__flce_gemm *g,
-                                  gemm_descs *d) {
-  memset(d, 0, sizeof *d);
+                                  jitops__flce_matmul *m) {
   bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
-  cublasStatus_t s = cublasLtMatmulDescCreate(&d->op, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+  cublasStatus_t s = cublasLtMatmulDescCreate(&m->op, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
                                               f64 ? CUDA_R_64F : CUDA_R_32F);
   if (s != CUBLAS_STATUS_SUCCESS)
-    return blas_fail(s, "cublasLtMatmulDescCreate");
+    return jitops__flce_blas_fail(s, "cublasLtMatmulDescCreate");
   cublasOperation_t ta = cm->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = cm->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  s = cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  s = cublasLtMatmulDescSetAttribute(m->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    s = cublasLtMatmulDescSetAttribute(m->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&d->a, data_type(g->ab_dtype), (uint64_t)cm->a_rows,
+    s = cublasLtMatrixLayoutCreate(&m->a, data_type(g->ab_dtype), (uint64_t)cm->a_rows,
                                    (uint64_t)cm->a_cols, cm->lda);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&d->b, data_type(g->ab_dtype), (uint64_t)cm->b_rows,
+    s = cublasLtMatrixLayoutCreate(&m->b, data_type(g->ab_dtype), (uint64_t)cm->b_rows,
                                    (uint64_t)cm->b_cols, cm->ldb);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&d->c, data_type(g->c_dtype), (uint64_t)cm->c_rows,
+    s = cublasLtMatrixLayoutCreate(&m->c, data_type(g->c_dtype), (uint64_t)cm->c_rows,
                                    (uint64_t)cm->c_cols, cm->ldc);
   if (s != CUBLAS_STATUS_SUCCESS) {
-    descs_destroy(d);
-    return blas_fail(s, "describing the matrices");
+    descs_destroy(m);
+    return jitops__flce_blas_fail(s, "describing the matrices");
   }
   return JITOPS_SUCCESS;
-}
-
-/* Up to `max` algorithms in the heuristic's order into results[], their number in *found. */
-static jitops_status ask_heuristic(blaslt_state *state, const gemm_descs *d, const gemm_key *key,
-                                   int max, cublasLtMatmulHeuristicResult_t *results, int *found) {
-  cublasLtMatmulPreference_t pref;
-  cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
-  if (s != CUBLAS_STATUS_SUCCESS)
-    return blas_fail(s, "cublasLtMatmulPreferenceCreate");
-  uint64_t ws = key->workspace_bytes;
-  /* Split-K partial sums stay in the compute type (f32): rounding them to a 16-bit output
-   * type in place would lose the precision the accumulation is for. */
-  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                           sizeof ws);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                             &schemes, sizeof schemes);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                             &key->align_a, sizeof key->align_a);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                             &key->align_b, sizeof key->align_b);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                             &key->align_c, sizeof key->align_c);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                             &key->align_c, sizeof key->align_c);
-  *found = 0;
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulAlgoGetHeuristic(state->handle, d->op, d->a, d->b, d->c, d->c, pref, max,
-                                       results, found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED)
-    return blas_fail(s, "cublasLtMatmulAlgoGetHeuristic");
-  int usable = 0; /* failed entries dropped, order kept */
-  for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < *found; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS)
-      results[usable++] = results[i];
-  *found = usable;
-  if (usable < 1)
-    return jitops__fail(JITOPS_ERR_UNSUPPORTED,
-                        "cuBLASLt: no algorithm for a %lld x %lld x %lld GEMM (lda %lld, ldb "
-                        "%lld, ldc %lld, alignments %u/%u/%u bytes)",
-                        (long long)key->m, (long long)key->n, (long long)key->k,
-                        (long long)key->lda, (long long)key->ldb, (long long)key->ldc, key->align_a,
-                        key->align_b, key->align_c);
-  return JITOPS_SUCCESS;
-}
-
-/* One GEMM as the caller asked for it; candidates run on exactly these operands. */
-typedef struct gemm_call {
-  jitops_runtime_t *runtime;
-  blaslt_state *state;
-  const gemm_descs *d;
-  const jitops__flce_cm_gemm *cm;
-  const gemm_key *key;
-  const void *alpha, *beta;
-  void *workspace;
-  size_t workspace_bytes;
-  void *stream;
-  const cublasLtMatmulHeuristicResult_t *candidates; /* while timing */
-} gemm_call;
-
-static jitops_status matmul(const gemm_call *c, const cublasLtMatmulAlgo_t *algo) {
-  cublasStatus_t s = cublasLtMatmul(
-      c->state->handle, c->d->op, c->alpha, c->cm->a, c->d->a, c->cm->b, c->d->b, c->beta, c->cm->c,
-      c->d->c, c->cm->c, c->d->c, algo, c->workspace, c->workspace_bytes, (cudaStream_t)c->stream);
-  return s == CUBLAS_STATUS_SUCCESS ? JITOPS_SUCCESS : blas_fail(s, "cublasLtMatmul");
-}
-
-static jitops_status run_candidate(void *ctx, int index) {
-  const gemm_call *c = ctx;
-  return matmul(c, &c->candidates[index].algo);
-}
-
-/* A stored algorithm still suits these descriptors (a newer cuBLASLt has its own key, but a
- * damaged or foreign row must not reach cublasLtMatmul). */
-static bool algo_usable(const gemm_call *c, const cublasLtMatmulAlgo_t *algo) {
-  cublasLtMatmulHeuristicResult_t check;
-  return cublasLtMatmulAlgoCheck(c->state->handle, c->d->op, c->d->a, c->d->b, c->d->c, c->d->c,
-                                 algo, &check) == CUBLAS_STATUS_SUCCESS &&
-         check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= c->workspace_bytes;
-}
-
-static void describe_gemm(const gemm_key *key, char *out, size_t size) {
-  snprintf(out, size, "cuBLASLt algorithm: %lld x %lld x %lld, op %c%c, lda %lld ldb %lld ldc %lld",
-           (long long)key->m, (long long)key->n, (long long)key->k, key->trans_a ? 'T' : 'N',
-           key->trans_b ? 'T' : 'N', (long long)key->lda, (long long)key->ldb, (long long)key->ldc);
-}
-
-/* The fastest of the heuristic's first candidates, timed now and stored for later calls. */
-static jitops_status tune(const gemm_call *c, cublasLtMatmulAlgo_t *algo) {
-  tuned_id id;
-  memset(&id, 0, sizeof id);
-  id.key = *c->key;
-  id.cublaslt_version = cublasLtGetVersion();
-  jitops__tuned tuned;
-  if (jitops__tuned_get(c->runtime, "cublaslt-algo", &id, sizeof id, algo, sizeof *algo, &tuned) &&
-      algo_usable(c, algo))
-    return JITOPS_SUCCESS;
-  cublasLtMatmulHeuristicResult_t candidates[TUNE_CANDIDATES];
-  int found = 0, best = 0;
-  jitops_status status = ask_heuristic(c->state, c->d, c->key, TUNE_CANDIDATES, candidates, &found);
-  gemm_call timed = *c;
-  timed.candidates = candidates;
-  if (status == JITOPS_SUCCESS && found > 1)
-    status = jitops__time_candidates(c->runtime, c->stream, found, TUNE_REPS, run_candidate, &timed,
-                                     &best);
-  if (status != JITOPS_SUCCESS) {
-    jitops__tuned_abandon(c->runtime, &tuned);
-    return status;
-  }
-  *algo = candidates[best].algo;
-  char description[160];
-  describe_gemm(c->key, description, sizeof description);
-  jitops__tuned_put(c->runtime, &tuned, "flce", description, algo, sizeof *algo);
-  return JITOPS_SUCCESS;
-}
-
-static jitops_status choose_algo(const gemm_call *c, cublasLtMatmulAlgo_t *algo) {
-  if (!c->key->accumulate && jitops__tuning_allowed(c->runtime, c->stream))
-    return tune(c, algo);
-  cublasLtMatmulHeuristicResult_t first;
-  int found = 0;
-  JITOPS__TRY(ask_heuristic(c->state, c->d, c->key, 1, &first, &found));
-  *algo = first.algo;
-  return JITOPS_SUCCESS;
-}
-
-/* The cached algorithm for the call's key, choosing it (under the lock, so a shape is
- * chosen once per process) when it is new. */
-static jitops_status find_algo(const gemm_call *c, cublasLtMatmulAlgo_t *algo) {
-  blaslt_state *state = c->state;
-  pthread_mutex_lock(&state->lock);
-  for (size_t i = 0; i < ALGO_CACHE_ENTRIES; ++i) {
-    algo_entry *e = &state->entries[i];
-    if (e->used && memcmp(&e->key, c->key, sizeof *c->key) == 0) {
-      *algo = e->algo;
-      pthread_mutex_unlock(&state->lock);
-      return JITOPS_SUCCESS;
-    }
-  }
-  jitops_status status = choose_algo(c, algo);
-  if (status == JITOPS_SUCCESS) {
-    algo_entry *e = &state->entries[state->next];
-    state->next = (state->next + 1) % ALGO_CACHE_ENTRIES;
-    e->key = *c->key;
-    e->algo = *algo;
-    e->used = true;
-  }
-  pthread_mutex_unlock(&state->lock);
-  return status;
 }
 
 static jitops_status run_in_context(jitops_runtime_t *runtime, const jitops__flce_gemm *g,
                                     void *workspace, size_t workspace_bytes, void *stream) {
-  void *opaque = NULL;
-  JITOPS__TRY(
-      jitops__runtime_state(runtime, JITOPS__SLOT_CUBLASLT, state_create, state_destroy, &opaque));
   jitops__flce_cm_gemm cm;
   jitops__flce_gemm_to_column_major(g, &cm);
-  gemm_descs d;
-  JITOPS__TRY(descs_create(&cm, g, &d));
-  gemm_key key = make_key(&cm, g, workspace_bytes);
+  jitops__flce_matmul m;
+  memset(&m, 0, sizeof m);
+  JITOPS__TRY(descs_create(&cm, g, &m));
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
-  const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
-  const void *beta = g->accumulate ? alpha : f64 ? (const void *)&zero_d : (const void *)&zero_f;
-  gemm_call call = {runtime,   opaque,          &d,     &cm, &key, alpha, beta,
-                    workspace, workspace_bytes, stream, NULL};
-  cublasLtMatmulAlgo_t algo;
-  jitops_status status = find_algo(&call, &algo);
-  if (status == JITOPS_SUCCESS)
-    status = matmul(&call, &algo);
-  descs_destroy(&d);
+  m.g = g;
+  m.cm = &cm;
+  m.alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
+  m.beta = g->accumulate ? m.alpha : f64 ? (const void *)&zero_d : (const void *)&zero_f;
+  m.workspace = workspace;
+  m.workspace_bytes = workspace_bytes;
+  m.stream = stream;
+  jitops_status status = jitops__flce_matmul_run(runtime, &m);
+  descs_destroy(&m);
   return status;
 }
 

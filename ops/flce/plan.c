@@ -1,4 +1,5 @@
-/* Planning a fused linear cross-entropy call: algorithm, chunk sizes and scratch layout. */
+/* Planning a fused linear cross-entropy call: algorithm, chunk sizes, steps and scratch
+ * layout. */
 #include "ops/flce/plan.h"
 
 #include <string.h>
@@ -7,7 +8,7 @@
 
 /* Every scratch buffer starts on a 256-byte boundary: the GEMMs' preferred alignment, and a
  * vector access of the row kernel. */
-#define SCRATCH_ALIGN ((size_t)256)
+#define SCRATCH_ALIGN JITOPS__FLCE_SCRATCH_ALIGN
 _Static_assert(SCRATCH_ALIGN % JITOPS__FLCE_VECTOR_BYTES == 0, "scratch buffers start on a vector");
 
 /* Logits buffers' row strides and vocabulary groups' widths: whole multiples of this. */
@@ -101,6 +102,16 @@ static void plan_groups(const jitops__flce_problem *p, size_t chunk_bytes, jitop
   *region = chunk_bytes > group_bytes ? chunk_bytes : group_bytes;
 }
 
+/* Which passes and kernels run, once the algorithm is known. */
+static jitops__flce_steps steps_of(const jitops__flce_problem *p, const jitops__flce_plan *plan) {
+  jitops__flce_steps s;
+  s.pass2 = p->grad_weight && plan->algorithm == JITOPS__FLCE_VOCAB;
+  s.pass1_grads = p->grad_input || (p->grad_weight && !s.pass2) || (p->grad_bias && !s.pass2);
+  s.colsum_pass1 = p->grad_bias && s.pass1_grads;
+  s.colsum_pass2 = p->grad_bias && !s.pass1_grads;
+  return s;
+}
+
 jitops_status jitops__flce_plan_make(const char *fn, const jitops__flce_problem *p,
                                      jitops__flce_plan *plan) {
   memset(plan, 0, sizeof *plan);
@@ -146,6 +157,8 @@ jitops_status jitops__flce_plan_make(const char *fn, const jitops__flce_problem 
     }
   }
   plan->chunk_rows = chunk;
+  plan->steps = steps_of(p, plan);
   plan->total_bytes = plan->off_region + align_up(region);
+  plan->workspace_bytes = plan->total_bytes + SCRATCH_ALIGN;
   return JITOPS_SUCCESS;
 }
