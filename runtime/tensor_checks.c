@@ -169,7 +169,7 @@ int64_t jitops__tensor_numel(const DLTensor *t) {
 }
 
 void *jitops__tensor_ptr(const DLTensor *t) {
-  return (char *)t->data + t->byte_offset;
+  return (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
 }
 
 int jitops__same_shape(const DLTensor *a, const DLTensor *b) {

@@ -1,6 +1,7 @@
 /* Fused linear cross-entropy without a GPU: every bad argument gives its status and a message
- * that names it; the planner's choices and bounds; the row-major to cuBLASLt (column-major)
- * GEMM mapping against a reference product. */
+ * that names it, hostile tensors (sizes, strides and offsets whose arithmetic overflows)
+ * included; the planner's choices and bounds; the row-major to cuBLASLt (column-major) GEMM
+ * mapping against a reference product. */
 #include <math.h>
 
 #include "ops/flce/gemm.h"
@@ -359,6 +360,225 @@ static void test_backward(void) {
               "compile-only");
 }
 
+/* ---- hostile tensors ------------------------------------------------------------------ */
+
+#define HUGE_STRIDE ((int64_t)1 << 62)
+
+/* Shapes, strides and byte offsets whose products and sums overflow: each is refused with
+ * its status and names its argument, before anything is computed from it (UBSan runs this
+ * test too: no overflow may happen on the way to the refusal). */
+static void test_hostile_tensors(void) {
+  call c;
+  /* Shapes near INT64_MAX: element counts and byte spans past 2^63. */
+  valid_call(&c);
+  mk(&c.input, BF16, 2, (int64_t)1 << 62, 4);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input has more than 2^63 elements");
+  valid_call(&c);
+  mk(&c.input, BF16, 2, INT64_MAX, H);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input has more than 2^63 elements");
+  valid_call(&c);
+  mk(&c.input, BF16, 2, BT, 1);
+  mk(&c.weight, BF16, 2, INT64_MAX, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "weight's elements lie more than 2^63 bytes");
+  valid_call(&c);
+  mk(&c.weight, BF16, 2, (int64_t)1 << 58, H); /* 2^62 elements, 2^63 bytes */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "weight's elements lie more than 2^63 bytes");
+  valid_call(&c);
+  mk(&c.input, BF16, 2, (int64_t)1 << 62, 1); /* 2^62 elements, 2^63 bytes */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input's elements lie more than 2^63 bytes");
+  /* Strides whose offsets wrap: {2^62, 1} over 8 rows, INT64_MIN and INT64_MAX. */
+  valid_call(&c);
+  set_strides(&c.input, HUGE_STRIDE, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input's elements lie more than 2^63 bytes");
+  valid_call(&c);
+  set_strides(&c.gw, HUGE_STRIDE, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_weight's elements lie more than");
+  valid_call(&c);
+  set_strides(&c.gi, INT64_MAX, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input's elements lie more than");
+  valid_call(&c);
+  set_strides(&c.bias, INT64_MIN, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "bias's elements lie more than");
+  valid_call(&c);
+  set_strides(&c.target, INT64_MIN, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's elements lie more than");
+  valid_call(&c);
+  set_strides(&c.target, -HUGE_STRIDE / 4, 0); /* 7 x 2^60 elements: in int64, not in bytes */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's elements lie more than");
+  valid_call(&c);
+  set_strides(&c.lse, INT64_MAX, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "lse's elements lie more than");
+  valid_call(&c);
+  set_strides(&c.gb, HUGE_STRIDE, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_bias's elements lie more than");
+  valid_call(&c);
+  c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  mk(&c.loss, F32, 1, BT, 0);
+  mk(&c.dy, F32, 1, BT, 0);
+  set_strides(&c.loss, -HUGE_STRIDE, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "loss's elements lie more than");
+  set_strides(&c.loss, 1, 0);
+  set_strides(&c.dy, INT64_MIN, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_output's elements lie more than");
+  /* A stride that fits int64 but reaches below address 0, and one that stays inside. */
+  valid_call(&c);
+  set_strides(&c.target, -((int64_t)1 << 40), 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's elements run past the address space");
+  set_strides(&c.target, -1, 0);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  /* byte_offset: wrapping past the end of the address space (empty tensors too), or past 2^63
+   * without wrapping, which is an address like any other. */
+  valid_call(&c);
+  c.input.t.byte_offset = UINT64_MAX - 7;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input's elements run past the address space");
+  valid_call(&c);
+  c.weight.t.byte_offset = UINT64_MAX - 0x100000 - 16; /* the first element fits, the rest not */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "weight's elements run past the address space");
+  valid_call(&c);
+  c.dy.t.byte_offset = UINT64_MAX - 3;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_output's elements run past");
+  valid_call(&c);
+  c.loss.t.byte_offset = UINT64_MAX - 0xfffff;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "loss's elements run past the address space");
+  valid_call(&c);
+  mk(&c.input, BF16, 2, 0, H);
+  mk(&c.target, I64, 1, 0, 0);
+  mk(&c.gi, BF16, 2, 0, H);
+  mk(&c.lse, F32, 1, 0, 0);
+  c.gi.t.byte_offset = UINT64_MAX - 0xfffff;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input's elements run past");
+  valid_call(&c);
+  c.input.t.byte_offset = (uint64_t)1 << 63;
+  c.gw.t.byte_offset = (uint64_t)1 << 63;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+  /* The workspace query validates the same way. */
+  valid_call(&c);
+  set_strides(&c.weight, HUGE_STRIDE, 1);
+  size_t bytes;
+  CHECK_FAILS(jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes), JITOPS_ERR_INVALID_LAYOUT,
+              "weight's elements lie more than");
+  /* Sizes that validate but whose scratch overflows size_t: V x 4 bytes of grad_bias's
+   * accumulator (a bf16 bias of 2^62 - 1 elements spans less than 2^63 bytes). */
+  valid_call(&c);
+  int64_t v = ((int64_t)1 << 62) - 1;
+  mk(&c.input, BF16, 2, BT, 1);
+  mk(&c.weight, BF16, 2, v, 1);
+  mk(&c.bias, BF16, 1, v, 0);
+  mk(&c.gb, BF16, 1, v, 0);
+  c.ts.grad_input = c.ts.grad_weight = NULL;
+  c.opt.scratch_budget_bytes = INT64_MAX;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "more scratch bytes than size_t counts");
+  c.ts.bias = c.ts.grad_bias = NULL; /* without it, any budget is too small for one row */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "scratch_budget_bytes");
+}
+
+static void test_hostile_backward(void) {
+  tensor dy, gi, gw, gb;
+  mk(&dy, F32, 0, 0, 0);
+  mk(&gi, BF16, 2, BT, H);
+  mk(&gw, F32, 2, V, H);
+  mk(&gb, BF16, 1, V, 0);
+  set_strides(&gw, HUGE_STRIDE, 1);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_weight's elements lie more than");
+  mk(&gw, F32, 2, V, H);
+  set_strides(&gb, INT64_MIN, 0);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_bias's elements lie more than");
+  mk(&gb, BF16, 1, V, 0);
+  mk(&gi, BF16, 2, INT64_MAX, 2);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_OUT_OF_RANGE,
+              "grad_input has more than 2^63 elements");
+  mk(&gi, BF16, 2, BT, H);
+  dy.t.byte_offset = UINT64_MAX - 3;
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_output's elements run past the address space");
+  dy.t.byte_offset = 0;
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_NO_DEVICE,
+              "compile-only");
+}
+
+/* Random hostile variations of a valid call: one to three fields of random tensors set to
+ * extreme values. Every call must end in a status (NO_DEVICE when it validated) and leave a
+ * message; under UBSan, no arithmetic on the way may overflow. */
+static int64_t extreme_i64(uint64_t *seed) {
+  static const int64_t values[] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   INT64_MAX,
+                                   INT64_MIN,
+                                   INT64_MAX - 1,
+                                   INT64_MIN + 1,
+                                   HUGE_STRIDE,
+                                   -HUGE_STRIDE,
+                                   (int64_t)1 << 31,
+                                   (int64_t)1 << 32,
+                                   ((int64_t)1 << 62) - 1,
+                                   BT,
+                                   V,
+                                   H};
+  uint64_t r = test_rand_u64(seed);
+  if (r % 4 == 0)
+    return (int64_t)test_rand_u64(seed);
+  return values[(r / 4) % (sizeof values / sizeof values[0])];
+}
+
+static void mutate(call *c, uint64_t *seed) {
+  tensor *all[] = {&c->input, &c->weight, &c->bias, &c->target, &c->dy,
+                   &c->loss,  &c->lse,    &c->gi,   &c->gw,     &c->gb};
+  tensor *x = all[test_rand_u64(seed) % 10];
+  switch (test_rand_u64(seed) % 7) {
+  case 0:
+    x->shape[test_rand_u64(seed) % 2] = extreme_i64(seed);
+    break;
+  case 1:
+    set_strides(x, x->t.strides ? x->strides[0] : x->shape[1], x->t.strides ? x->strides[1] : 1);
+    x->strides[test_rand_u64(seed) % 2] = extreme_i64(seed);
+    break;
+  case 2:
+    x->t.byte_offset = test_rand_u64(seed) % 2 ? (uint64_t)extreme_i64(seed)
+                                               : UINT64_MAX - test_rand_u64(seed) % 4096;
+    break;
+  case 3:
+    x->t.data = (void *)(uintptr_t)(test_rand_u64(seed) % 2 ? 0 : UINTPTR_MAX - 0xffff);
+    break;
+  case 4:
+    x->t.ndim = (int32_t)(test_rand_u64(seed) % 3);
+    break;
+  case 5:
+    c->opt.chunk_rows = extreme_i64(seed);
+    break;
+  default:
+    c->opt.scratch_budget_bytes = extreme_i64(seed);
+    break;
+  }
+}
+
+static void test_random_hostile(void) {
+  uint64_t seed = 23;
+  int validated = 0;
+  for (int i = 0; i < 20000; ++i) {
+    call c;
+    valid_call(&c);
+    if (test_rand_u64(&seed) % 2)
+      c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE, mk(&c.loss, F32, 1, BT, 0),
+      c.ts.grad_output = NULL;
+    int n = 1 + (int)(test_rand_u64(&seed) % 3);
+    for (int k = 0; k < n; ++k)
+      mutate(&c, &seed);
+    size_t bytes;
+    jitops_status forward = fwd(&c);
+    CHECK(forward != JITOPS_SUCCESS && jitops_last_error()[0] != '\0');
+    jitops_status size = jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes);
+    CHECK(size == (forward == JITOPS_ERR_NO_DEVICE ? JITOPS_SUCCESS : forward));
+    jitops_status backward = jitops_flce_backward(rt, &c.dy.t, &c.gi.t, &c.gw.t, &c.gb.t, NULL);
+    CHECK(backward != JITOPS_SUCCESS && jitops_last_error()[0] != '\0');
+    validated += forward == JITOPS_ERR_NO_DEVICE;
+  }
+  CHECK(validated > 0 && validated < 20000);
+}
+
 /* ---- the planner ---------------------------------------------------------------------- */
 
 static jitops__flce_problem problem(int64_t bt, int64_t h, int64_t v, int64_t budget) {
@@ -461,6 +681,50 @@ static void test_plan(void) {
   p = problem(8192, 4096, 128256, 1 << 20);
   CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_INVALID_ARGUMENT,
               "scratch_budget_bytes");
+  /* The largest budget plans as any other. */
+  p = problem(8192, 4096, 128256, INT64_MAX);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && plan.chunk_rows == 8192);
+  check_plan(&p, &plan);
+}
+
+/* Problems whose scratch arithmetic overflows: refused, or (an accumulator beyond any budget)
+ * planned without it, never wrapped into a small size. */
+static void test_plan_overflow(void) {
+  const char *fn = "test";
+  jitops__flce_plan plan;
+  jitops__flce_problem p = problem(8192, 4096, INT64_MAX, INT64_MAX);
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "weight's V = 9223372036854775807");
+  p = problem(INT64_MAX, 4096, 128256, INT64_MAX);
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "more scratch bytes than size_t counts");
+  p = problem(8192, 4096, ((int64_t)1 << 62) - 64, INT64_MAX); /* a row of 2^63 bytes */
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_INVALID_ARGUMENT,
+              "scratch_budget_bytes");
+  p = problem(8192, 4096, ((int64_t)1 << 62) - 64, INT64_MAX);
+  p.elem = 4; /* 2^64 bytes */
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "more scratch bytes than size_t counts");
+  p = problem(8192, 4096, 128256, INT64_MAX);
+  p.grad_bias = true;
+  p.v = ((int64_t)1 << 62) - 64; /* the bias accumulator: 2^64 bytes */
+  p.elem = 1;
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "more scratch bytes than size_t counts");
+  /* V x H x 4 bytes of accumulator past size_t: the vocab algorithm, as for any accumulator
+   * that does not fit. */
+  p = problem(8192, (int64_t)1 << 40, 1 << 20, (int64_t)8 << 30);
+  p.chunk_rows = 64;
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB && !plan.grad_weight_acc);
+  check_plan(&p, &plan);
+  /* A chunk whose logits overflow size_t. */
+  p = problem((int64_t)1 << 40, 64, (int64_t)1 << 30, INT64_MAX);
+  p.grad_weight = false;
+  p.chunk_rows = (int64_t)1 << 40;
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->chunk_rows 1099511627776 needs more bytes of logits than size_t");
 }
 
 /* ---- the GEMM mapping ----------------------------------------------------------------- */
@@ -540,7 +804,11 @@ int main(void) {
   test_options();
   test_workspace_size();
   test_backward();
+  test_hostile_tensors();
+  test_hostile_backward();
+  test_random_hostile();
   test_plan();
+  test_plan_overflow();
   test_gemm_mapping();
   jitops_runtime_destroy(rt);
   return test_finish("test_flce_validation");

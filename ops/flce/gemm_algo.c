@@ -56,7 +56,7 @@ jitops_status jitops__flce_blas_fail(cublasStatus_t status, const char *what) {
                       cublasLtGetStatusString(status));
 }
 
-/* ---- the runtime's state ----------------------------------------------------------------- */
+/* ---- the runtime's state --------------------------------------------------------------------- */
 
 static jitops_status state_create(jitops_runtime_t *runtime, void **out) {
   (void)runtime;
@@ -124,7 +124,7 @@ typedef struct gemm_call {
   const cublasLtMatmulHeuristicResult_t *candidates; /* while timing */
 } gemm_call;
 
-/* ---- the heuristic ----------------------------------------------------------------------- */
+/* ---- the heuristic --------------------------------------------------------------------------- */
 
 /* Up to `max` algorithms in the heuristic's order into results[], their number in *found. */
 static jitops_status ask_heuristic(const gemm_call *c, int max,
@@ -184,7 +184,7 @@ static jitops_status matmul(const gemm_call *c, const cublasLtMatmulAlgo_t *algo
   return s == CUBLAS_STATUS_SUCCESS ? JITOPS_SUCCESS : jitops__flce_blas_fail(s, "cublasLtMatmul");
 }
 
-/* ---- the timed choice -------------------------------------------------------------------- */
+/* ---- the timed choice ------------------------------------------------------------------------ */
 
 static jitops_status run_candidate(void *ctx, int index) {
   const gemm_call *c = ctx;

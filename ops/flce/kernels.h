@@ -47,7 +47,7 @@ bool jitops__flce_scale_is_flat(const jitops__flce_grad *grad);
 void jitops__flce_scale_name(const jitops__flce_grad *grad, jitops__dtype dy, char *out,
                              size_t size);
 
-/* ---- name builders ------------------------------------------------------------------------ */
+/* ---- name builders --------------------------------------------------------------------------- */
 
 /* One specialization of jitops::flce::rows. */
 typedef struct jitops__flce_rows_kind {

@@ -10,7 +10,11 @@
  *   logits[BT, group] = input @ weight[group]^T; the rows kernel turns them into gradients
  *   from the saved lse; grad_weight[group] = dlogits^T @ input (one GEMM, no accumulator).
  * Then the f32 accumulators are converted and the loss reduced, dividing by the count of
- * non-ignored rows that a first kernel left on the device. */
+ * non-ignored rows that a first kernel left on the device.
+ *
+ * The element and byte offsets below (row r0 of input, column group col0 of weight) cannot
+ * overflow: args.c checked that every tensor's elements lie within 2^63 bytes of its first,
+ * and plan.c that the scratch offsets fit size_t. */
 #include "ops/flce/passes.h"
 
 #include <string.h>
@@ -54,7 +58,7 @@ static const jitops_kernel_t *kernel(const flce_ctx *x, jitops__flce_role role) 
   return x->f->kernels[role];
 }
 
-/* ---- GEMMs ------------------------------------------------------------------------------- */
+/* ---- GEMMs ----------------------------------------------------------------------------------- */
 
 static jitops_status gemm(const flce_ctx *x, jitops__flce_gemm *g) {
   g->ab_dtype = x->c->t;
@@ -122,7 +126,7 @@ static jitops_status gemm_grad_weight(const flce_ctx *x, const void *dlogits, in
   return gemm(x, &g);
 }
 
-/* ---- the passes -------------------------------------------------------------------------- */
+/* ---- the passes ------------------------------------------------------------------------------ */
 
 /* The row kernel's argument, less what each pass sets (the buffer, its rows and columns). */
 static jitops__flce_rows_args rows_args_of(const jitops__flce_call *c, const flce_scratch *s) {
@@ -211,7 +215,7 @@ static jitops_status run_passes(const flce_ctx *x) {
   return JITOPS_SUCCESS;
 }
 
-/* ---- the outputs ------------------------------------------------------------------------- */
+/* ---- the outputs ----------------------------------------------------------------------------- */
 
 /* dst[r * dst_ld + c] = src[r * src_ld + c] through `role`'s convert. */
 static jitops_status convert(const flce_ctx *x, jitops__flce_role role, const void *src,
