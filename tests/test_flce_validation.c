@@ -69,6 +69,15 @@ static void valid_call(call *c) {
   jitops_flce_options_init(&c->opt);
 }
 
+/* The same with BT = 0. */
+static void empty_batch_call(call *c) {
+  valid_call(c);
+  mk(&c->input, BF16, 2, 0, H);
+  mk(&c->target, I64, 1, 0, 0);
+  mk(&c->gi, BF16, 2, 0, H);
+  mk(&c->lse, F32, 1, 0, 0);
+}
+
 static jitops_runtime_t *rt;
 
 static jitops_status fwd(call *c) {
@@ -173,11 +182,7 @@ static void test_shapes(void) {
   c.ts.bias = NULL;
   CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "grad_bias is given but bias is NULL");
   /* An empty batch is valid. */
-  valid_call(&c);
-  mk(&c.input, BF16, 2, 0, H);
-  mk(&c.target, I64, 1, 0, 0);
-  mk(&c.gi, BF16, 2, 0, H);
-  mk(&c.lse, F32, 1, 0, 0);
+  empty_batch_call(&c);
   CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
 }
 
@@ -328,12 +333,17 @@ static void test_workspace_size(void) {
               "options->softcap");
 }
 
+/* Valid arguments of jitops_flce_backward: a scalar dy and the three saved gradients. */
+static void valid_backward(tensor *dy, tensor *gi, tensor *gw, tensor *gb) {
+  mk(dy, F32, 0, 0, 0);
+  mk(gi, BF16, 2, BT, H);
+  mk(gw, F32, 2, V, H);
+  mk(gb, BF16, 1, V, 0);
+}
+
 static void test_backward(void) {
   tensor dy, gi, gw, gb;
-  mk(&dy, F32, 0, 0, 0);
-  mk(&gi, BF16, 2, BT, H);
-  mk(&gw, F32, 2, V, H);
-  mk(&gb, BF16, 1, V, 0);
+  valid_backward(&dy, &gi, &gw, &gb);
   CHECK_FAILS(jitops_flce_backward(NULL, &dy.t, &gi.t, &gw.t, &gb.t, NULL),
               JITOPS_ERR_INVALID_ARGUMENT, "runtime");
   CHECK_FAILS(jitops_flce_backward(rt, NULL, &gi.t, &gw.t, &gb.t, NULL),
@@ -364,93 +374,95 @@ static void test_backward(void) {
 
 #define HUGE_STRIDE ((int64_t)1 << 62)
 
+/* The tensor of a call that its message calls `arg`. */
+static tensor *by_name(call *c, const char *arg) {
+  struct {
+    const char *arg;
+    tensor *t;
+  } all[] = {{"input", &c->input},   {"weight", &c->weight},  {"bias", &c->bias},
+             {"target", &c->target}, {"grad_output", &c->dy}, {"loss", &c->loss},
+             {"lse", &c->lse},       {"grad_input", &c->gi},  {"grad_weight", &c->gw},
+             {"grad_bias", &c->gb}};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+    if (strcmp(all[i].arg, arg) == 0)
+      return all[i].t;
+  return NULL;
+}
+
+/* One hostile layout of one tensor of a valid call (reduction none: loss and dy are [BT]),
+ * and the failure it must give: strides {s0, s1} (s1 unused by vectors), or byte_offset. */
+typedef struct layout_case {
+  const char *arg;
+  int64_t s0, s1;
+  uint64_t byte_offset; /* 0: the strides instead */
+  jitops_status status;
+  const char *needle; /* after "<arg>'s elements " */
+} layout_case;
+
+static const layout_case layout_cases[] = {
+    /* Offsets that wrap int64: {2^62, 1} over 8 rows, INT64_MAX, INT64_MIN, -2^62, and a
+     * stride whose element offsets fit but whose byte offsets do not (7 x 2^60 x 8). */
+    {"input", HUGE_STRIDE, 1, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than 2^63 bytes apart"},
+    {"grad_weight", HUGE_STRIDE, 1, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"grad_input", INT64_MAX, 1, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"bias", INT64_MIN, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"target", INT64_MIN, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"target", -HUGE_STRIDE / 4, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"lse", INT64_MAX, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"grad_bias", HUGE_STRIDE, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"loss", -HUGE_STRIDE, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"grad_output", INT64_MIN, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    /* A stride that fits but reaches below address 0; one that stays inside. */
+    {"target", -((int64_t)1 << 40), 0, 0, JITOPS_ERR_INVALID_LAYOUT, "run past the address"},
+    {"target", -1, 0, 0, JITOPS_ERR_NO_DEVICE, NULL},
+    /* byte_offsets past the end of the address space (data is 0x100000): the first element
+     * too, or only the last ones; and one past 2^63 without wrapping, an address like any
+     * other. */
+    {"input", 0, 0, UINT64_MAX - 7, JITOPS_ERR_INVALID_LAYOUT, "run past the address space"},
+    {"weight", 0, 0, UINT64_MAX - 0x100000 - 16, JITOPS_ERR_INVALID_LAYOUT, "run past"},
+    {"grad_output", 0, 0, UINT64_MAX - 3, JITOPS_ERR_INVALID_LAYOUT, "run past"},
+    {"loss", 0, 0, UINT64_MAX - 0xfffff, JITOPS_ERR_INVALID_LAYOUT, "run past"},
+    {"grad_weight", 0, 0, (uint64_t)1 << 63, JITOPS_ERR_NO_DEVICE, NULL},
+};
+
 /* Shapes, strides and byte offsets whose products and sums overflow: each is refused with
  * its status and names its argument, before anything is computed from it (UBSan runs this
  * test too: no overflow may happen on the way to the refusal). */
 static void test_hostile_tensors(void) {
   call c;
+  for (size_t i = 0; i < sizeof layout_cases / sizeof layout_cases[0]; ++i) {
+    const layout_case *k = &layout_cases[i];
+    valid_call(&c);
+    c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+    mk(&c.loss, F32, 1, BT, 0);
+    mk(&c.dy, F32, 1, BT, 0);
+    tensor *x = by_name(&c, k->arg);
+    if (k->byte_offset != 0)
+      x->t.byte_offset = k->byte_offset;
+    else
+      set_strides(x, k->s0, k->s1);
+    char needle[128];
+    snprintf(needle, sizeof needle, "%s's elements %s", k->arg, k->needle ? k->needle : "");
+    CHECK_FAILS(fwd(&c), k->status, k->needle ? needle : NULL);
+  }
   /* Shapes near INT64_MAX: element counts and byte spans past 2^63. */
   valid_call(&c);
   mk(&c.input, BF16, 2, (int64_t)1 << 62, 4);
   CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input has more than 2^63 elements");
-  valid_call(&c);
   mk(&c.input, BF16, 2, INT64_MAX, H);
   CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input has more than 2^63 elements");
-  valid_call(&c);
+  mk(&c.input, BF16, 2, (int64_t)1 << 62, 1); /* 2^62 elements, 2^63 bytes */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input's elements lie more than 2^63 bytes");
   mk(&c.input, BF16, 2, BT, 1);
   mk(&c.weight, BF16, 2, INT64_MAX, 1);
   CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "weight's elements lie more than 2^63 bytes");
-  valid_call(&c);
+  mk(&c.input, BF16, 2, BT, H);
   mk(&c.weight, BF16, 2, (int64_t)1 << 58, H); /* 2^62 elements, 2^63 bytes */
   CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "weight's elements lie more than 2^63 bytes");
-  valid_call(&c);
-  mk(&c.input, BF16, 2, (int64_t)1 << 62, 1); /* 2^62 elements, 2^63 bytes */
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input's elements lie more than 2^63 bytes");
-  /* Strides whose offsets wrap: {2^62, 1} over 8 rows, INT64_MIN and INT64_MAX. */
-  valid_call(&c);
-  set_strides(&c.input, HUGE_STRIDE, 1);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input's elements lie more than 2^63 bytes");
-  valid_call(&c);
-  set_strides(&c.gw, HUGE_STRIDE, 1);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_weight's elements lie more than");
-  valid_call(&c);
-  set_strides(&c.gi, INT64_MAX, 1);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input's elements lie more than");
-  valid_call(&c);
-  set_strides(&c.bias, INT64_MIN, 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "bias's elements lie more than");
-  valid_call(&c);
-  set_strides(&c.target, INT64_MIN, 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's elements lie more than");
-  valid_call(&c);
-  set_strides(&c.target, -HUGE_STRIDE / 4, 0); /* 7 x 2^60 elements: in int64, not in bytes */
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's elements lie more than");
-  valid_call(&c);
-  set_strides(&c.lse, INT64_MAX, 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "lse's elements lie more than");
-  valid_call(&c);
-  set_strides(&c.gb, HUGE_STRIDE, 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_bias's elements lie more than");
-  valid_call(&c);
-  c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
-  mk(&c.loss, F32, 1, BT, 0);
-  mk(&c.dy, F32, 1, BT, 0);
-  set_strides(&c.loss, -HUGE_STRIDE, 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "loss's elements lie more than");
-  set_strides(&c.loss, 1, 0);
-  set_strides(&c.dy, INT64_MIN, 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_output's elements lie more than");
-  /* A stride that fits int64 but reaches below address 0, and one that stays inside. */
-  valid_call(&c);
-  set_strides(&c.target, -((int64_t)1 << 40), 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "target's elements run past the address space");
-  set_strides(&c.target, -1, 0);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
-  /* byte_offset: wrapping past the end of the address space (empty tensors too), or past 2^63
-   * without wrapping, which is an address like any other. */
-  valid_call(&c);
-  c.input.t.byte_offset = UINT64_MAX - 7;
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "input's elements run past the address space");
-  valid_call(&c);
-  c.weight.t.byte_offset = UINT64_MAX - 0x100000 - 16; /* the first element fits, the rest not */
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "weight's elements run past the address space");
-  valid_call(&c);
-  c.dy.t.byte_offset = UINT64_MAX - 3;
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_output's elements run past");
-  valid_call(&c);
-  c.loss.t.byte_offset = UINT64_MAX - 0xfffff;
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "loss's elements run past the address space");
-  valid_call(&c);
-  mk(&c.input, BF16, 2, 0, H);
-  mk(&c.target, I64, 1, 0, 0);
-  mk(&c.gi, BF16, 2, 0, H);
-  mk(&c.lse, F32, 1, 0, 0);
+  /* An empty batch whose byte_offset wraps. */
+  empty_batch_call(&c);
   c.gi.t.byte_offset = UINT64_MAX - 0xfffff;
   CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input's elements run past");
-  valid_call(&c);
-  c.input.t.byte_offset = (uint64_t)1 << 63;
-  c.gw.t.byte_offset = (uint64_t)1 << 63;
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
   /* The workspace query validates the same way. */
   valid_call(&c);
   set_strides(&c.weight, HUGE_STRIDE, 1);
@@ -474,10 +486,7 @@ static void test_hostile_tensors(void) {
 
 static void test_hostile_backward(void) {
   tensor dy, gi, gw, gb;
-  mk(&dy, F32, 0, 0, 0);
-  mk(&gi, BF16, 2, BT, H);
-  mk(&gw, F32, 2, V, H);
-  mk(&gb, BF16, 1, V, 0);
+  valid_backward(&dy, &gi, &gw, &gb);
   set_strides(&gw, HUGE_STRIDE, 1);
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
               "grad_weight's elements lie more than");

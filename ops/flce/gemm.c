@@ -45,12 +45,12 @@ static cudaDataType data_type(jitops__dtype dtype) {
 
 /* The descriptors of `m`; destroyed together. */
 static void descs_destroy(jitops__flce_matmul *m) {
-  if (m->c != NULL)
-    cublasLtMatrixLayoutDestroy(m->c);
-  if (m->b != NULL)
-    cublasLtMatrixLayoutDestroy(m->b);
-  if (m->a != NULL)
-    cublasLtMatrixLayoutDestroy(m->a);
+  if (m->c_desc != NULL)
+    cublasLtMatrixLayoutDestroy(m->c_desc);
+  if (m->b_desc != NULL)
+    cublasLtMatrixLayoutDestroy(m->b_desc);
+  if (m->a_desc != NULL)
+    cublasLtMatrixLayoutDestroy(m->a_desc);
   if (m->op != NULL)
     cublasLtMatmulDescDestroy(m->op);
 }
@@ -68,13 +68,13 @@ static jitops_status descs_create(const jitops__flce_cm_gemm *cm, const jitops__
   if (s == CUBLAS_STATUS_SUCCESS)
     s = cublasLtMatmulDescSetAttribute(m->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&m->a, data_type(g->ab_dtype), (uint64_t)cm->a_rows,
+    s = cublasLtMatrixLayoutCreate(&m->a_desc, data_type(g->ab_dtype), (uint64_t)cm->a_rows,
                                    (uint64_t)cm->a_cols, cm->lda);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&m->b, data_type(g->ab_dtype), (uint64_t)cm->b_rows,
+    s = cublasLtMatrixLayoutCreate(&m->b_desc, data_type(g->ab_dtype), (uint64_t)cm->b_rows,
                                    (uint64_t)cm->b_cols, cm->ldb);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&m->c, data_type(g->c_dtype), (uint64_t)cm->c_rows,
+    s = cublasLtMatrixLayoutCreate(&m->c_desc, data_type(g->c_dtype), (uint64_t)cm->c_rows,
                                    (uint64_t)cm->c_cols, cm->ldc);
   if (s != CUBLAS_STATUS_SUCCESS) {
     descs_destroy(m);
@@ -93,8 +93,20 @@ static jitops_status run_in_context(jitops_runtime_t *runtime, const jitops__flc
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
-  m.g = g;
-  m.cm = &cm;
+  m.m = cm.m;
+  m.n = cm.n;
+  m.k = cm.k;
+  m.lda = cm.lda;
+  m.ldb = cm.ldb;
+  m.ldc = cm.ldc;
+  m.trans_a = cm.trans_a;
+  m.trans_b = cm.trans_b;
+  m.ab_dtype = g->ab_dtype;
+  m.c_dtype = g->c_dtype;
+  m.accumulate = g->accumulate;
+  m.a = cm.a;
+  m.b = cm.b;
+  m.c = cm.c;
   m.alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
   m.beta = g->accumulate ? m.alpha : f64 ? (const void *)&zero_d : (const void *)&zero_f;
   m.workspace = workspace;

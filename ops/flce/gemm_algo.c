@@ -94,23 +94,22 @@ static uint32_t alignment_of(const void *ptr) {
 }
 
 static gemm_key make_key(const jitops__flce_matmul *m) {
-  const jitops__flce_cm_gemm *cm = m->cm;
   gemm_key key;
   memset(&key, 0, sizeof key);
-  key.m = cm->m;
-  key.n = cm->n;
-  key.k = cm->k;
-  key.lda = cm->lda;
-  key.ldb = cm->ldb;
-  key.ldc = cm->ldc;
-  key.trans_a = cm->trans_a;
-  key.trans_b = cm->trans_b;
-  key.ab_dtype = (int32_t)m->g->ab_dtype;
-  key.c_dtype = (int32_t)m->g->c_dtype;
-  key.align_a = alignment_of(cm->a);
-  key.align_b = alignment_of(cm->b);
-  key.align_c = alignment_of(cm->c);
-  key.accumulate = m->g->accumulate;
+  key.m = m->m;
+  key.n = m->n;
+  key.k = m->k;
+  key.lda = m->lda;
+  key.ldb = m->ldb;
+  key.ldc = m->ldc;
+  key.trans_a = m->trans_a;
+  key.trans_b = m->trans_b;
+  key.ab_dtype = (int32_t)m->ab_dtype;
+  key.c_dtype = (int32_t)m->c_dtype;
+  key.align_a = alignment_of(m->a);
+  key.align_b = alignment_of(m->b);
+  key.align_c = alignment_of(m->c);
+  key.accumulate = m->accumulate;
   key.workspace_bytes = m->workspace_bytes;
   return key;
 }
@@ -156,8 +155,8 @@ static jitops_status ask_heuristic(const gemm_call *c, int max,
                                              prefs[i].size);
   *found = 0;
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulAlgoGetHeuristic(c->state->handle, m->op, m->a, m->b, m->c, m->c, pref, max,
-                                       results, found);
+    s = cublasLtMatmulAlgoGetHeuristic(c->state->handle, m->op, m->a_desc, m->b_desc, m->c_desc,
+                                       m->c_desc, pref, max, results, found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED)
     return jitops__flce_blas_fail(s, "cublasLtMatmulAlgoGetHeuristic");
@@ -178,8 +177,8 @@ static jitops_status ask_heuristic(const gemm_call *c, int max,
 
 static jitops_status matmul(const gemm_call *c, const cublasLtMatmulAlgo_t *algo) {
   const jitops__flce_matmul *m = c->m;
-  cublasStatus_t s = cublasLtMatmul(c->state->handle, m->op, m->alpha, m->cm->a, m->a, m->cm->b,
-                                    m->b, m->beta, m->cm->c, m->c, m->cm->c, m->c, algo,
+  cublasStatus_t s = cublasLtMatmul(c->state->handle, m->op, m->alpha, m->a, m->a_desc, m->b,
+                                    m->b_desc, m->beta, m->c, m->c_desc, m->c, m->c_desc, algo,
                                     m->workspace, m->workspace_bytes, (cudaStream_t)m->stream);
   return s == CUBLAS_STATUS_SUCCESS ? JITOPS_SUCCESS : jitops__flce_blas_fail(s, "cublasLtMatmul");
 }
@@ -196,8 +195,8 @@ static jitops_status run_candidate(void *ctx, int index) {
 static bool algo_usable(const gemm_call *c, const cublasLtMatmulAlgo_t *algo) {
   const jitops__flce_matmul *m = c->m;
   cublasLtMatmulHeuristicResult_t check;
-  return cublasLtMatmulAlgoCheck(c->state->handle, m->op, m->a, m->b, m->c, m->c, algo, &check) ==
-             CUBLAS_STATUS_SUCCESS &&
+  return cublasLtMatmulAlgoCheck(c->state->handle, m->op, m->a_desc, m->b_desc, m->c_desc,
+                                 m->c_desc, algo, &check) == CUBLAS_STATUS_SUCCESS &&
          check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= m->workspace_bytes;
 }
 

@@ -12,15 +12,20 @@
 #include <cublasLt.h>
 #pragma GCC diagnostic pop
 
-#include "ops/flce/gemm.h"
 #include "runtime/op_support.h"
 
-/* One GEMM as cuBLASLt sees it: its descriptors, operands and scalars, and where it runs. */
+/* One GEMM as cuBLASLt sees it (column-major: D[m, n] = op(A) op(B), D written over C):
+ * its descriptors, what the algorithm choice depends on, its operands and scalars, and
+ * where it runs. gemm.c fills it from a row-major request. */
 typedef struct jitops__flce_matmul {
   cublasLtMatmulDesc_t op;
-  cublasLtMatrixLayout_t a, b, c; /* C is also D: the product is written in place */
-  const jitops__flce_gemm *g;     /* the row-major request (dtypes, accumulate) */
-  const jitops__flce_cm_gemm *cm; /* the same product, column-major (shape, operands) */
+  cublasLtMatrixLayout_t a_desc, b_desc, c_desc;
+  int64_t m, n, k, lda, ldb, ldc;
+  bool trans_a, trans_b;
+  jitops__dtype ab_dtype, c_dtype;
+  bool accumulate; /* beta = 1: the product is added to C */
+  const void *a, *b;
+  void *c;
   const void *alpha, *beta;
   void *workspace;
   size_t workspace_bytes;
