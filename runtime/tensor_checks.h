@@ -37,6 +37,16 @@ jitops_status jitops__check_numel(const char *fn, const char *arg, const DLTenso
  * size of the tensor's dtype (a kernel reading a misaligned element would fault). */
 jitops_status jitops__check_aligned(const char *fn, const char *arg, const DLTensor *tensor);
 
+/* What every tensor passes before its strides or its data pointer are used in arithmetic:
+ * an element count that fits int64 (JITOPS_ERR_OUT_OF_RANGE), elements whose byte offsets
+ * from the first fit int64 (JITOPS_ERR_INVALID_LAYOUT when its strides put one further,
+ * JITOPS_ERR_INVALID_SHAPE when a compact shape does), a byte_offset of at most 2^63 - 1, and
+ * addresses from data + byte_offset to its last byte inside the address space
+ * (JITOPS_ERR_INVALID_LAYOUT). Once it passes, no element or byte offset of the tensor, and
+ * no address computed from them, overflows. For a tensor whose rank
+ * jitops__tensor_check has bounded. */
+jitops_status jitops__check_addressable(const char *fn, const char *arg, const DLTensor *tensor);
+
 /* Whether two elements of `tensor` may share an address. Sorting the dimensions of more than
  * one element by |stride|, each stride must be at least the span of the smaller ones (their
  * largest offset plus one); that accepts every permuted, sliced or flipped view of a dense

@@ -390,39 +390,50 @@ static tensor *by_name(call *c, const char *arg) {
 }
 
 /* One hostile layout of one tensor of a valid call (reduction none: loss and dy are [BT]),
- * and the failure it must give: strides {s0, s1} (s1 unused by vectors), or byte_offset. */
+ * and the failure it must give: strides {s0, s1} (s1 unused by vectors), or byte_offset (and
+ * data, when not 0). */
 typedef struct layout_case {
   const char *arg;
   int64_t s0, s1;
   uint64_t byte_offset; /* 0: the strides instead */
+  uintptr_t data;       /* 0: the call's */
   jitops_status status;
-  const char *needle; /* after "<arg>'s elements " */
+  const char *needle; /* after "<arg>'s " */
 } layout_case;
+
+#define TOP_PAGE (UINTPTR_MAX - 0xfff) /* an aligned address 4 KiB below the end */
 
 static const layout_case layout_cases[] = {
     /* Offsets that wrap int64: {2^62, 1} over 8 rows, INT64_MAX, INT64_MIN, -2^62, and a
      * stride whose element offsets fit but whose byte offsets do not (7 x 2^60 x 8). */
-    {"input", HUGE_STRIDE, 1, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than 2^63 bytes apart"},
-    {"grad_weight", HUGE_STRIDE, 1, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"grad_input", INT64_MAX, 1, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"bias", INT64_MIN, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"target", INT64_MIN, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"target", -HUGE_STRIDE / 4, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"lse", INT64_MAX, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"grad_bias", HUGE_STRIDE, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"loss", -HUGE_STRIDE, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
-    {"grad_output", INT64_MIN, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "lie more than"},
+    {"input", HUGE_STRIDE, 1, 0, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "strides (shape [8, 16]) put elements more than 2^63 bytes from its first"},
+    {"grad_weight", HUGE_STRIDE, 1, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"grad_input", INT64_MAX, 1, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"bias", INT64_MIN, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"target", INT64_MIN, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"target", -HUGE_STRIDE / 4, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"lse", INT64_MAX, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"grad_bias", HUGE_STRIDE, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"loss", -HUGE_STRIDE, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"grad_output", INT64_MIN, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
     /* A stride that fits but reaches below address 0; one that stays inside. */
-    {"target", -((int64_t)1 << 40), 0, 0, JITOPS_ERR_INVALID_LAYOUT, "run past the address"},
-    {"target", -1, 0, 0, JITOPS_ERR_NO_DEVICE, NULL},
-    /* byte_offsets past the end of the address space (data is 0x100000): the first element
-     * too, or only the last ones; and one past 2^63 without wrapping, an address like any
-     * other. */
-    {"input", 0, 0, UINT64_MAX - 7, JITOPS_ERR_INVALID_LAYOUT, "run past the address space"},
-    {"weight", 0, 0, UINT64_MAX - 0x100000 - 16, JITOPS_ERR_INVALID_LAYOUT, "run past"},
-    {"grad_output", 0, 0, UINT64_MAX - 3, JITOPS_ERR_INVALID_LAYOUT, "run past"},
-    {"loss", 0, 0, UINT64_MAX - 0xfffff, JITOPS_ERR_INVALID_LAYOUT, "run past"},
-    {"grad_weight", 0, 0, (uint64_t)1 << 63, JITOPS_ERR_NO_DEVICE, NULL},
+    {"target", -((int64_t)1 << 40), 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "elements would lie outside the address space"},
+    {"target", -1, 0, 0, 0, JITOPS_ERR_NO_DEVICE, NULL},
+    /* byte_offsets above 2^63 - 1; one that takes data past the end of the address space, one
+     * that leaves the first element inside but not the rest; one just below 2^63 (valid). */
+    {"input", 0, 0, UINT64_MAX - 7, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 18446744073709551608 is above 2^63 - 1"},
+    {"grad_output", 0, 0, UINT64_MAX - 3, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 18446744073709551612 is above 2^63 - 1"},
+    {"loss", 0, 0, (uint64_t)1 << 63, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 9223372036854775808 is above 2^63 - 1"},
+    {"weight", 0, 0, 0x2000, TOP_PAGE, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 8192 takes its data pointer past the end of the address space"},
+    {"weight", 0, 0, 0xc00, TOP_PAGE, JITOPS_ERR_INVALID_LAYOUT, /* 1 KiB left, 1280 bytes */
+     "elements would lie outside the address space"},
+    {"grad_weight", 0, 0, ((uint64_t)1 << 63) - 2, 0, JITOPS_ERR_NO_DEVICE, NULL},
 };
 
 /* Shapes, strides and byte offsets whose products and sums overflow: each is refused with
@@ -437,12 +448,14 @@ static void test_hostile_tensors(void) {
     mk(&c.loss, F32, 1, BT, 0);
     mk(&c.dy, F32, 1, BT, 0);
     tensor *x = by_name(&c, k->arg);
+    if (k->data != 0)
+      x->t.data = (void *)k->data;
     if (k->byte_offset != 0)
       x->t.byte_offset = k->byte_offset;
     else
       set_strides(x, k->s0, k->s1);
-    char needle[128];
-    snprintf(needle, sizeof needle, "%s's elements %s", k->arg, k->needle ? k->needle : "");
+    char needle[160];
+    snprintf(needle, sizeof needle, "%s's %s", k->arg, k->needle ? k->needle : "");
     CHECK_FAILS(fwd(&c), k->status, k->needle ? needle : NULL);
   }
   /* Shapes near INT64_MAX: element counts and byte spans past 2^63. */
@@ -452,23 +465,25 @@ static void test_hostile_tensors(void) {
   mk(&c.input, BF16, 2, INT64_MAX, H);
   CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input has more than 2^63 elements");
   mk(&c.input, BF16, 2, (int64_t)1 << 62, 1); /* 2^62 elements, 2^63 bytes */
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input's elements lie more than 2^63 bytes");
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE,
+              "input's shape [4611686018427387904, 1] spans more than 2^63 bytes");
   mk(&c.input, BF16, 2, BT, 1);
   mk(&c.weight, BF16, 2, INT64_MAX, 1);
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "weight's elements lie more than 2^63 bytes");
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "weight's shape");
   mk(&c.input, BF16, 2, BT, H);
   mk(&c.weight, BF16, 2, (int64_t)1 << 58, H); /* 2^62 elements, 2^63 bytes */
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "weight's elements lie more than 2^63 bytes");
-  /* An empty batch whose byte_offset wraps. */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "weight's shape");
+  /* An empty batch whose data + byte_offset wraps. */
   empty_batch_call(&c);
-  c.gi.t.byte_offset = UINT64_MAX - 0xfffff;
-  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input's elements run past");
+  c.gi.t.data = (void *)TOP_PAGE;
+  c.gi.t.byte_offset = 0x2000;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input's byte_offset 8192 takes its data");
   /* The workspace query validates the same way. */
   valid_call(&c);
   set_strides(&c.weight, HUGE_STRIDE, 1);
   size_t bytes;
   CHECK_FAILS(jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes), JITOPS_ERR_INVALID_LAYOUT,
-              "weight's elements lie more than");
+              "weight's strides (shape");
   /* Sizes that validate but whose scratch overflows size_t: V x 4 bytes of grad_bias's
    * accumulator (a bf16 bias of 2^62 - 1 elements spans less than 2^63 bytes). */
   valid_call(&c);
@@ -489,11 +504,11 @@ static void test_hostile_backward(void) {
   valid_backward(&dy, &gi, &gw, &gb);
   set_strides(&gw, HUGE_STRIDE, 1);
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
-              "grad_weight's elements lie more than");
+              "grad_weight's strides (shape");
   mk(&gw, F32, 2, V, H);
   set_strides(&gb, INT64_MIN, 0);
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
-              "grad_bias's elements lie more than");
+              "grad_bias's strides (shape");
   mk(&gb, BF16, 1, V, 0);
   mk(&gi, BF16, 2, INT64_MAX, 2);
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_OUT_OF_RANGE,
@@ -501,7 +516,7 @@ static void test_hostile_backward(void) {
   mk(&gi, BF16, 2, BT, H);
   dy.t.byte_offset = UINT64_MAX - 3;
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
-              "grad_output's elements run past the address space");
+              "grad_output's byte_offset");
   dy.t.byte_offset = 0;
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_NO_DEVICE,
               "compile-only");

@@ -123,13 +123,14 @@ typedef struct jitops_flce_tensors {
  *
  * Errors: JITOPS_ERR_INVALID_ARGUMENT (NULL runtime, tensors, required tensor, a bad
  * option, grad_bias without bias, a budget too small for the problem),
- * JITOPS_ERR_INVALID_SHAPE (ranks and sizes, H or V < 1), JITOPS_ERR_INVALID_DTYPE,
- * JITOPS_ERR_INVALID_LAYOUT (strides, byte offsets and alignment: elements more than 2^63
- * bytes apart, or past the address space), JITOPS_ERR_OUT_OF_RANGE (a compact tensor of
- * more than 2^63 elements or bytes, scratch that 64 bits cannot count),
- * JITOPS_ERR_INVALID_DEVICE, JITOPS_ERR_NO_DEVICE (compile-only runtime),
- * JITOPS_ERR_UNSUPPORTED (no cuBLASLt algorithm), JITOPS_ERR_COMPILE, JITOPS_ERR_DRIVER,
- * JITOPS_ERR_OUT_OF_MEMORY. Deterministic. Asynchronous on `stream`; never synchronizes. */
+ * JITOPS_ERR_INVALID_SHAPE (ranks and sizes, H or V < 1, a compact tensor of more than 2^63
+ * bytes), JITOPS_ERR_INVALID_DTYPE, JITOPS_ERR_INVALID_LAYOUT (strides, byte offsets and
+ * alignment: elements more than 2^63 bytes from the first, a byte_offset above 2^63 - 1,
+ * addresses past the address space), JITOPS_ERR_OUT_OF_RANGE (a tensor of more than 2^63
+ * elements, scratch that 64 bits cannot count), JITOPS_ERR_INVALID_DEVICE,
+ * JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_UNSUPPORTED (no cuBLASLt
+ * algorithm), JITOPS_ERR_COMPILE, JITOPS_ERR_DRIVER, JITOPS_ERR_OUT_OF_MEMORY.
+ * Deterministic. Asynchronous on `stream`; never synchronizes. */
 JITOPS_API jitops_status jitops_flce_forward(jitops_runtime_t *runtime,
                                              const jitops_flce_tensors *tensors,
                                              const jitops_flce_options *options,

@@ -1,9 +1,8 @@
 /* Validation of fused linear cross-entropy calls: every argument is checked on the host
- * before any device work, and each failure names the argument and what was expected. Sizes
- * and strides come from the caller, so what is computed from them is checked arithmetic: a
- * wrapped offset would pass the check it was computed for. */
+ * before any device work, and each failure names the argument and what was expected. Every
+ * tensor passes jitops__check_addressable before its strides or data pointer are used, so
+ * that no offset computed from them here, in plan.c or in the kernels overflows. */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ops/flce/args.h"
@@ -17,60 +16,6 @@ void jitops_flce_options_init(jitops_flce_options *options) {
   options->ignore_index = -100;
 }
 
-/* ---- where a tensor's elements lie -------------------------------------------------------- */
-
-/* The element offsets, from the first element, of a non-empty tensor's nearest and farthest
- * elements under `strides`; false when they overflow int64. */
-static bool element_range(const DLTensor *t, const int64_t *strides, int64_t *lowest,
-                          int64_t *highest) {
-  *lowest = *highest = 0;
-  for (int d = 0; d < t->ndim; ++d) {
-    int64_t reach;
-    if (!jitops__mul_i64(t->shape[d] - 1, strides[d], &reach) ||
-        !(reach < 0 ? jitops__add_i64(*lowest, reach, lowest)
-                    : jitops__add_i64(*highest, reach, highest)))
-      return false;
-  }
-  return true;
-}
-
-/* Fails unless every element of `t` (with `strides`, its own or compact ones) has a byte
- * offset from the first that int64 holds and an address inside the address space: the
- * launches index by int64 element and byte offsets, and one that wrapped around would reach
- * memory the tensor does not own. Offsets from the caller's strides fail as a layout, those
- * of a compact tensor as a size. */
-static jitops_status check_extent(const char *fn, const char *arg, const DLTensor *t,
-                                  const int64_t *strides) {
-  const int64_t elem = (int64_t)jitops__dtype_size(jitops__dtype_of(t->dtype));
-  int64_t lowest = 0, highest = 0, low_bytes = 0, high_bytes = 0;
-  if (jitops__tensor_numel(t) > 0 &&
-      (!element_range(t, strides, &lowest, &highest) ||
-       !jitops__mul_i64(lowest, elem > 0 ? elem : 1, &low_bytes) ||
-       !jitops__add_i64(highest, 1, &high_bytes) ||
-       !jitops__mul_i64(high_bytes, elem > 0 ? elem : 1, &high_bytes))) {
-    char shape[200], stride_text[200];
-    jitops__shape_text(t->shape, t->ndim, shape, sizeof shape);
-    if (t->strides != NULL)
-      jitops__shape_text(t->strides, t->ndim, stride_text, sizeof stride_text);
-    else
-      snprintf(stride_text, sizeof stride_text, "NULL (compact)");
-    return jitops__fail(t->strides != NULL ? JITOPS_ERR_INVALID_LAYOUT : JITOPS_ERR_OUT_OF_RANGE,
-                        "%s: %s's elements lie more than 2^63 bytes apart (shape %s, strides %s)",
-                        fn, arg, shape, stride_text);
-  }
-  const uintptr_t data = (uintptr_t)t->data;
-  const uintptr_t first = data + (uintptr_t)t->byte_offset;
-  if (t->byte_offset > UINTPTR_MAX - data || (uintptr_t)high_bytes > UINTPTR_MAX - first ||
-      (uintptr_t)0 - (uintptr_t)low_bytes > first)
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: %s's elements run past the address space (data %p, byte_offset "
-                        "%llu)",
-                        fn, arg, t->data, (unsigned long long)t->byte_offset);
-  return JITOPS_SUCCESS;
-}
-
-/* ---- the tensors' forms -------------------------------------------------------------------- */
-
 /* A matrix for cuBLASLt: rank 2, contiguous rows, row stride >= columns. */
 static jitops_status check_matrix(const char *fn, const char *arg, const DLTensor *t,
                                   jitops_runtime_t *runtime, void **ptr, int64_t *ld) {
@@ -78,7 +23,7 @@ static jitops_status check_matrix(const char *fn, const char *arg, const DLTenso
   if (t->ndim != 2)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s must have rank 2, got rank %d", fn, arg,
                         t->ndim);
-  JITOPS__TRY(jitops__check_numel(fn, arg, t)); /* compact strides are products of the shape */
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   int64_t s[2];
   jitops__tensor_strides(t, s);
   int64_t rows = t->shape[0], cols = t->shape[1];
@@ -91,7 +36,6 @@ static jitops_status check_matrix(const char *fn, const char *arg, const DLTenso
     return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                         "%s: %s's row stride %lld is below its %lld columns (rows would overlap)",
                         fn, arg, (long long)s[0], (long long)cols);
-  JITOPS__TRY(check_extent(fn, arg, t, s));
   JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   *ptr = jitops__tensor_ptr(t);
   *ld = rows > 1 ? s[0] : (cols > 0 ? cols : 1);
@@ -120,12 +64,12 @@ static jitops_status check_vector(const char *fn, const char *arg, const DLTenso
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
                         "%s: %s must have shape [%s] = [%lld], got [%lld]", fn, arg, dim,
                         (long long)n, (long long)t->shape[0]);
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   int64_t s;
   jitops__tensor_strides(t, &s);
   if (output && n > 1 && s == 0)
     return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                         "%s: %s has stride 0, but an output needs one element per row", fn, arg);
-  JITOPS__TRY(check_extent(fn, arg, t, &s));
   JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   *ptr = jitops__tensor_ptr(t);
   *stride = s;
@@ -134,8 +78,7 @@ static jitops_status check_vector(const char *fn, const char *arg, const DLTenso
 
 /* Where a scalar's one element lies (its shape checked: rank 0, or [1]). */
 static jitops_status check_scalar_address(const char *fn, const char *arg, const DLTensor *t) {
-  const int64_t unused_stride = 0; /* one element: no stride is ever applied */
-  JITOPS__TRY(check_extent(fn, arg, t, &unused_stride));
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   return jitops__check_aligned(fn, arg, t);
 }
 
