@@ -1,7 +1,7 @@
 /* How fast could the fused linear cross-entropy's GEMMs run? For each GEMM shape the op
  * issues (bf16 in, f32 compute), time the first algorithms cuBLASLt's heuristic proposes and
  * print TFLOP/s per algorithm: the headroom between the heuristic's first choice (what the op
- * runs) and the best one. Shapes are row-major, as runtime/ops/flce.c states them.
+ * runs) and the best one. Shapes are row-major, as ops/flce/run.c states them.
  *
  *   bench_flce_gemm_probe [BT H V]      (default 8192 4096 128256) */
 #include <stdio.h>

@@ -95,6 +95,69 @@ jitops_status jitops__check_aligned(const char *fn, const char *arg, const DLTen
   return JITOPS_SUCCESS;
 }
 
+/* The byte offsets, from its first element, of the lowest element of non-empty `t` and of
+ * the end of its highest into [*low, *high); false when one does not fit int64. Needs an
+ * element count that fits int64, so that compact strides do. */
+static bool byte_extent(const DLTensor *t, int64_t *low, int64_t *high) {
+  int64_t strides[MAX_NDIM], below = 0, above = 0;
+  jitops__tensor_strides(t, strides);
+  for (int d = 0; d < t->ndim; ++d) {
+    int64_t reach;
+    if (t->shape[d] < 2)
+      continue;
+    if (!jitops__mul_i64(strides[d], t->shape[d] - 1, &reach))
+      return false;
+    int64_t *side = reach < 0 ? &below : &above;
+    if (!jitops__add_i64(*side, reach, side))
+      return false;
+  }
+  const int64_t element = (int64_t)jitops__dtype_size(jitops__dtype_of(t->dtype));
+  return jitops__mul_i64(below, element, low) && jitops__mul_i64(above, element, high) &&
+         jitops__add_i64(*high, element, high);
+}
+
+/* Fails unless data + byte_offset, and every element around it ([low, high) bytes from it),
+ * lie inside the address space, with a byte_offset that a pointer may be offset by. */
+static jitops_status check_address(const char *fn, const char *arg, const DLTensor *t, int64_t low,
+                                   int64_t high) {
+  const uint64_t data = (uint64_t)(uintptr_t)t->data;
+  uint64_t first, last;
+  if (t->byte_offset > (uint64_t)INT64_MAX)
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT, "%s: %s's byte_offset %llu is above 2^63 - 1",
+                        fn, arg, (unsigned long long)t->byte_offset);
+  if (__builtin_add_overflow(data, t->byte_offset, &first))
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
+                        "%s: %s's byte_offset %llu takes its data pointer past the end of the "
+                        "address space",
+                        fn, arg, (unsigned long long)t->byte_offset);
+  if ((uint64_t)0 - (uint64_t)low > first || __builtin_add_overflow(first, (uint64_t)high, &last))
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
+                        "%s: %s's elements would lie outside the address space (from data + "
+                        "byte_offset, by its shape and strides)",
+                        fn, arg);
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops__check_addressable(const char *fn, const char *arg, const DLTensor *t) {
+  if (t->ndim > MAX_NDIM)
+    return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s has rank %d; at most %d are supported",
+                        fn, arg, t->ndim, MAX_NDIM);
+  JITOPS__TRY(jitops__check_numel(fn, arg, t));
+  int64_t low = 0, high = 0;
+  if (jitops__tensor_numel(t) > 0 && !byte_extent(t, &low, &high)) {
+    char shape[160];
+    jitops__shape_text(t->shape, t->ndim, shape, sizeof shape);
+    if (t->strides == NULL)
+      return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's shape %s spans more than 2^63 bytes",
+                          fn, arg, shape);
+    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
+                        "%s: %s's strides (shape %s) put elements more than 2^63 bytes from its "
+                        "first",
+                        fn, arg, shape);
+  }
+  return check_address(fn, arg, t, low, high);
+}
+
 typedef struct dim_extent {
   int64_t stride; /* absolute */
   int64_t size;   /* > 1 */
@@ -169,7 +232,7 @@ int64_t jitops__tensor_numel(const DLTensor *t) {
 }
 
 void *jitops__tensor_ptr(const DLTensor *t) {
-  return (char *)t->data + t->byte_offset;
+  return (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
 }
 
 int jitops__same_shape(const DLTensor *a, const DLTensor *b) {

@@ -37,6 +37,16 @@ jitops_status jitops__check_numel(const char *fn, const char *arg, const DLTenso
  * size of the tensor's dtype (a kernel reading a misaligned element would fault). */
 jitops_status jitops__check_aligned(const char *fn, const char *arg, const DLTensor *tensor);
 
+/* What every tensor passes before its strides or its data pointer are used in arithmetic:
+ * an element count that fits int64 (JITOPS_ERR_OUT_OF_RANGE), elements whose byte offsets
+ * from the first fit int64 (JITOPS_ERR_INVALID_LAYOUT when its strides put one further,
+ * JITOPS_ERR_INVALID_SHAPE when a compact shape does), a byte_offset of at most 2^63 - 1, and
+ * addresses from data + byte_offset to its last byte inside the address space
+ * (JITOPS_ERR_INVALID_LAYOUT). Once it passes, no element or byte offset of the tensor, and
+ * no address computed from them, overflows. For a tensor whose rank
+ * jitops__tensor_check has bounded. */
+jitops_status jitops__check_addressable(const char *fn, const char *arg, const DLTensor *tensor);
+
 /* Whether two elements of `tensor` may share an address. Sorting the dimensions of more than
  * one element by |stride|, each stride must be at least the span of the smaller ones (their
  * largest offset plus one); that accepts every permuted, sliced or flipped view of a dense
@@ -49,6 +59,25 @@ bool jitops__tensor_overlaps_self(const DLTensor *tensor);
 jitops_status jitops__check_no_self_overlap(const char *fn, const char *arg,
                                             const DLTensor *tensor);
 
+/* ---- checked arithmetic ------------------------------------------------------------------- */
+
+/* *out = a * b, or a + b, when the exact result fits the type; false (*out then unspecified)
+ * when it does not. For every size, stride, byte count and workspace size computed from a
+ * caller's tensors or options: a product that wrapped around would pass the very check it was
+ * computed for. */
+static inline bool jitops__mul_i64(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool jitops__add_i64(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+static inline bool jitops__mul_size(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool jitops__add_size(size_t a, size_t b, size_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+
 /* ---- accessors ---------------------------------------------------------------------------- */
 
 /* Element strides of `tensor` (its own, or compact row-major when NULL) into out[ndim]. */
@@ -57,7 +86,8 @@ void jitops__tensor_strides(const DLTensor *tensor, int64_t *out);
 /* The element count; INT64_MAX when it overflows (jitops__check_numel rejects that). */
 int64_t jitops__tensor_numel(const DLTensor *tensor);
 
-/* The first element's address: data + byte_offset. */
+/* The first element's address: data + byte_offset, added as integers (a byte_offset that
+ * runs past the address space wraps around instead of being undefined behaviour). */
 void *jitops__tensor_ptr(const DLTensor *tensor);
 
 /* 1 when both have the same ndim and shape. */

@@ -1,10 +1,11 @@
 /* Fused linear cross-entropy without a GPU: every bad argument gives its status and a message
- * that names it; the planner's choices and bounds; the row-major to cuBLASLt (column-major)
- * GEMM mapping against a reference product. */
+ * that names it, hostile tensors (sizes, strides and offsets whose arithmetic overflows)
+ * included; the planner's choices and bounds; the row-major to cuBLASLt (column-major) GEMM
+ * mapping against a reference product. */
 #include <math.h>
 
-#include "runtime/ops/flce_gemm.h"
-#include "runtime/ops/flce_plan.h"
+#include "ops/flce/gemm.h"
+#include "ops/flce/plan.h"
 #include "testutil.h"
 
 enum { BT = 8, H = 16, V = 40 };
@@ -66,6 +67,15 @@ static void valid_call(call *c) {
   c->ts.grad_weight = &c->gw.t;
   c->ts.grad_bias = &c->gb.t;
   jitops_flce_options_init(&c->opt);
+}
+
+/* The same with BT = 0. */
+static void empty_batch_call(call *c) {
+  valid_call(c);
+  mk(&c->input, BF16, 2, 0, H);
+  mk(&c->target, I64, 1, 0, 0);
+  mk(&c->gi, BF16, 2, 0, H);
+  mk(&c->lse, F32, 1, 0, 0);
 }
 
 static jitops_runtime_t *rt;
@@ -172,11 +182,7 @@ static void test_shapes(void) {
   c.ts.bias = NULL;
   CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "grad_bias is given but bias is NULL");
   /* An empty batch is valid. */
-  valid_call(&c);
-  mk(&c.input, BF16, 2, 0, H);
-  mk(&c.target, I64, 1, 0, 0);
-  mk(&c.gi, BF16, 2, 0, H);
-  mk(&c.lse, F32, 1, 0, 0);
+  empty_batch_call(&c);
   CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
 }
 
@@ -327,12 +333,17 @@ static void test_workspace_size(void) {
               "options->softcap");
 }
 
+/* Valid arguments of jitops_flce_backward: a scalar dy and the three saved gradients. */
+static void valid_backward(tensor *dy, tensor *gi, tensor *gw, tensor *gb) {
+  mk(dy, F32, 0, 0, 0);
+  mk(gi, BF16, 2, BT, H);
+  mk(gw, F32, 2, V, H);
+  mk(gb, BF16, 1, V, 0);
+}
+
 static void test_backward(void) {
   tensor dy, gi, gw, gb;
-  mk(&dy, F32, 0, 0, 0);
-  mk(&gi, BF16, 2, BT, H);
-  mk(&gw, F32, 2, V, H);
-  mk(&gb, BF16, 1, V, 0);
+  valid_backward(&dy, &gi, &gw, &gb);
   CHECK_FAILS(jitops_flce_backward(NULL, &dy.t, &gi.t, &gw.t, &gb.t, NULL),
               JITOPS_ERR_INVALID_ARGUMENT, "runtime");
   CHECK_FAILS(jitops_flce_backward(rt, NULL, &gi.t, &gw.t, &gb.t, NULL),
@@ -357,6 +368,239 @@ static void test_backward(void) {
               "grad_bias");
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, NULL, NULL), JITOPS_ERR_NO_DEVICE,
               "compile-only");
+}
+
+/* ---- hostile tensors ------------------------------------------------------------------ */
+
+#define HUGE_STRIDE ((int64_t)1 << 62)
+
+/* The tensor of a call that its message calls `arg`. */
+static tensor *by_name(call *c, const char *arg) {
+  struct {
+    const char *arg;
+    tensor *t;
+  } all[] = {{"input", &c->input},   {"weight", &c->weight},  {"bias", &c->bias},
+             {"target", &c->target}, {"grad_output", &c->dy}, {"loss", &c->loss},
+             {"lse", &c->lse},       {"grad_input", &c->gi},  {"grad_weight", &c->gw},
+             {"grad_bias", &c->gb}};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+    if (strcmp(all[i].arg, arg) == 0)
+      return all[i].t;
+  return NULL;
+}
+
+/* One hostile layout of one tensor of a valid call (reduction none: loss and dy are [BT]),
+ * and the failure it must give: strides {s0, s1} (s1 unused by vectors), or byte_offset (and
+ * data, when not 0). */
+typedef struct layout_case {
+  const char *arg;
+  int64_t s0, s1;
+  uint64_t byte_offset; /* 0: the strides instead */
+  uintptr_t data;       /* 0: the call's */
+  jitops_status status;
+  const char *needle; /* after "<arg>'s " */
+} layout_case;
+
+#define TOP_PAGE (UINTPTR_MAX - 0xfff) /* an aligned address 4 KiB below the end */
+
+static const layout_case layout_cases[] = {
+    /* Offsets that wrap int64: {2^62, 1} over 8 rows, INT64_MAX, INT64_MIN, -2^62, and a
+     * stride whose element offsets fit but whose byte offsets do not (7 x 2^60 x 8). */
+    {"input", HUGE_STRIDE, 1, 0, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "strides (shape [8, 16]) put elements more than 2^63 bytes from its first"},
+    {"grad_weight", HUGE_STRIDE, 1, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"grad_input", INT64_MAX, 1, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"bias", INT64_MIN, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"target", INT64_MIN, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"target", -HUGE_STRIDE / 4, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"lse", INT64_MAX, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"grad_bias", HUGE_STRIDE, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"loss", -HUGE_STRIDE, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    {"grad_output", INT64_MIN, 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT, "strides (shape"},
+    /* A stride that fits but reaches below address 0; one that stays inside. */
+    {"target", -((int64_t)1 << 40), 0, 0, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "elements would lie outside the address space"},
+    {"target", -1, 0, 0, 0, JITOPS_ERR_NO_DEVICE, NULL},
+    /* byte_offsets above 2^63 - 1; one that takes data past the end of the address space, one
+     * that leaves the first element inside but not the rest; one just below 2^63 (valid). */
+    {"input", 0, 0, UINT64_MAX - 7, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 18446744073709551608 is above 2^63 - 1"},
+    {"grad_output", 0, 0, UINT64_MAX - 3, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 18446744073709551612 is above 2^63 - 1"},
+    {"loss", 0, 0, (uint64_t)1 << 63, 0, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 9223372036854775808 is above 2^63 - 1"},
+    {"weight", 0, 0, 0x2000, TOP_PAGE, JITOPS_ERR_INVALID_LAYOUT,
+     "byte_offset 8192 takes its data pointer past the end of the address space"},
+    {"weight", 0, 0, 0xc00, TOP_PAGE, JITOPS_ERR_INVALID_LAYOUT, /* 1 KiB left, 1280 bytes */
+     "elements would lie outside the address space"},
+    {"grad_weight", 0, 0, ((uint64_t)1 << 63) - 2, 0, JITOPS_ERR_NO_DEVICE, NULL},
+};
+
+/* Shapes, strides and byte offsets whose products and sums overflow: each is refused with
+ * its status and names its argument, before anything is computed from it (UBSan runs this
+ * test too: no overflow may happen on the way to the refusal). */
+static void test_hostile_tensors(void) {
+  call c;
+  for (size_t i = 0; i < sizeof layout_cases / sizeof layout_cases[0]; ++i) {
+    const layout_case *k = &layout_cases[i];
+    valid_call(&c);
+    c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+    mk(&c.loss, F32, 1, BT, 0);
+    mk(&c.dy, F32, 1, BT, 0);
+    tensor *x = by_name(&c, k->arg);
+    if (k->data != 0)
+      x->t.data = (void *)k->data;
+    if (k->byte_offset != 0)
+      x->t.byte_offset = k->byte_offset;
+    else
+      set_strides(x, k->s0, k->s1);
+    char needle[160];
+    snprintf(needle, sizeof needle, "%s's %s", k->arg, k->needle ? k->needle : "");
+    CHECK_FAILS(fwd(&c), k->status, k->needle ? needle : NULL);
+  }
+  /* Shapes near INT64_MAX: element counts and byte spans past 2^63. */
+  valid_call(&c);
+  mk(&c.input, BF16, 2, (int64_t)1 << 62, 4);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input has more than 2^63 elements");
+  mk(&c.input, BF16, 2, INT64_MAX, H);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "input has more than 2^63 elements");
+  mk(&c.input, BF16, 2, (int64_t)1 << 62, 1); /* 2^62 elements, 2^63 bytes */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE,
+              "input's shape [4611686018427387904, 1] spans more than 2^63 bytes");
+  mk(&c.input, BF16, 2, BT, 1);
+  mk(&c.weight, BF16, 2, INT64_MAX, 1);
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "weight's shape");
+  mk(&c.input, BF16, 2, BT, H);
+  mk(&c.weight, BF16, 2, (int64_t)1 << 58, H); /* 2^62 elements, 2^63 bytes */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_SHAPE, "weight's shape");
+  /* An empty batch whose data + byte_offset wraps. */
+  empty_batch_call(&c);
+  c.gi.t.data = (void *)TOP_PAGE;
+  c.gi.t.byte_offset = 0x2000;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_LAYOUT, "grad_input's byte_offset 8192 takes its data");
+  /* The workspace query validates the same way. */
+  valid_call(&c);
+  set_strides(&c.weight, HUGE_STRIDE, 1);
+  size_t bytes;
+  CHECK_FAILS(jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes), JITOPS_ERR_INVALID_LAYOUT,
+              "weight's strides (shape");
+  /* Sizes that validate but whose scratch overflows size_t: V x 4 bytes of grad_bias's
+   * accumulator (a bf16 bias of 2^62 - 1 elements spans less than 2^63 bytes). */
+  valid_call(&c);
+  int64_t v = ((int64_t)1 << 62) - 1;
+  mk(&c.input, BF16, 2, BT, 1);
+  mk(&c.weight, BF16, 2, v, 1);
+  mk(&c.bias, BF16, 1, v, 0);
+  mk(&c.gb, BF16, 1, v, 0);
+  c.ts.grad_input = c.ts.grad_weight = NULL;
+  c.opt.scratch_budget_bytes = INT64_MAX;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_OUT_OF_RANGE, "more scratch bytes than size_t counts");
+  c.ts.bias = c.ts.grad_bias = NULL; /* without it, any budget is too small for one row */
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "scratch_budget_bytes");
+}
+
+static void test_hostile_backward(void) {
+  tensor dy, gi, gw, gb;
+  valid_backward(&dy, &gi, &gw, &gb);
+  set_strides(&gw, HUGE_STRIDE, 1);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_weight's strides (shape");
+  mk(&gw, F32, 2, V, H);
+  set_strides(&gb, INT64_MIN, 0);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_bias's strides (shape");
+  mk(&gb, BF16, 1, V, 0);
+  mk(&gi, BF16, 2, INT64_MAX, 2);
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_OUT_OF_RANGE,
+              "grad_input has more than 2^63 elements");
+  mk(&gi, BF16, 2, BT, H);
+  dy.t.byte_offset = UINT64_MAX - 3;
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_output's byte_offset");
+  dy.t.byte_offset = 0;
+  CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_NO_DEVICE,
+              "compile-only");
+}
+
+/* Random hostile variations of a valid call: one to three fields of random tensors set to
+ * extreme values. Every call must end in a status (NO_DEVICE when it validated) and leave a
+ * message; under UBSan, no arithmetic on the way may overflow. */
+static int64_t extreme_i64(uint64_t *seed) {
+  static const int64_t values[] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   INT64_MAX,
+                                   INT64_MIN,
+                                   INT64_MAX - 1,
+                                   INT64_MIN + 1,
+                                   HUGE_STRIDE,
+                                   -HUGE_STRIDE,
+                                   (int64_t)1 << 31,
+                                   (int64_t)1 << 32,
+                                   ((int64_t)1 << 62) - 1,
+                                   BT,
+                                   V,
+                                   H};
+  uint64_t r = test_rand_u64(seed);
+  if (r % 4 == 0)
+    return (int64_t)test_rand_u64(seed);
+  return values[(r / 4) % (sizeof values / sizeof values[0])];
+}
+
+static void mutate(call *c, uint64_t *seed) {
+  tensor *all[] = {&c->input, &c->weight, &c->bias, &c->target, &c->dy,
+                   &c->loss,  &c->lse,    &c->gi,   &c->gw,     &c->gb};
+  tensor *x = all[test_rand_u64(seed) % 10];
+  switch (test_rand_u64(seed) % 7) {
+  case 0:
+    x->shape[test_rand_u64(seed) % 2] = extreme_i64(seed);
+    break;
+  case 1:
+    set_strides(x, x->t.strides ? x->strides[0] : x->shape[1], x->t.strides ? x->strides[1] : 1);
+    x->strides[test_rand_u64(seed) % 2] = extreme_i64(seed);
+    break;
+  case 2:
+    x->t.byte_offset = test_rand_u64(seed) % 2 ? (uint64_t)extreme_i64(seed)
+                                               : UINT64_MAX - test_rand_u64(seed) % 4096;
+    break;
+  case 3:
+    x->t.data = (void *)(uintptr_t)(test_rand_u64(seed) % 2 ? 0 : UINTPTR_MAX - 0xffff);
+    break;
+  case 4:
+    x->t.ndim = (int32_t)(test_rand_u64(seed) % 3);
+    break;
+  case 5:
+    c->opt.chunk_rows = extreme_i64(seed);
+    break;
+  default:
+    c->opt.scratch_budget_bytes = extreme_i64(seed);
+    break;
+  }
+}
+
+static void test_random_hostile(void) {
+  uint64_t seed = 23;
+  int validated = 0;
+  for (int i = 0; i < 20000; ++i) {
+    call c;
+    valid_call(&c);
+    if (test_rand_u64(&seed) % 2)
+      c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE, mk(&c.loss, F32, 1, BT, 0),
+      c.ts.grad_output = NULL;
+    int n = 1 + (int)(test_rand_u64(&seed) % 3);
+    for (int k = 0; k < n; ++k)
+      mutate(&c, &seed);
+    size_t bytes;
+    jitops_status forward = fwd(&c);
+    CHECK(forward != JITOPS_SUCCESS && jitops_last_error()[0] != '\0');
+    jitops_status size = jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes);
+    CHECK(size == (forward == JITOPS_ERR_NO_DEVICE ? JITOPS_SUCCESS : forward));
+    jitops_status backward = jitops_flce_backward(rt, &c.dy.t, &c.gi.t, &c.gw.t, &c.gb.t, NULL);
+    CHECK(backward != JITOPS_SUCCESS && jitops_last_error()[0] != '\0');
+    validated += forward == JITOPS_ERR_NO_DEVICE;
+  }
+  CHECK(validated > 0 && validated < 20000);
 }
 
 /* ---- the planner ---------------------------------------------------------------------- */
@@ -461,6 +705,50 @@ static void test_plan(void) {
   p = problem(8192, 4096, 128256, 1 << 20);
   CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_INVALID_ARGUMENT,
               "scratch_budget_bytes");
+  /* The largest budget plans as any other. */
+  p = problem(8192, 4096, 128256, INT64_MAX);
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && plan.chunk_rows == 8192);
+  check_plan(&p, &plan);
+}
+
+/* Problems whose scratch arithmetic overflows: refused, or (an accumulator beyond any budget)
+ * planned without it, never wrapped into a small size. */
+static void test_plan_overflow(void) {
+  const char *fn = "test";
+  jitops__flce_plan plan;
+  jitops__flce_problem p = problem(8192, 4096, INT64_MAX, INT64_MAX);
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "weight's V = 9223372036854775807");
+  p = problem(INT64_MAX, 4096, 128256, INT64_MAX);
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "more scratch bytes than size_t counts");
+  p = problem(8192, 4096, ((int64_t)1 << 62) - 64, INT64_MAX); /* a row of 2^63 bytes */
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_INVALID_ARGUMENT,
+              "scratch_budget_bytes");
+  p = problem(8192, 4096, ((int64_t)1 << 62) - 64, INT64_MAX);
+  p.elem = 4; /* 2^64 bytes */
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "more scratch bytes than size_t counts");
+  p = problem(8192, 4096, 128256, INT64_MAX);
+  p.grad_bias = true;
+  p.v = ((int64_t)1 << 62) - 64; /* the bias accumulator: 2^64 bytes */
+  p.elem = 1;
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_OUT_OF_RANGE,
+              "more scratch bytes than size_t counts");
+  /* V x H x 4 bytes of accumulator past size_t: the vocab algorithm, as for any accumulator
+   * that does not fit. */
+  p = problem(8192, (int64_t)1 << 40, 1 << 20, (int64_t)8 << 30);
+  p.chunk_rows = 64;
+  CHECK_OK(jitops__flce_plan_make(fn, &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB && !plan.grad_weight_acc);
+  check_plan(&p, &plan);
+  /* A chunk whose logits overflow size_t. */
+  p = problem((int64_t)1 << 40, 64, (int64_t)1 << 30, INT64_MAX);
+  p.grad_weight = false;
+  p.chunk_rows = (int64_t)1 << 40;
+  CHECK_FAILS(jitops__flce_plan_make(fn, &p, &plan), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->chunk_rows 1099511627776 needs more bytes of logits than size_t");
 }
 
 /* ---- the GEMM mapping ----------------------------------------------------------------- */
@@ -540,7 +828,11 @@ int main(void) {
   test_options();
   test_workspace_size();
   test_backward();
+  test_hostile_tensors();
+  test_hostile_backward();
+  test_random_hostile();
   test_plan();
+  test_plan_overflow();
   test_gemm_mapping();
   jitops_runtime_destroy(rt);
   return test_finish("test_flce_validation");

@@ -1,6 +1,7 @@
 /* The core's tensor checks that every op family uses (runtime/tensor_checks.h): the one
  * self-overlap rule on the layouts that matter (permuted, sliced, flipped, broadcast, empty,
- * huge strides), element alignment and the element count's overflow. No GPU, no runtime. */
+ * huge strides), element alignment, the element count's overflow, and addressability (byte
+ * offsets and addresses that wrap). No GPU, no runtime. */
 #include "runtime/tensor_checks.h"
 #include "testutil.h"
 
@@ -82,9 +83,52 @@ static void element_counts(void) {
   CHECK(strcmp(jitops__shape_text(huge + 1, 2, text, sizeof text), "[3, 1]") == 0);
 }
 
+/* Element counts, byte offsets and addresses that overflow, each refused with its status. */
+static void addressable(void) {
+  int64_t s23[2] = {2, 3}, s33[2] = {3, 3}, s3[1] = {3}, s03[2] = {0, 3};
+  int64_t many[2] = {(int64_t)1 << 61, 4}, wide[2] = {(int64_t)1 << 60, 2};
+  int64_t empty_huge[3] = {0, (int64_t)1 << 62, 4};
+  DLTensor t = view(2, s23, NULL);
+  CHECK_OK(jitops__check_addressable("fn", "x", &t));
+  t = view(2, many, NULL);
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_OUT_OF_RANGE,
+              "fn: x has more than 2^63 elements");
+  t = view(2, wide, NULL); /* 2^61 elements of 4 bytes */
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_INVALID_SHAPE,
+              "fn: x's shape [1152921504606846976, 2] spans more than 2^63 bytes");
+  t = view(2, s33, (int64_t[]){(int64_t)1 << 62, 1});
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_INVALID_LAYOUT,
+              "fn: x's strides (shape [3, 3]) put elements more than 2^63 bytes from its first");
+  t = view(1, s3, (int64_t[]){INT64_MIN});
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_INVALID_LAYOUT, "strides");
+  t = view(1, s3, (int64_t[]){-((int64_t)1 << 40)}); /* below address 0 */
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_INVALID_LAYOUT,
+              "fn: x's elements would lie outside the address space");
+  t = view(2, s23, NULL);
+  t.byte_offset = (uint64_t)1 << 63;
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_INVALID_LAYOUT,
+              "fn: x's byte_offset 9223372036854775808 is above 2^63 - 1");
+  t.data = (void *)(UINTPTR_MAX - 0xfff);
+  t.byte_offset = 0x2000;
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_INVALID_LAYOUT,
+              "takes its data pointer past the end of the address space");
+  t.byte_offset = 0xff8; /* the first element fits, the other five do not */
+  CHECK_FAILS(jitops__check_addressable("fn", "x", &t), JITOPS_ERR_INVALID_LAYOUT,
+              "would lie outside the address space");
+  /* Empty tensors: no element, so only data + byte_offset counts; compact strides that would
+   * overflow are never formed. */
+  t = view(2, s03, NULL);
+  t.data = NULL;
+  t.byte_offset = 8;
+  CHECK_OK(jitops__check_addressable("fn", "x", &t));
+  t = view(3, empty_huge, NULL);
+  CHECK_OK(jitops__check_addressable("fn", "x", &t));
+}
+
 int main(void) {
   self_overlap();
   layout_failures();
   element_counts();
+  addressable();
   return test_finish("test_tensor_checks");
 }

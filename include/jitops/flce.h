@@ -116,16 +116,18 @@ typedef struct jitops_flce_tensors {
  * grad_weight, a V * H f32 accumulator. The rows algorithm is used when it fits
  * scratch_budget_bytes, the vocab algorithm otherwise; jitops_flce_workspace_size says how
  * much a call will use. Scratch comes from `workspace` when it is at least that large, else
- * allocated stream-ordered on `stream` from the runtime's memory pool. Measured (H100, bf16,
- * BT 8192, H 4096, V 128256, timed GEMM algorithms; see bench/NOTES-flce.md): the default
- * picks the vocab algorithm, 1.23x PyTorch's unfused time at 1.3 GiB peak; a budget of
- * BT * V * 2 bytes + 64 MiB picks one chunk, 0.92x at 3.0 GiB; PyTorch itself peaks at
- * 5.9 GiB.
+ * allocated stream-ordered on `stream` from the runtime's memory pool. A budget that holds
+ * the logits of all BT rows at once (BT * V * sizeof(T) beyond the rest) runs them as one
+ * chunk, with no accumulator: the fewest GEMMs, for the most memory. bench/NOTES-flce.md
+ * has the measured trade-off between time and memory.
  *
  * Errors: JITOPS_ERR_INVALID_ARGUMENT (NULL runtime, tensors, required tensor, a bad
  * option, grad_bias without bias, a budget too small for the problem),
- * JITOPS_ERR_INVALID_SHAPE (ranks and sizes, H or V < 1), JITOPS_ERR_INVALID_DTYPE,
- * JITOPS_ERR_INVALID_LAYOUT (strides and alignment), JITOPS_ERR_INVALID_DEVICE,
+ * JITOPS_ERR_INVALID_SHAPE (ranks and sizes, H or V < 1, a compact tensor of more than 2^63
+ * bytes), JITOPS_ERR_INVALID_DTYPE, JITOPS_ERR_INVALID_LAYOUT (strides, byte offsets and
+ * alignment: elements more than 2^63 bytes from the first, a byte_offset above 2^63 - 1,
+ * addresses past the address space), JITOPS_ERR_OUT_OF_RANGE (a tensor of more than 2^63
+ * elements, scratch that 64 bits cannot count), JITOPS_ERR_INVALID_DEVICE,
  * JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_UNSUPPORTED (no cuBLASLt
  * algorithm), JITOPS_ERR_COMPILE, JITOPS_ERR_DRIVER, JITOPS_ERR_OUT_OF_MEMORY.
  * Deterministic. Asynchronous on `stream`; never synchronizes. */

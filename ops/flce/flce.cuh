@@ -1,4 +1,4 @@
-// jitops/flce.cuh — the kernels of fused linear cross-entropy (runtime/ops/flce.c drives them).
+// jitops/flce.cuh — the kernels of fused linear cross-entropy (ops/flce/passes.c drives them).
 //
 // The GEMMs run in cuBLASLt; these kernels do everything between and after them:
 //   count_valid   the number of non-ignored rows, kept on the device for the mean;
@@ -10,38 +10,13 @@
 //   scale         the backward: saved gradients times a scalar dy read on the device
 //                 (convert_flat, scale_flat: the contiguous cases, vectorized).
 // Every reduction runs in a fixed order (no floating-point atomics): reruns are bit-identical.
+// Each kernel takes one argument struct of jitops/flce_abi.h, by value.
 #pragma once
 #include "jitops/common.cuh"
+#include "jitops/flce_abi.h"
 
 namespace jitops {
 namespace flce {
-
-enum { MODE_STATS = 0, MODE_FULL = 1, MODE_SLICE = 2 };
-
-// The arguments of rows<>, passed by value. runtime/ops/flce.c declares the same struct;
-// every member is 8 bytes so that both compilers lay it out identically.
-struct RowArgs {
-  void *logits;            // T [rows, ld]: the GEMM's logits, overwritten by the gradient
-  const long long *target; // [BT], indexed by the global row
-  const void *bias;        // T [V] or NULL
-  const void *dy;          // DY: [BT] (reduction none) or a scalar; NULL means 1
-  const long long *count;  // the number of non-ignored rows (read for the mean)
-  void *lse_rows;          // acc_t<T> [BT]: written by STATS/FULL, read by SLICE
-  void *loss_rows;         // acc_t<T> [BT]: written by STATS/FULL
-  long long ld;            // row stride of `logits`, a multiple of 16 bytes
-  long long row0;          // global row of the buffer's first row
-  long long ncols;         // columns held by the buffer
-  long long col0;          // vocabulary index of the buffer's column 0
-  long long vocab;         // V
-  long long target_stride;
-  long long bias_stride;
-  long long dy_stride; // 0 for a scalar dy
-  long long ignore_index;
-  double label_smoothing;
-  double softcap; // used when SOFTCAP
-  double z_loss_scale;
-};
-static_assert(sizeof(RowArgs) == 19 * 8, "RowArgs must match runtime/ops/flce.c");
 
 __device__ __forceinline__ float fexp(float x) {
   return expf(x);
@@ -62,7 +37,7 @@ __device__ __forceinline__ double ftanh(double x) {
   return ::tanh(x);
 }
 
-template <class T, int N> struct alignas(16) Pack { T v[N]; };
+template <class T, int N> struct alignas(JITOPS__FLCE_VECTOR_BYTES) Pack { T v[N]; };
 
 // Merges the online-softmax state (m2, s2) into (m, s): s is the sum of exp(z - m).
 template <class A> __device__ __forceinline__ void merge(A &m, A &s, A m2, A s2) {
@@ -112,7 +87,7 @@ __device__ __forceinline__ acc_t<T> logit(acc_t<T> raw, const T *bias, long long
 }
 
 template <class T, int BLOCK> __device__ __forceinline__ void zero_row(T *row, long long ncols) {
-  constexpr int VEC = 16 / sizeof(T);
+  constexpr int VEC = JITOPS__FLCE_VECTOR_BYTES / sizeof(T);
   Pack<T, VEC> zero;
 #pragma unroll
   for (int k = 0; k < VEC; ++k)
@@ -124,17 +99,19 @@ template <class T, int BLOCK> __device__ __forceinline__ void zero_row(T *row, l
     row[j] = zero.v[0];
 }
 
-// One block per buffer row. MODE_STATS computes the row's log-sum-exp and loss; MODE_FULL
-// also overwrites the row with d(loss)/d(logits) times the row's scale; MODE_SLICE writes
-// the gradient of a vocabulary slice from the log-sum-exp saved by an earlier pass.
+// One block per buffer row. MODE (JITOPS__FLCE_MODE_*): STATS computes the row's log-sum-exp
+// and loss; FULL also overwrites the row with d(loss)/d(logits) times the row's scale; SLICE
+// writes the gradient of a vocabulary slice from the log-sum-exp saved by an earlier pass.
 // The gradient, with p = softmax(z), eps = label smoothing, zl = z-loss scale:
 //   g_j = p_j (1 + 2 zl lse) - eps / V - (1 - eps) [j == y],  times 1 - (z_j / cap)^2 with a
 //   softcap, times dy / count (mean) or dy; it is rounded to T once, after all the terms.
 template <class T, class DY, int BLOCK, int MODE, bool BIAS, bool SOFTCAP, bool SMOOTH, bool ZLOSS,
           bool MEAN>
-__global__ void __launch_bounds__(BLOCK) rows(RowArgs a) {
+__global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
   typedef acc_t<T> A;
-  constexpr int VEC = 16 / sizeof(T);
+  constexpr int VEC = JITOPS__FLCE_VECTOR_BYTES / sizeof(T);
+  static_assert(JITOPS__FLCE_LOGITS_LD_MULTIPLE % VEC == 0,
+                "every row of a logits buffer must start on a vector access");
   typedef Pack<T, VEC> P;
   const long long t = a.row0 + blockIdx.x;
   T *row = static_cast<T *>(a.logits) + (long long)blockIdx.x * a.ld;
@@ -145,9 +122,9 @@ __global__ void __launch_bounds__(BLOCK) rows(RowArgs a) {
   const long long nvec = a.ncols / VEC;
 
   if (y == a.ignore_index) { // no loss, no gradient, not counted
-    if (MODE != MODE_STATS)
+    if (MODE != JITOPS__FLCE_MODE_STATS)
       zero_row<T, BLOCK>(row, a.ncols);
-    if (MODE != MODE_SLICE && threadIdx.x == 0) {
+    if (MODE != JITOPS__FLCE_MODE_SLICE && threadIdx.x == 0) {
       lse_rows[t] = 0;
       loss_rows[t] = 0;
     }
@@ -157,7 +134,7 @@ __global__ void __launch_bounds__(BLOCK) rows(RowArgs a) {
   const A eps = SMOOTH ? (A)a.label_smoothing : (A)0;
   const A eps_v = SMOOTH ? eps / (A)a.vocab : (A)0;
   A lse;
-  if (MODE != MODE_SLICE) {
+  if (MODE != JITOPS__FLCE_MODE_SLICE) {
     // The target's logit is read before any thread can overwrite the row.
     A zy = 0;
     if (threadIdx.x == 0)
@@ -201,7 +178,7 @@ __global__ void __launch_bounds__(BLOCK) rows(RowArgs a) {
       lse_rows[t] = lse;
       loss_rows[t] = loss;
     }
-    if (MODE == MODE_STATS)
+    if (MODE == JITOPS__FLCE_MODE_STATS)
       return;
   } else {
     lse = lse_rows[t];
@@ -241,133 +218,144 @@ __global__ void __launch_bounds__(BLOCK) rows(RowArgs a) {
   }
 }
 
-// The number of rows whose target is not ignore_index. One block of 1024 threads; integer
-// sums are exact in any order.
-__global__ void __launch_bounds__(1024)
-    count_valid(const long long *target, long long stride, long long n, long long ignore_index,
-                long long *count) {
-  __shared__ long long partial[32];
-  long long c = 0;
-  for (long long i = threadIdx.x; i < n; i += 1024)
-    c += target[i * stride] != ignore_index;
+// The sum of every thread's v over a block of THREADS threads, in a fixed order (butterfly
+// within each warp, then the warps in order), so that a floating-point sum is the same on
+// every run. The result is thread 0's; other threads get 0.
+template <int THREADS, class S> __device__ __forceinline__ S block_sum(S v) {
+  constexpr int WARPS = THREADS / 32;
+  __shared__ S partial[WARPS];
   for (int off = 16; off > 0; off >>= 1)
-    c += __shfl_xor_sync(0xffffffffu, c, off);
+    v += __shfl_xor_sync(0xffffffffu, v, off);
   if (threadIdx.x % 32 == 0)
-    partial[threadIdx.x / 32] = c;
+    partial[threadIdx.x / 32] = v;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    long long total = 0;
-    for (int w = 0; w < 32; ++w)
+  S total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < WARPS; ++w)
       total += partial[w];
-    *count = total;
-  }
+  return total;
+}
+
+// The number of rows whose target is not ignore_index. One block of REDUCE_THREADS threads;
+// integer sums are exact in any order.
+__global__ void __launch_bounds__(JITOPS__FLCE_REDUCE_THREADS)
+    count_valid(jitops__flce_count_args a) {
+  constexpr int THREADS = JITOPS__FLCE_REDUCE_THREADS;
+  long long c = 0;
+  for (long long i = threadIdx.x; i < a.n; i += THREADS)
+    c += a.target[i * a.target_stride] != a.ignore_index;
+  const long long total = block_sum<THREADS>(c);
+  if (threadIdx.x == 0)
+    *a.count = total;
 }
 
 // acc[j] (+)= sum over rows of g[r, j], rows in order: one thread per column.
 template <class T, class A>
-__global__ void __launch_bounds__(256)
-    colsum(const T *g, long long ld, long long nrows, long long ncols, A *acc, int accumulate) {
-  const long long j = (long long)blockIdx.x * 256 + threadIdx.x;
-  if (j >= ncols)
+__global__ void __launch_bounds__(JITOPS__FLCE_FLAT_THREADS) colsum(jitops__flce_colsum_args a) {
+  const long long j = (long long)blockIdx.x * JITOPS__FLCE_FLAT_THREADS + threadIdx.x;
+  if (j >= a.ncols)
     return;
-  A s = accumulate ? acc[j] : (A)0;
-  const T *p = g + j;
+  A *acc = static_cast<A *>(a.acc);
+  A s = a.accumulate ? acc[j] : (A)0;
+  const T *p = static_cast<const T *>(a.g) + j;
 #pragma unroll 8
-  for (long long r = 0; r < nrows; ++r)
-    s += load(p + r * ld);
+  for (long long r = 0; r < a.nrows; ++r)
+    s += load(p + r * a.ld);
   acc[j] = s;
 }
 
 // dst[r * dst_ld + c] = src[r * src_ld + c]. Threads (x, y) cover (columns, rows), so a
 // column vector (ncols 1, dst_ld its stride) uses the whole block.
-template <class S, class D>
-__global__ void convert(const S *src, long long src_ld, D *dst, long long dst_ld, long long nrows,
-                        long long ncols) {
-  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < nrows;
+template <class S, class D> __global__ void convert(jitops__flce_convert_args a) {
+  const S *src = static_cast<const S *>(a.src);
+  D *dst = static_cast<D *>(a.dst);
+  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < a.nrows;
        r += (long long)gridDim.x * blockDim.y)
-    for (long long c = threadIdx.x; c < ncols; c += blockDim.x)
-      store(dst + r * dst_ld + c, (acc_t<D>)load(src + r * src_ld + c));
+    for (long long c = threadIdx.x; c < a.ncols; c += blockDim.x)
+      store(dst + r * a.dst_ld + c, (acc_t<D>)load(src + r * a.src_ld + c));
 }
 
 // N elements of T with the alignment of their size (8 or 16 bytes, or 32 for 4 doubles).
 template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
 
-// dst[i] = src[i] for i < n, both contiguous, four elements per access: src aligned to
-// 4 * sizeof(S) and dst to 4 * sizeof(D) (the host checks). Converts the f32 grad_weight
-// accumulator at full bandwidth.
+// dst[i] = src[i] for i < n, both contiguous, CONVERT_FLAT_VEC elements per access: src
+// aligned to CONVERT_FLAT_VEC * sizeof(S) and dst to CONVERT_FLAT_VEC * sizeof(D) (the host
+// checks). Converts the f32 grad_weight accumulator at full bandwidth.
 template <class S, class D>
-__global__ void __launch_bounds__(256) convert_flat(const S *src, D *dst, long long n) {
-  const long long stride = (long long)gridDim.x * 256, nvec = n / 4;
-  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < nvec; i += stride) {
-    const Vec<S, 4> a = reinterpret_cast<const Vec<S, 4> *>(src)[i];
-    Vec<D, 4> b;
+__global__ void __launch_bounds__(JITOPS__FLCE_FLAT_THREADS)
+    convert_flat(jitops__flce_convert_flat_args a) {
+  constexpr int THREADS = JITOPS__FLCE_FLAT_THREADS, N = JITOPS__FLCE_CONVERT_FLAT_VEC;
+  const S *src = static_cast<const S *>(a.src);
+  D *dst = static_cast<D *>(a.dst);
+  const long long stride = (long long)gridDim.x * THREADS, nvec = a.n / N;
+  for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < nvec; i += stride) {
+    const Vec<S, N> in = reinterpret_cast<const Vec<S, N> *>(src)[i];
+    Vec<D, N> out;
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      b.v[k] = from_acc<D>((acc_t<D>)load(&a.v[k]));
-    reinterpret_cast<Vec<D, 4> *>(dst)[i] = b;
+    for (int k = 0; k < N; ++k)
+      out.v[k] = from_acc<D>((acc_t<D>)load(&in.v[k]));
+    reinterpret_cast<Vec<D, N> *>(dst)[i] = out;
   }
-  for (long long j = nvec * 4 + (long long)blockIdx.x * 256 + threadIdx.x; j < n; j += stride)
+  for (long long j = nvec * N + (long long)blockIdx.x * THREADS + threadIdx.x; j < a.n; j += stride)
     store(dst + j, (acc_t<D>)load(src + j));
 }
 
-// x[i] *= dy[0] for i < n, contiguous and 16-byte aligned: the backward over a contiguous
-// saved gradient, 16 bytes per access.
+// x[i] *= dy[0] for i < n, contiguous and VECTOR_BYTES-aligned: the backward over a
+// contiguous saved gradient, VECTOR_BYTES per access.
 template <class T, class DY>
-__global__ void __launch_bounds__(256) scale_flat(T *x, long long n, const DY *dy) {
-  constexpr int VEC = 16 / sizeof(T);
-  const acc_t<T> f = (acc_t<T>)load(dy);
-  const long long stride = (long long)gridDim.x * 256, nvec = n / VEC;
-  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < nvec; i += stride) {
+__global__ void __launch_bounds__(JITOPS__FLCE_FLAT_THREADS)
+    scale_flat(jitops__flce_scale_flat_args a) {
+  constexpr int THREADS = JITOPS__FLCE_FLAT_THREADS, VEC = JITOPS__FLCE_VECTOR_BYTES / sizeof(T);
+  T *x = static_cast<T *>(a.x);
+  const acc_t<T> f = (acc_t<T>)load(static_cast<const DY *>(a.dy));
+  const long long stride = (long long)gridDim.x * THREADS, nvec = a.n / VEC;
+  for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < nvec; i += stride) {
     Pack<T, VEC> p = reinterpret_cast<Pack<T, VEC> *>(x)[i];
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
       p.v[k] = from_acc<T>(load(&p.v[k]) * f);
     reinterpret_cast<Pack<T, VEC> *>(x)[i] = p;
   }
-  for (long long j = nvec * VEC + (long long)blockIdx.x * 256 + threadIdx.x; j < n; j += stride)
+  for (long long j = nvec * VEC + (long long)blockIdx.x * THREADS + threadIdx.x; j < a.n;
+       j += stride)
     store(x + j, load(x + j) * f);
 }
 
-// x[r * ld + c] = 0: grad_weight and grad_bias of an empty batch.
-template <class T> __global__ void zero(T *x, long long ld, long long nrows, long long ncols) {
-  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < nrows;
+// x[r * ld + c] = 0: grad_weight and grad_bias of an empty batch (a.dy is not read).
+template <class T> __global__ void zero(jitops__flce_scale_args a) {
+  T *x = static_cast<T *>(a.x);
+  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < a.nrows;
        r += (long long)gridDim.x * blockDim.y)
-    for (long long c = threadIdx.x; c < ncols; c += blockDim.x)
-      store(x + r * ld + c, (acc_t<T>)0);
+    for (long long c = threadIdx.x; c < a.ncols; c += blockDim.x)
+      store(x + r * a.ld + c, (acc_t<T>)0);
 }
 
 // x[r * ld + c] *= dy[0], in place: the backward of a scalar loss, over saved gradients.
-template <class T, class DY>
-__global__ void scale(T *x, long long ld, long long nrows, long long ncols, const DY *dy) {
-  const acc_t<T> f = (acc_t<T>)load(dy);
-  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < nrows;
+template <class T, class DY> __global__ void scale(jitops__flce_scale_args a) {
+  T *x = static_cast<T *>(a.x);
+  const acc_t<T> f = (acc_t<T>)load(static_cast<const DY *>(a.dy));
+  for (long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y; r < a.nrows;
        r += (long long)gridDim.x * blockDim.y)
-    for (long long c = threadIdx.x; c < ncols; c += blockDim.x)
-      store(x + r * ld + c, load(x + r * ld + c) * f);
+    for (long long c = threadIdx.x; c < a.ncols; c += blockDim.x)
+      store(x + r * a.ld + c, load(x + r * a.ld + c) * f);
 }
 
 // out = sum of the per-row losses (divided by the device count for the mean: 0 / 0 is NaN,
-// as PyTorch gives when every row is ignored). One block of 1024 threads, double sums in a
-// fixed order.
+// as PyTorch gives when every row is ignored). One block of REDUCE_THREADS threads, double
+// sums in a fixed order.
 template <class A, class L>
-__global__ void __launch_bounds__(1024)
-    reduce_loss(const A *loss_rows, long long n, const long long *count, int mean, L *out) {
-  __shared__ double partial[32];
+__global__ void __launch_bounds__(JITOPS__FLCE_REDUCE_THREADS)
+    reduce_loss(jitops__flce_reduce_args a) {
+  constexpr int THREADS = JITOPS__FLCE_REDUCE_THREADS;
+  const A *loss_rows = static_cast<const A *>(a.loss_rows);
   double s = 0;
-  for (long long i = threadIdx.x; i < n; i += 1024)
+  for (long long i = threadIdx.x; i < a.n; i += THREADS)
     s += (double)loss_rows[i];
-  for (int off = 16; off > 0; off >>= 1)
-    s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (threadIdx.x % 32 == 0)
-    partial[threadIdx.x / 32] = s;
-  __syncthreads();
+  double total = block_sum<THREADS>(s);
   if (threadIdx.x == 0) {
-    double total = 0;
-    for (int w = 0; w < 32; ++w)
-      total += partial[w];
-    if (mean)
-      total /= (double)*count;
-    store(out, (acc_t<L>)total);
+    if (a.mean)
+      total /= (double)*a.count;
+    store(static_cast<L *>(a.out), (acc_t<L>)total);
   }
 }
 

@@ -1,11 +1,9 @@
 /* Row-major GEMMs through cuBLASLt, for fused linear cross-entropy (and any op that needs a
  * GEMM): C[m, n] = op(A)[m, k] @ op(B)[k, n] (+ C when accumulating), every matrix row-major
- * with a leading dimension. This module owns the runtime's JITOPS__SLOT_CUBLASLT state: one
- * cuBLASLt handle per runtime and a thread-safe cache of the algorithm chosen for each
- * shape, dtype and alignment, so that a shape always runs the same algorithm (determinism)
- * and asks the heuristic once. */
-#ifndef JITOPS_RUNTIME_OPS_FLCE_GEMM_H
-#define JITOPS_RUNTIME_OPS_FLCE_GEMM_H
+ * with a leading dimension. Each shape, dtype and alignment always runs the same algorithm
+ * (determinism), chosen once per process (gemm_algo.h). */
+#ifndef JITOPS_OPS_FLCE_GEMM_H
+#define JITOPS_OPS_FLCE_GEMM_H
 
 #include <stdbool.h>
 

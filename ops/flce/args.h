@@ -1,7 +1,8 @@
-/* A fused linear cross-entropy call after validation: sizes, dtypes, pointers and strides in
- * the form the launches use. Validation (flce_validate.c) is the only producer. */
-#ifndef JITOPS_RUNTIME_OPS_FLCE_CALL_H
-#define JITOPS_RUNTIME_OPS_FLCE_CALL_H
+/* Argument validation of the fused linear cross-entropy entry points (args.c), and what a
+ * valid call hands the plan and the launches: sizes, dtypes, pointers and strides. All of it
+ * on the host, before any device work. */
+#ifndef JITOPS_OPS_FLCE_ARGS_H
+#define JITOPS_OPS_FLCE_ARGS_H
 
 #include <stdbool.h>
 
@@ -41,9 +42,10 @@ typedef struct jitops__flce_call {
 
 /* Checks everything (runtime, tensors, options; NULL options means the defaults) and fills
  * `call`. `fn` names the entry point in messages. */
-jitops_status jitops__flce_validate(const char *fn, jitops_runtime_t *runtime,
-                                    const jitops_flce_tensors *tensors,
-                                    const jitops_flce_options *options, jitops__flce_call *call);
+jitops_status jitops__flce_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                         const jitops_flce_tensors *tensors,
+                                         const jitops_flce_options *options,
+                                         jitops__flce_call *call);
 
 /* A validated gradient tensor of jitops_flce_backward: rows x cols with row stride ld (a
  * vector is rows = n, cols = 1, ld = its stride). data NULL when the tensor was NULL. */
@@ -53,9 +55,11 @@ typedef struct jitops__flce_grad {
   int64_t rows, cols, ld;
 } jitops__flce_grad;
 
-jitops_status jitops__flce_validate_backward(const char *fn, jitops_runtime_t *runtime,
-                                             const DLTensor *grad_output, DLTensor *grad_input,
-                                             DLTensor *grad_weight, DLTensor *grad_bias,
-                                             jitops__dtype *dy_dtype, jitops__flce_grad grads[3]);
+/* Checks jitops_flce_backward's arguments: the scalar grad_output's dtype into *dy_dtype, the
+ * gradients (grad_input, grad_weight, grad_bias) into grads[0..2]. */
+jitops_status jitops__flce_check_backward(const char *fn, jitops_runtime_t *runtime,
+                                          const DLTensor *grad_output, DLTensor *grad_input,
+                                          DLTensor *grad_weight, DLTensor *grad_bias,
+                                          jitops__dtype *dy_dtype, jitops__flce_grad grads[3]);
 
 #endif

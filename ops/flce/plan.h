@@ -1,12 +1,23 @@
-/* How a fused linear cross-entropy call runs: which algorithm, how many rows per chunk, how
- * wide the vocabulary groups are, and where each scratch buffer lives. Pure host arithmetic
- * on the problem's sizes (no device), so the CPU tests check it. */
-#ifndef JITOPS_RUNTIME_OPS_FLCE_PLAN_H
-#define JITOPS_RUNTIME_OPS_FLCE_PLAN_H
+/* Planning a fused linear cross-entropy call: which algorithm, how many rows per chunk, how
+ * wide the vocabulary groups are, which steps run, and where each scratch buffer lives. Pure
+ * host arithmetic on the problem's sizes (no device), so workspace queries and the CPU tests
+ * use it too. */
+#ifndef JITOPS_OPS_FLCE_PLAN_H
+#define JITOPS_OPS_FLCE_PLAN_H
 
 #include <stdbool.h>
 
 #include "runtime/op_support.h"
+
+/* The source every flce kernel comes from. */
+#define JITOPS__FLCE_SOURCE "jitops/flce.cuh"
+
+/* cuBLASLt's workspace: what NVIDIA recommends for Hopper. */
+#define JITOPS__FLCE_BLAS_WORKSPACE ((size_t)32 << 20)
+
+/* Scratch buffers are laid out from a 256-byte boundary; a caller's workspace may start
+ * anywhere, so a call asks for this much more than the layout and aligns its start. */
+#define JITOPS__FLCE_SCRATCH_ALIGN ((size_t)256)
 
 typedef struct jitops__flce_problem {
   int64_t bt, h, v;
@@ -26,22 +37,30 @@ typedef enum jitops__flce_algorithm {
       1 /* row chunks for loss/grad_input, then vocabulary groups for grad_weight */
 } jitops__flce_algorithm;
 
+/* What a planned call does, besides the first pass's logits GEMM and row kernel per chunk. */
+typedef struct jitops__flce_steps {
+  bool pass2;        /* vocab algorithm: grad_weight by vocabulary groups */
+  bool pass1_grads;  /* the first pass writes gradients (else only lse and loss) */
+  bool colsum_pass1; /* grad_bias from the first pass's gradients */
+  bool colsum_pass2; /* ... or from the second pass's */
+} jitops__flce_steps;
+
 typedef struct jitops__flce_plan {
   jitops__flce_algorithm algorithm;
   int64_t chunk_rows;   /* rows per chunk of the first pass (>= 1) */
-  int64_t ld_logits;    /* row stride of the chunk buffer: V rounded up to 64 elements */
+  int64_t ld_logits;    /* row stride of the chunk buffer: V rounded up to a whole
+                         * JITOPS__FLCE_LOGITS_LD_MULTIPLE elements */
   int64_t group_cols;   /* vocab: vocabulary columns per group of the second pass */
   int64_t ld_group;     /* vocab: row stride of the group buffer */
   bool grad_weight_acc; /* rows: grad_weight accumulates in f32 scratch, converted at the end */
+  jitops__flce_steps steps;
   /* Byte offsets into the (256-byte aligned) scratch. The region holds the chunk buffer, then
    * the f32 grad_weight accumulator (rows), or the group buffer (vocab, second pass). */
   size_t off_count, off_loss, off_lse, off_bias, off_blas, off_region, off_gw_acc;
   size_t blas_bytes;
   size_t total_bytes;
+  size_t workspace_bytes; /* what the call asks for: total_bytes + JITOPS__FLCE_SCRATCH_ALIGN */
 } jitops__flce_plan;
-
-/* cuBLASLt's workspace: what NVIDIA recommends for Hopper. */
-#define JITOPS__FLCE_BLAS_WORKSPACE ((size_t)32 << 20)
 
 /* Fills `plan`. Fails with JITOPS_ERR_INVALID_ARGUMENT, naming `fn` and the option, when
  * scratch_budget_bytes (or chunk_rows) cannot fit the problem. */

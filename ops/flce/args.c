@@ -1,9 +1,11 @@
 /* Validation of fused linear cross-entropy calls: every argument is checked on the host
- * before any device work, and each failure names the argument and what was expected. */
+ * before any device work, and each failure names the argument and what was expected. Every
+ * tensor passes jitops__check_addressable before its strides or data pointer are used, so
+ * that no offset computed from them here, in plan.c or in the kernels overflows. */
 #include <math.h>
 #include <string.h>
 
-#include "runtime/ops/flce_call.h"
+#include "ops/flce/args.h"
 
 /* The defaults live beside the checks of the options they fill in. */
 void jitops_flce_options_init(jitops_flce_options *options) {
@@ -21,6 +23,7 @@ static jitops_status check_matrix(const char *fn, const char *arg, const DLTenso
   if (t->ndim != 2)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s must have rank 2, got rank %d", fn, arg,
                         t->ndim);
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   int64_t s[2];
   jitops__tensor_strides(t, s);
   int64_t rows = t->shape[0], cols = t->shape[1];
@@ -61,6 +64,7 @@ static jitops_status check_vector(const char *fn, const char *arg, const DLTenso
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
                         "%s: %s must have shape [%s] = [%lld], got [%lld]", fn, arg, dim,
                         (long long)n, (long long)t->shape[0]);
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   int64_t s;
   jitops__tensor_strides(t, &s);
   if (output && n > 1 && s == 0)
@@ -72,14 +76,20 @@ static jitops_status check_vector(const char *fn, const char *arg, const DLTenso
   return JITOPS_SUCCESS;
 }
 
-/* A scalar: rank 0, or rank 1 with one element. */
+/* Where a scalar's one element lies (its shape checked: rank 0, or [1]). */
+static jitops_status check_scalar_address(const char *fn, const char *arg, const DLTensor *t) {
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
+  return jitops__check_aligned(fn, arg, t);
+}
+
+/* A scalar: rank 0, or rank 1 with one element; `why` says why in the message. */
 static jitops_status check_scalar(const char *fn, const char *arg, const DLTensor *t,
                                   jitops_runtime_t *runtime, const char *why, void **ptr) {
   JITOPS__TRY(jitops__tensor_check(fn, arg, t, runtime, 1));
   if (t->ndim == 1 && t->shape[0] != 1)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s must be a scalar (%s), got shape [%lld]",
                         fn, arg, why, (long long)t->shape[0]);
-  JITOPS__TRY(jitops__check_aligned(fn, arg, t));
+  JITOPS__TRY(check_scalar_address(fn, arg, t));
   *ptr = jitops__tensor_ptr(t);
   return JITOPS_SUCCESS;
 }
@@ -244,9 +254,10 @@ static jitops_status check_grads(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
-jitops_status jitops__flce_validate(const char *fn, jitops_runtime_t *runtime,
-                                    const jitops_flce_tensors *tensors,
-                                    const jitops_flce_options *options, jitops__flce_call *call) {
+jitops_status jitops__flce_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                         const jitops_flce_tensors *tensors,
+                                         const jitops_flce_options *options,
+                                         jitops__flce_call *call) {
   JITOPS__REQUIRE_NONNULL(fn, runtime);
   JITOPS__REQUIRE_NONNULL(fn, tensors);
   memset(call, 0, sizeof *call);
@@ -283,10 +294,10 @@ static jitops_status check_backward_grad(const char *fn, const char *arg, DLTens
   return check_float_dtype(fn, arg, t, &g->dtype);
 }
 
-jitops_status jitops__flce_validate_backward(const char *fn, jitops_runtime_t *runtime,
-                                             const DLTensor *grad_output, DLTensor *grad_input,
-                                             DLTensor *grad_weight, DLTensor *grad_bias,
-                                             jitops__dtype *dy_dtype, jitops__flce_grad grads[3]) {
+jitops_status jitops__flce_check_backward(const char *fn, jitops_runtime_t *runtime,
+                                          const DLTensor *grad_output, DLTensor *grad_input,
+                                          DLTensor *grad_weight, DLTensor *grad_bias,
+                                          jitops__dtype *dy_dtype, jitops__flce_grad grads[3]) {
   JITOPS__REQUIRE_NONNULL(fn, runtime);
   JITOPS__TRY(jitops__tensor_check(fn, "grad_output", grad_output, runtime, 1));
   if (grad_output->ndim == 1 && grad_output->shape[0] != 1)
@@ -295,7 +306,7 @@ jitops_status jitops__flce_validate_backward(const char *fn, jitops_runtime_t *r
                         "are already summed over rows, so a per-token dy (reduction none) must "
                         "be passed to jitops_flce_forward as tensors->grad_output",
                         fn, (long long)grad_output->shape[0]);
-  JITOPS__TRY(jitops__check_aligned(fn, "grad_output", grad_output));
+  JITOPS__TRY(check_scalar_address(fn, "grad_output", grad_output));
   JITOPS__TRY(check_float_dtype(fn, "grad_output", grad_output, dy_dtype));
   JITOPS__TRY(check_backward_grad(fn, "grad_input", grad_input, runtime, false, &grads[0]));
   JITOPS__TRY(check_backward_grad(fn, "grad_weight", grad_weight, runtime, false, &grads[1]));

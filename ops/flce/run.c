@@ -1,0 +1,122 @@
+/* The fused linear cross-entropy entry points: validate (args.c), plan (plan.c), choose and get
+ * the kernels of "jitops/flce.cuh" (kernels.c), take scratch, run the passes (passes.c),
+ * release. The backward scales saved gradients in place. */
+#include <string.h>
+
+#include "jitops/flce.h"
+#include "ops/flce/args.h"
+#include "ops/flce/flce_abi.h"
+#include "ops/flce/kernels.h"
+#include "ops/flce/launches.h"
+#include "ops/flce/passes.h"
+#include "ops/flce/plan.h"
+#include "runtime/op_support.h"
+
+/* The planner's view of a valid call. */
+static jitops_status plan_call(const char *fn, const jitops__flce_call *c,
+                               jitops__flce_plan *plan) {
+  jitops__flce_problem p;
+  memset(&p, 0, sizeof p);
+  p.bt = c->bt;
+  p.h = c->h;
+  p.v = c->v;
+  p.elem = jitops__dtype_size(c->t);
+  p.acc_elem = jitops__dtype_size(c->acc);
+  p.grad_input = c->gi != NULL;
+  p.grad_weight = c->gw != NULL;
+  p.grad_bias = c->gb != NULL;
+  p.grad_weight_16bit = c->gw != NULL && jitops__dtype_size(c->gw_dtype) == 2;
+  p.chunk_rows = c->opt.chunk_rows;
+  p.budget = c->opt.scratch_budget_bytes > 0 ? c->opt.scratch_budget_bytes
+                                             : JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET;
+  return jitops__flce_plan_make(fn, &p, plan);
+}
+
+static jitops_status require_device(const char *fn, jitops_runtime_t *runtime) {
+  jitops_runtime_info info;
+  JITOPS__TRY(jitops_runtime_get_info(runtime, &info));
+  if (!info.has_device)
+    return jitops__fail(JITOPS_ERR_NO_DEVICE,
+                        "%s: this runtime is compile-only (no GPU); the call was validated but "
+                        "cannot run",
+                        fn);
+  return JITOPS_SUCCESS;
+}
+
+/* Every kernel the plan names, compiled or loaded before any device work. */
+static jitops_status get_kernels(jitops_runtime_t *runtime, const jitops__flce_kernel_plan *plan,
+                                 jitops_kernel_t *kernels[JITOPS__FLCE_K_ROLES]) {
+  for (int role = 0; role < JITOPS__FLCE_K_ROLES; ++role) {
+    kernels[role] = NULL;
+    if (plan->name[role][0] != '\0')
+      JITOPS__TRY(jitops_kernel_get(runtime, JITOPS__FLCE_SOURCE, plan->name[role], NULL, 0,
+                                    &kernels[role]));
+  }
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops_flce_workspace_size(jitops_runtime_t *runtime,
+                                         const jitops_flce_tensors *tensors,
+                                         const jitops_flce_options *options, size_t *bytes) {
+  static const char fn[] = "jitops_flce_workspace_size";
+  JITOPS__REQUIRE_NONNULL(fn, bytes);
+  jitops__flce_call call;
+  JITOPS__TRY(jitops__flce_check_forward(fn, runtime, tensors, options, &call));
+  jitops__flce_plan plan;
+  JITOPS__TRY(plan_call(fn, &call, &plan));
+  *bytes = plan.workspace_bytes;
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops_flce_forward(jitops_runtime_t *runtime, const jitops_flce_tensors *tensors,
+                                  const jitops_flce_options *options,
+                                  const jitops_workspace *workspace, void *stream) {
+  static const char fn[] = "jitops_flce_forward";
+  jitops__flce_call call;
+  JITOPS__TRY(jitops__flce_check_forward(fn, runtime, tensors, options, &call));
+  jitops__flce_plan plan;
+  JITOPS__TRY(plan_call(fn, &call, &plan));
+  JITOPS__TRY(require_device(fn, runtime));
+  jitops__flce_kernel_plan kernel_plan;
+  jitops__flce_kernels_choose(&call, &plan, &kernel_plan);
+  jitops__flce_forward forward = {runtime, &call, &plan, &kernel_plan, {NULL}, NULL, stream};
+  JITOPS__TRY(get_kernels(runtime, &kernel_plan, forward.kernels));
+  jitops__scratch scratch;
+  JITOPS__TRY(jitops__scratch_acquire(runtime, stream, workspace, plan.workspace_bytes, &scratch));
+  forward.scratch = scratch.ptr;
+  jitops_status status = jitops__flce_forward_run(&forward);
+  jitops__scratch_release(runtime, stream, &scratch);
+  return status;
+}
+
+/* grad *= dy, in place. */
+static jitops_status scale_grad(jitops_runtime_t *runtime, const jitops__flce_grad *g,
+                                jitops__dtype dy_dtype, const void *dy, void *stream) {
+  char name[JITOPS__FLCE_NAME_SIZE];
+  jitops__flce_scale_name(g, dy_dtype, name, sizeof name);
+  jitops_kernel_t *kernel;
+  JITOPS__TRY(jitops_kernel_get(runtime, JITOPS__FLCE_SOURCE, name, NULL, 0, &kernel));
+  if (jitops__flce_scale_is_flat(g)) {
+    jitops__flce_scale_flat_args a = {g->data, g->rows * g->cols, dy};
+    return jitops__flce_launch_scale_flat(runtime, kernel, &a, jitops__dtype_size(g->dtype),
+                                          stream);
+  }
+  jitops__flce_scale_args a = {g->data, g->ld, g->rows, g->cols, dy};
+  return jitops__flce_launch_scale(kernel, &a, stream);
+}
+
+jitops_status jitops_flce_backward(jitops_runtime_t *runtime, const DLTensor *grad_output,
+                                   DLTensor *grad_input, DLTensor *grad_weight, DLTensor *grad_bias,
+                                   void *stream) {
+  static const char fn[] = "jitops_flce_backward";
+  jitops__dtype dy_dtype;
+  jitops__flce_grad grads[3];
+  JITOPS__TRY(jitops__flce_check_backward(fn, runtime, grad_output, grad_input, grad_weight,
+                                          grad_bias, &dy_dtype, grads));
+  JITOPS__TRY(require_device(fn, runtime));
+  const void *dy = jitops__tensor_ptr(grad_output);
+  for (int i = 0; i < 3; ++i)
+    if (grads[i].data != NULL && grads[i].rows > 0 && grads[i].cols > 0)
+      JITOPS__TRY(scale_grad(runtime, &grads[i], dy_dtype, dy, stream));
+  return JITOPS_SUCCESS;
+}
