@@ -95,10 +95,7 @@ jitops_status jitops__check_aligned(const char *fn, const char *arg, const DLTen
   return JITOPS_SUCCESS;
 }
 
-/* The byte offsets, from its first element, of the lowest element of non-empty `t` and of
- * the end of its highest into [*low, *high); false when one does not fit int64. Needs an
- * element count that fits int64, so that compact strides do. */
-static bool byte_extent(const DLTensor *t, int64_t *low, int64_t *high) {
+bool jitops__tensor_byte_extent(const DLTensor *t, int64_t *low, int64_t *high) {
   int64_t strides[MAX_NDIM], below = 0, above = 0;
   jitops__tensor_strides(t, strides);
   for (int d = 0; d < t->ndim; ++d) {
@@ -144,7 +141,7 @@ jitops_status jitops__check_addressable(const char *fn, const char *arg, const D
                         fn, arg, t->ndim, MAX_NDIM);
   JITOPS__TRY(jitops__check_numel(fn, arg, t));
   int64_t low = 0, high = 0;
-  if (jitops__tensor_numel(t) > 0 && !byte_extent(t, &low, &high)) {
+  if (jitops__tensor_numel(t) > 0 && !jitops__tensor_byte_extent(t, &low, &high)) {
     char shape[160];
     jitops__shape_text(t->shape, t->ndim, shape, sizeof shape);
     if (t->strides == NULL)

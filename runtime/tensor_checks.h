@@ -47,6 +47,12 @@ jitops_status jitops__check_aligned(const char *fn, const char *arg, const DLTen
  * jitops__tensor_check has bounded. */
 jitops_status jitops__check_addressable(const char *fn, const char *arg, const DLTensor *tensor);
 
+/* The byte offsets, from its first element, of the lowest element of non-empty `t` and of
+ * the end of its highest into [*low, *high); false when one does not fit int64. Needs an
+ * element count that fits int64 (jitops__check_numel), so that compact strides do; true for
+ * every tensor that passed jitops__check_addressable. */
+bool jitops__tensor_byte_extent(const DLTensor *t, int64_t *low, int64_t *high);
+
 /* Whether two elements of `tensor` may share an address. Sorting the dimensions of more than
  * one element by |stride|, each stride must be at least the span of the smaller ones (their
  * largest offset plus one); that accepts every permuted, sliced or flipped view of a dense

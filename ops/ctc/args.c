@@ -12,70 +12,13 @@
 
 /* ---- every tensor: count, reach, address, alignment -------------------------------------- */
 
-/* The byte offsets, from its first element, of the lowest and the end of the highest element
- * of non-empty `t` (rank 3 at most) into [*lo, *hi); false when one does not fit int64. Needs
- * an element count that fits int64, so that compact strides do. */
-static bool byte_extent(const DLTensor *t, int64_t *lo, int64_t *hi) {
-  int64_t strides[3], below = 0, above = 0;
-  jitops__tensor_strides(t, strides);
-  for (int d = 0; d < t->ndim; ++d) {
-    int64_t reach;
-    if (t->shape[d] < 2)
-      continue;
-    if (__builtin_mul_overflow(strides[d], t->shape[d] - 1, &reach))
-      return false;
-    int64_t *side = reach < 0 ? &below : &above;
-    if (__builtin_add_overflow(*side, reach, side))
-      return false;
-  }
-  const int64_t element = (int64_t)jitops__dtype_size(jitops__dtype_of(t->dtype));
-  return !__builtin_mul_overflow(below, element, lo) &&
-         !__builtin_mul_overflow(above, element, hi) && !__builtin_add_overflow(*hi, element, hi);
-}
-
-/* Fails unless data + byte_offset, and every element of `t` around it, lie inside the address
- * space (no address computed for `t` wraps around), with a byte_offset that a pointer may be
- * offset by (at most 2^63 - 1). */
-static jitops_status check_address(const char *fn, const char *arg, const DLTensor *t, int64_t lo,
-                                   int64_t hi) {
-  uint64_t first, last;
-  if (t->byte_offset > (uint64_t)INT64_MAX)
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT, "%s: %s's byte_offset %llu is above 2^63 - 1",
-                        fn, arg, (unsigned long long)t->byte_offset);
-  if (__builtin_add_overflow((uint64_t)(uintptr_t)t->data, t->byte_offset, &first))
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: %s's byte_offset %llu takes its data pointer past the end of the "
-                        "address space",
-                        fn, arg, (unsigned long long)t->byte_offset);
-  if ((uint64_t)0 - (uint64_t)lo > first || __builtin_add_overflow(first, (uint64_t)hi, &last))
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: %s's elements would lie outside the address space (from data + "
-                        "byte_offset, by its shape and strides)",
-                        fn, arg);
-  return JITOPS_SUCCESS;
-}
-
-/* What every tensor of a call passes before its strides or its data pointer are used: an
- * element count that fits int64, elements whose byte offsets from the first fit int64 and
- * whose addresses fit the address space, and, when it has elements, an aligned first one. */
+/* What every tensor of a call passes before its strides or its data pointer are used: the
+ * core's addressability rule (an element count and byte extent that fit int64, addresses that
+ * fit the address space) and, when it has elements, an aligned first one (an empty tensor is
+ * never read). */
 static jitops_status check_addressable(const char *fn, const char *arg, const DLTensor *t) {
-  JITOPS__TRY(jitops__check_numel(fn, arg, t));
-  int64_t lo = 0, hi = 0;
-  const bool empty = jitops__tensor_numel(t) == 0;
-  if (!empty && !byte_extent(t, &lo, &hi)) {
-    char shape[160];
-    jitops__shape_text(t->shape, t->ndim, shape, sizeof shape);
-    if (t->strides == NULL)
-      return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's shape %s spans more than 2^63 bytes",
-                          fn, arg, shape);
-    return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
-                        "%s: %s's strides (shape %s) put elements more than 2^63 bytes from its "
-                        "first",
-                        fn, arg, shape);
-  }
-  JITOPS__TRY(check_address(fn, arg, t, lo, hi));
-  /* An empty tensor is never read, so only a non-empty one must be element-aligned. */
-  return empty ? JITOPS_SUCCESS : jitops__check_aligned(fn, arg, t);
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
+  return jitops__tensor_numel(t) == 0 ? JITOPS_SUCCESS : jitops__check_aligned(fn, arg, t);
 }
 
 /* An output's layout: addressable, and no element written twice. */
@@ -309,7 +252,7 @@ jitops_status jitops__ctc_check_loss(const jitops__ctc_call *call, const jitops_
 /* The addresses [lo, hi) that addressable `t` touches. */
 static void address_range(const DLTensor *t, uintptr_t *lo, uintptr_t *hi) {
   int64_t below = 0, above = 0;
-  byte_extent(t, &below, &above);
+  jitops__tensor_byte_extent(t, &below, &above);
   const uintptr_t first = (uintptr_t)jitops__tensor_ptr(t);
   *lo = first - (uintptr_t)(0 - (uint64_t)below);
   *hi = first + (uintptr_t)above;
