@@ -14,8 +14,14 @@ struct jitops_cache {
   jitops__db db;
 };
 
+/* Describes a failure of the latest statement on `handle`: call it before anything else runs
+ * on that connection (a ROLLBACK would replace the message with "not an error"). */
+static jitops_status db_handle_fail(sqlite3 *handle, const char *fn, const char *what) {
+  return jitops__fail(JITOPS_ERR_CACHE, "%s: %s: %s", fn, what, sqlite3_errmsg(handle));
+}
+
 static jitops_status sql_fail(jitops_cache_t *cache, const char *fn, const char *what) {
-  return jitops__fail(JITOPS_ERR_CACHE, "%s: %s: %s", fn, what, sqlite3_errmsg(cache->db.handle));
+  return db_handle_fail(cache->db.handle, fn, what);
 }
 
 jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out) {
@@ -263,27 +269,33 @@ jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file) {
   return JITOPS_SUCCESS;
 }
 
-/* Copies the verified rows of `source` that are missing here, in one transaction. */
+/* Copies the verified rows of `source` that are missing here, in one transaction. A failure
+ * is described before the rollback, which would otherwise leave SQLite's "not an error" as
+ * the connection's latest message, and from the connection that failed. */
 static jitops_status import_rows(jitops_cache_t *cache, jitops__db *source, int64_t *imported,
                                  int64_t *rejected) {
   static const char *const fn = "jitops_cache_import";
   sqlite3_stmt *read = NULL, *write = NULL;
-  int rc = sqlite3_prepare_v2(source->handle,
-                              "SELECT key, op, name_expr, lowered_name, target, nvrtc_version,"
-                              " options, kind, blob, blob_hash, size, compile_ms, created,"
-                              " last_used, use_count FROM kernels",
-                              -1, &read, NULL);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(cache->db.handle,
-                            "INSERT OR IGNORE INTO kernels(key, op, name_expr, lowered_name,"
-                            " target, nvrtc_version, options, kind, blob, blob_hash, size,"
-                            " compile_ms, created, last_used, use_count)"
-                            " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            -1, &write, NULL);
-  if (rc == SQLITE_OK)
-    rc = jitops__db_begin_write(&cache->db);
-  while (rc == SQLITE_OK && (rc = sqlite3_step(read)) == SQLITE_ROW) {
-    rc = SQLITE_OK;
+  if (sqlite3_prepare_v2(source->handle,
+                         "SELECT key, op, name_expr, lowered_name, target, nvrtc_version,"
+                         " options, kind, blob, blob_hash, size, compile_ms, created,"
+                         " last_used, use_count FROM kernels",
+                         -1, &read, NULL) != SQLITE_OK)
+    return db_handle_fail(source->handle, fn, "reading the export");
+  if (sqlite3_prepare_v2(cache->db.handle,
+                         "INSERT OR IGNORE INTO kernels(key, op, name_expr, lowered_name,"
+                         " target, nvrtc_version, options, kind, blob, blob_hash, size,"
+                         " compile_ms, created, last_used, use_count)"
+                         " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         -1, &write, NULL) != SQLITE_OK) {
+    sqlite3_finalize(read);
+    return sql_fail(cache, fn, "preparing the copy");
+  }
+  jitops_status status = JITOPS_SUCCESS;
+  if (jitops__db_begin_write(&cache->db) != SQLITE_OK)
+    status = sql_fail(cache, fn, "starting the import");
+  int rc;
+  while (status == JITOPS_SUCCESS && (rc = sqlite3_step(read)) == SQLITE_ROW) {
     uint8_t actual[16];
     jitops__blob_hash(sqlite3_column_blob(read, 8), (size_t)sqlite3_column_bytes(read, 8), actual);
     if (sqlite3_column_bytes(read, 9) != 16 ||
@@ -294,19 +306,19 @@ static jitops_status import_rows(jitops_cache_t *cache, jitops__db *source, int6
     for (int c = 0; c < 15; ++c)
       sqlite3_bind_value(write, c + 1, sqlite3_column_value(read, c));
     if (sqlite3_step(write) != SQLITE_DONE)
-      rc = SQLITE_ERROR;
+      status = sql_fail(cache, fn, "copying entries");
     *imported += sqlite3_changes(cache->db.handle);
     sqlite3_reset(write);
   }
+  if (status == JITOPS_SUCCESS && rc != SQLITE_DONE)
+    status = db_handle_fail(source->handle, fn, "reading the export");
   sqlite3_finalize(read);
   sqlite3_finalize(write);
-  if (rc != SQLITE_DONE) {
+  if (status == JITOPS_SUCCESS && jitops__db_exec(&cache->db, "COMMIT") != SQLITE_OK)
+    status = sql_fail(cache, fn, "committing the import");
+  if (status != JITOPS_SUCCESS)
     jitops__db_exec(&cache->db, "ROLLBACK");
-    return sql_fail(cache, fn, "copying entries");
-  }
-  if (jitops__db_exec(&cache->db, "COMMIT") != SQLITE_OK)
-    return sql_fail(cache, fn, "committing the import");
-  return JITOPS_SUCCESS;
+  return status;
 }
 
 jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file, int64_t *imported,

@@ -66,6 +66,12 @@ static jitops_status db_fail(jitops__db *db, int rc, const char *what) {
                       db->handle ? sqlite3_errmsg(db->handle) : sqlite3_errstr(rc));
 }
 
+/* Rolls back after a failure was described (the rollback replaces SQLite's message). */
+static jitops_status rollback_after(jitops__db *db, jitops_status status) {
+  jitops__db_exec(db, "ROLLBACK");
+  return status;
+}
+
 /* The stored schema version, 0 when there is no meta table yet, -1 on a read error. */
 static int stored_schema_version(jitops__db *db, int *rc_out) {
   sqlite3_stmt *stmt = NULL;
@@ -93,10 +99,8 @@ static jitops_status ensure_schema(jitops__db *db) {
   if (rc != SQLITE_OK)
     return db_fail(db, rc, "starting the schema transaction");
   int version = stored_schema_version(db, &rc);
-  if (version < 0) {
-    jitops__db_exec(db, "ROLLBACK");
-    return db_fail(db, rc, "reading the schema version");
-  }
+  if (version < 0)
+    return rollback_after(db, db_fail(db, rc, "reading the schema version"));
   if (version != 0 && version != JITOPS__SCHEMA_VERSION) {
     jitops__log(JITOPS__LOG_WARN, "cache %s has schema %d, not %d: rebuilding it", db->path,
                 version, JITOPS__SCHEMA_VERSION);
@@ -110,10 +114,8 @@ static jitops_status ensure_schema(jitops__db *db) {
     rc = jitops__db_exec(db, schema_sql);
   if (rc == SQLITE_OK && version != JITOPS__SCHEMA_VERSION)
     rc = jitops__db_exec(db, sql);
-  if (rc != SQLITE_OK) {
-    jitops__db_exec(db, "ROLLBACK");
-    return db_fail(db, rc, "creating the schema");
-  }
+  if (rc != SQLITE_OK)
+    return rollback_after(db, db_fail(db, rc, "creating the schema"));
   rc = jitops__db_exec(db, "COMMIT");
   return rc == SQLITE_OK ? JITOPS_SUCCESS : db_fail(db, rc, "committing the schema");
 }

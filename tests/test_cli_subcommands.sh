@@ -332,6 +332,12 @@ run_ok "import again" --dir "$DIR" import "$EXPORT"
 expect_eq "a second import adds nothing" "imported 0, rejected 0" "$OUT"
 run --dir "$DIR" import "$TMP/no-such-file.db"
 expect_eq "import of a missing file fails" 1 "$RC"
+head -c 8192 /dev/urandom >"$TMP/garbage.db"
+run --dir "$DIR" import "$TMP/garbage.db"
+expect_eq "import of a garbage file fails" 1 "$RC"
+expect_eq "import of a garbage file: the reason, once" 1 \
+  "$(grep -o 'is not a jitops cache export' <<<"$ERR" | wc -l)"
+expect_contains "import of a garbage file: SQLite's reason" "is not a database" "$ERR"
 
 run_ok "clear --op $OP" --dir "$DIR" clear --op "$OP"
 expect_match "clear --op $OP count" "^removed $OP_ENTRIES entr(y|ies)\$" "$OUT"
