@@ -6,17 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cache/db.h"
 #include "cache/location.h"
+#include "cache/settings.h"
 #include "common/log.h"
 
 enum {
-  DEFAULT_MAX_BYTES = 1 << 30,
   CLAIM_STALE_MS = 300 * 1000, /* a claim this old is abandoned, whoever holds it */
   CLAIM_WAIT_MS = 600 * 1000,  /* waiting longer than this, compile anyway */
   RECOVERIES_MAX = 3           /* per store: a disk that keeps corrupting is given up */
@@ -41,30 +40,6 @@ static int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static jitops_cache_mode resolve_mode(jitops_cache_mode mode) {
-  if (mode != JITOPS_CACHE_MODE_DEFAULT)
-    return mode;
-  const char *env = getenv("JITOPS_CACHE");
-  if (env != NULL && (strcasecmp(env, "off") == 0 || strcmp(env, "0") == 0))
-    return JITOPS_CACHE_MODE_OFF;
-  if (env != NULL && strcasecmp(env, "readonly") == 0)
-    return JITOPS_CACHE_MODE_READONLY;
-  return JITOPS_CACHE_MODE_READWRITE;
-}
-
-static int64_t resolve_max_bytes(int64_t max_bytes) {
-  if (max_bytes != 0)
-    return max_bytes;
-  const char *env = getenv("JITOPS_CACHE_MAX_BYTES");
-  if (env != NULL && env[0] != 0) {
-    char *end = NULL;
-    long long v = strtoll(env, &end, 10);
-    if (end != env && *end == 0 && v != 0)
-      return v;
-  }
-  return DEFAULT_MAX_BYTES;
 }
 
 /* ---- opening --------------------------------------------------------------------------- */
@@ -137,14 +112,14 @@ static void open_tiers(jitops__store *store, const jitops__store_options *option
 }
 
 jitops__store *jitops__store_open(const jitops__store_options *options) {
-  jitops_cache_mode mode = resolve_mode(options->mode);
+  jitops_cache_mode mode = jitops__cache_mode_resolve(options->mode);
   if (mode == JITOPS_CACHE_MODE_OFF)
     return NULL;
   jitops__store *store = calloc(1, sizeof *store);
   if (store == NULL)
     return NULL;
   pthread_mutex_init(&store->lock, NULL);
-  store->max_bytes = resolve_max_bytes(options->max_bytes);
+  store->max_bytes = jitops__cache_max_bytes_resolve(options->max_bytes);
   if (gethostname(store->host, sizeof store->host - 1) != 0)
     strcpy(store->host, "?");
   open_tiers(store, options, mode);

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "runtime/context.h"
+#include "runtime/environment.h"
 #include "runtime/runtime_internal.h"
 
 static const char *const fn_create = "jitops_runtime_create";
@@ -76,8 +77,7 @@ static void read_props(jitops_runtime_t *rt) {
 enum { DEPENDENT_LAUNCH_MIN_ARCH = 90, DEPENDENT_LAUNCH_MIN_DRIVER = 12030 };
 
 static int dependent_launches_usable(const jitops_runtime_t *rt) {
-  const char *env = getenv("JITOPS_DEPENDENT_LAUNCHES");
-  if (env != NULL && strcmp(env, "0") == 0)
+  if (!jitops__env_dependent_launches())
     return 0;
   int version = 0;
   if (rt->driver->cuDriverGetVersion(&version) != CUDA_SUCCESS)
@@ -154,6 +154,7 @@ static jitops_status init_tiers(jitops_runtime_t *rt, const jitops_runtime_confi
 jitops_status jitops_runtime_create(const jitops_runtime_config *config, jitops_runtime_t **out) {
   JITOPS__REQUIRE_NONNULL(fn_create, out);
   *out = NULL;
+  jitops__environment_check();
   jitops_runtime_config defaults;
   jitops_runtime_config_init(&defaults);
   const jitops_runtime_config *c = config ? config : &defaults;

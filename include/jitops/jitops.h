@@ -10,8 +10,10 @@
  * Conventions, for every entry point:
  *   - Every function returns a jitops_status. JITOPS_SUCCESS is 0; anything else is a failure
  *     whose details jitops_last_error() returns on the same thread.
- *   - The library never aborts, exits or prints. JITOPS_LOG=error|warn|info|debug sends its
- *     log to stderr.
+ *   - The library never aborts or exits. It logs through JITOPS_LOG (off|error|warn|info|
+ *     debug, default warn) to stderr, or to the application's jitops_set_log_callback; at the
+ *     default it speaks only when something the user configured cannot be honoured (a disk
+ *     tier turned off, an environment value it does not understand), once per process.
  *   - Every function is thread-safe. Handles are opaque and come in create/destroy pairs.
  *   - Tensors are DLPack DLTensors: strides are in elements (NULL means compact row-major),
  *     byte_offset is honoured, and device tensors must live on the runtime's device.
@@ -78,13 +80,43 @@ JITOPS_API const char *jitops_last_error(void);
 JITOPS_API const char *jitops_version_string(void);
 
 /* ------------------------------------------------------------------------------------------
+ * Logging
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum jitops_log_level {
+  JITOPS_LOG_ERROR = 1, /* something failed that the library could not work around */
+  JITOPS_LOG_WARN = 2,  /* something configured cannot be honoured; the default threshold */
+  JITOPS_LOG_INFO = 3,  /* compile times */
+  JITOPS_LOG_DEBUG = 4  /* cache decisions */
+} jitops_log_level;
+
+/* Receives one log message: `level` is a jitops_log_level, `message` one line without a
+ * trailing newline or prefix, valid only during the call. */
+typedef void (*jitops_log_callback)(void *user, int level, const char *message);
+
+/* Routes the library's log to `callback` instead of stderr, for the whole process (as SQLite's
+ * SQLITE_CONFIG_LOG); NULL restores stderr. Which messages come is unchanged: those at or
+ * above the threshold of $JITOPS_LOG (default warn; "off" sends none).
+ *
+ * Contract for `callback`:
+ *   - It runs synchronously on the thread whose call into the library logs, and may run on
+ *     several threads at once: it must be thread-safe.
+ *   - It may run while the library holds internal locks: it must return promptly and must not
+ *     call any jitops_ function (jitops_set_log_callback included), which may deadlock.
+ *   - Warnings given once per process are not repeated for a callback installed later.
+ * This function may be called from any thread at any time. When it returns, the previous
+ * callback is not running and will never be called again, so its `user` may be freed.
+ * Returns JITOPS_SUCCESS. */
+JITOPS_API jitops_status jitops_set_log_callback(jitops_log_callback callback, void *user);
+
+/* ------------------------------------------------------------------------------------------
  * Runtime: one per CUDA device
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct jitops_runtime jitops_runtime_t;
 
 typedef enum jitops_cache_mode {
-  JITOPS_CACHE_MODE_DEFAULT = 0,   /* $JITOPS_CACHE: "off", "readonly", else read-write */
+  JITOPS_CACHE_MODE_DEFAULT = 0,   /* $JITOPS_CACHE: off, readonly, else read-write */
   JITOPS_CACHE_MODE_READWRITE = 1, /* look up, and store what is compiled */
   JITOPS_CACHE_MODE_READONLY = 2,  /* look up only; compiled kernels live in memory */
   JITOPS_CACHE_MODE_OFF = 3        /* no disk tier at all */
@@ -102,7 +134,8 @@ typedef struct jitops_runtime_config {
   const char *cache_dir;
   jitops_cache_mode cache_mode;
   /* Upper bound of the database's blob bytes; least recently used kernels go first.
-   * 0: $JITOPS_CACHE_MAX_BYTES, else 1 GiB. Negative: unbounded. */
+   * 0: $JITOPS_CACHE_MAX_BYTES (a byte count with an optional binary suffix K, M, G or T:
+   * "512M", "1G"), else 1 GiB. Negative: unbounded. */
   int64_t cache_max_bytes;
   /* A shipped, read-only second tier (a file made by `jitops-cache export`), opened
    * immutable and consulted after the main database. NULL: $JITOPS_CACHE_SHIPPED, if set;
