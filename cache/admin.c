@@ -1,5 +1,6 @@
 /* Cache administration: what `jitops-cache` does. Unlike the runtime's tier, these calls
  * report cache problems, since inspecting the cache is their whole purpose. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +29,14 @@ jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **
   static const char *const fn = "jitops_cache_open";
   JITOPS__REQUIRE_NONNULL(fn, out);
   *out = NULL;
-  char resolved[4096], path[4200];
+  char configured[4096], resolved[4096], path[4200];
   int dir_writable = 0;
-  JITOPS__TRY(jitops__cache_dir_resolve(dir, resolved, sizeof resolved));
-  if (!writable && access(resolved, F_OK) != 0)
+  JITOPS__TRY(jitops__cache_dir_resolve(dir, configured, sizeof configured));
+  if (!writable && access(configured, F_OK) != 0)
     return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: there is no cache directory at %s", fn,
-                        resolved);
-  JITOPS__TRY(jitops__cache_dir_check(resolved, writable, &dir_writable));
+                        configured);
+  JITOPS__TRY(
+      jitops__cache_dir_check(configured, writable, resolved, sizeof resolved, &dir_writable));
   if (writable && !dir_writable)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: cache directory %s is read-only", fn, resolved);
   snprintf(path, sizeof path, "%s/%s", resolved, JITOPS__CACHE_DB_NAME);
@@ -257,10 +259,12 @@ jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file) {
   JITOPS__REQUIRE_NONNULL(fn, file);
   if (access(file, F_OK) == 0)
     return jitops__fail(JITOPS_ERR_IO, "%s: %s already exists", fn, file);
+  char path[4096];
+  JITOPS__TRY(jitops__real_parent_path(file, path, sizeof path));
   sqlite3_stmt *stmt = NULL;
   if (sqlite3_prepare_v2(cache->db.handle, "VACUUM INTO ?", -1, &stmt, NULL) != SQLITE_OK)
     return sql_fail(cache, fn, "preparing the export");
-  sqlite3_bind_text(stmt, 1, file, -1, SQLITE_STATIC);
+  sqlite3_bind_text(stmt, 1, path, -1, SQLITE_STATIC);
   int rc = sqlite3_step(stmt);
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE)
@@ -327,10 +331,12 @@ jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file, int64
   JITOPS__REQUIRE_NONNULL(fn, cache);
   JITOPS__REQUIRE_NONNULL(fn, file);
   JITOPS__TRY(require_writable(cache, fn));
+  char path[4096];
   if (access(file, R_OK) != 0)
-    return jitops__fail(JITOPS_ERR_IO, "%s: cannot read %s", fn, file);
+    return jitops__fail(JITOPS_ERR_IO, "%s: cannot read %s: %s", fn, file, strerror(errno));
+  JITOPS__TRY(jitops__real_parent_path(file, path, sizeof path));
   jitops__db source;
-  if (jitops__db_open(file, JITOPS__DB_IMMUTABLE, &source) != JITOPS_SUCCESS)
+  if (jitops__db_open(path, JITOPS__DB_IMMUTABLE, &source) != JITOPS_SUCCESS)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: %s is not a jitops cache export: %s", fn, file,
                         jitops_last_error());
   int64_t copied = 0, bad = 0;

@@ -60,10 +60,18 @@ int jitops__db_begin_write(jitops__db *db) {
   return rc;
 }
 
+/* SQLite's message for the latest failure, made specific where SQLite's is not. */
+static const char *failure_reason(const jitops__db *db, int rc) {
+  int extended = db->handle ? sqlite3_extended_errcode(db->handle) : rc;
+  if (extended == SQLITE_CANTOPEN_SYMLINK)
+    return "the database is a symbolic link (refused: the cache holds code that will run)";
+  return db->handle ? sqlite3_errmsg(db->handle) : sqlite3_errstr(rc);
+}
+
 static jitops_status db_fail(jitops__db *db, int rc, const char *what) {
   db->last_rc = rc;
   return jitops__fail(JITOPS_ERR_CACHE, "cache database %s: %s: %s", db->path, what,
-                      db->handle ? sqlite3_errmsg(db->handle) : sqlite3_errstr(rc));
+                      failure_reason(db, rc));
 }
 
 /* Rolls back after a failure was described (the rollback replaces SQLite's message). */

@@ -62,6 +62,8 @@ static jitops_status open_main(jitops__store *store, const char *path, int dir_w
   }
 }
 
+/* A shipped tier may belong to root (an application installed system-wide), but must not be
+ * writable by others; the file itself must not be a symlink. */
 static int shipped_file_is_safe(const char *path) {
   struct stat st;
   if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
@@ -71,13 +73,15 @@ static int shipped_file_is_safe(const char *path) {
   return (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
-static void open_shipped(jitops__store *store, const char *path) {
-  if (path == NULL || path[0] == 0)
+static void open_shipped(jitops__store *store, const char *given) {
+  char path[4096];
+  if (given == NULL || given[0] == 0)
     return;
-  if (!shipped_file_is_safe(path)) {
+  if (jitops__real_parent_path(given, path, sizeof path) != JITOPS_SUCCESS ||
+      !shipped_file_is_safe(path)) {
     jitops__warn_once(&warned_unusable_shipped,
                       "shipped cache %s is missing, a symlink, or writable by others: ignored",
-                      path);
+                      given);
     return;
   }
   if (jitops__db_open(path, JITOPS__DB_IMMUTABLE, &store->shipped) != JITOPS_SUCCESS)
@@ -86,11 +90,12 @@ static void open_shipped(jitops__store *store, const char *path) {
 
 static void open_tiers(jitops__store *store, const jitops__store_options *options,
                        jitops_cache_mode mode) {
-  char dir[4096], path[4200];
+  char configured[4096], dir[4096], path[4200];
   int dir_writable = 0;
-  jitops_status status = jitops__cache_dir_resolve(options->dir, dir, sizeof dir);
+  jitops_status status = jitops__cache_dir_resolve(options->dir, configured, sizeof configured);
   if (status == JITOPS_SUCCESS)
-    status = jitops__cache_dir_check(dir, mode == JITOPS_CACHE_MODE_READWRITE, &dir_writable);
+    status = jitops__cache_dir_check(configured, mode == JITOPS_CACHE_MODE_READWRITE, dir,
+                                     sizeof dir, &dir_writable);
   if (status == JITOPS_SUCCESS) {
     store->writable = mode == JITOPS_CACHE_MODE_READWRITE && dir_writable;
     if (mode == JITOPS_CACHE_MODE_READWRITE && !dir_writable)

@@ -395,6 +395,19 @@ expect_true "nothing was written there" test ! -e "$UNSAFE/kernels.db"
 run --dir "$UNSAFE" stats
 expect_eq "stats of a world-writable directory fails" 1 "$RC"
 
+# A symlinked cache directory (or $HOME) is followed; a database that is a symlink is refused,
+# and the message says so.
+ln -s "$DIR" "$TMP/cache-link"
+run_ok "stats through a symlinked directory" --dir "$TMP/cache-link" stats --json
+printf '%s\n' "$OUT" >"$TMP/linked.json"
+expect_eq "stats through a symlinked directory: the real database" "$(realpath "$DB")" \
+  "$(json "$TMP/linked.json" 'd["database"]')"
+mkdir -m 700 "$TMP/linked-db"
+ln -s "$DB" "$TMP/linked-db/kernels.db"
+run --dir "$TMP/linked-db" stats
+expect_eq "stats of a symlinked database fails" 1 "$RC"
+expect_contains "stats of a symlinked database says why" "symbolic link" "$ERR"
+
 # prewarm writes the cache even when the environment turns the runtime's disk tier off.
 JITOPS_CACHE=off "$CLI" --dir="$TMP/env-off" prewarm --arch=sm_90 --op "$PREWARM_OP" >"$TMP/out" 2>"$TMP/err" && RC=0 || RC=$?
 expect_eq "prewarm with JITOPS_CACHE=off" 0 "$RC"
