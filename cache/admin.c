@@ -7,12 +7,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/damage.h"
 #include "cache/db.h"
 #include "cache/location.h"
 #include "common/error.h"
 
 struct jitops_cache {
   jitops__db db;
+  char recovered_from[4200]; /* where a damaged database found by the open went; "" if none */
 };
 
 /* Describes a failure of the latest statement on `handle`: call it before anything else runs
@@ -23,6 +25,27 @@ static jitops_status db_handle_fail(sqlite3 *handle, const char *fn, const char 
 
 static jitops_status sql_fail(jitops_cache_t *cache, const char *fn, const char *what) {
   return db_handle_fail(cache->db.handle, fn, what);
+}
+
+/* Opens the database. A damaged one is set aside when the directory allows it: a writable
+ * open then starts a new database, and a read-only one finds no cache. */
+static jitops_status open_database(jitops_cache_t *cache, const char *path, int writable,
+                                   int dir_writable) {
+  jitops__db_mode mode = writable       ? JITOPS__DB_READWRITE
+                         : dir_writable ? JITOPS__DB_READONLY
+                                        : JITOPS__DB_IMMUTABLE;
+  jitops_status status = jitops__db_open(path, mode, &cache->db);
+  if (status == JITOPS_SUCCESS || !cache->db.damaged || !dir_writable)
+    return status;
+  jitops__db_set_aside(&cache->db, jitops_last_error(), cache->recovered_from,
+                       sizeof cache->recovered_from);
+  if (!writable)
+    return jitops__fail(JITOPS_ERR_NOT_FOUND,
+                        "jitops_cache_open: %s; it was set aside as %s, and there is no cache "
+                        "there now",
+                        jitops_last_error(), cache->recovered_from);
+  JITOPS__TRY(jitops__cache_file_check(path, 1));
+  return jitops__db_open(path, mode, &cache->db);
 }
 
 jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out) {
@@ -46,10 +69,7 @@ jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **
   jitops_cache_t *cache = calloc(1, sizeof *cache);
   if (cache == NULL)
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  jitops__db_mode mode = writable       ? JITOPS__DB_READWRITE
-                         : dir_writable ? JITOPS__DB_READONLY
-                                        : JITOPS__DB_IMMUTABLE;
-  jitops_status status = jitops__db_open(path, mode, &cache->db);
+  jitops_status status = open_database(cache, path, writable, dir_writable);
   if (status != JITOPS_SUCCESS) {
     free(cache);
     return status;
@@ -67,6 +87,10 @@ void jitops_cache_close(jitops_cache_t *cache) {
 
 const char *jitops_cache_path(const jitops_cache_t *cache) {
   return cache ? cache->db.path : "";
+}
+
+const char *jitops_cache_recovered_from(const jitops_cache_t *cache) {
+  return cache ? cache->recovered_from : "";
 }
 
 static const char *text_or_empty(sqlite3_stmt *stmt, int column) {

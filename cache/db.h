@@ -1,9 +1,8 @@
-/* The SQLite database behind the disk cache: opening it safely, its schema, and setting a
- * corrupt file aside. Shared by the runtime's tier (store.c) and administration (admin.c).
+/* The SQLite database behind the disk cache: opening it safely and configuring it. Shared by
+ * the runtime's tier (store.c) and administration (admin.c); its schema is in schema.h, and
+ * damage and setting a damaged file aside in damage.h.
  *
  * Invariants:
- *   - The schema version lives in meta('schema_version'). A database with another version
- *     is dropped and rebuilt, never trusted.
  *   - Every kernels row's blob_hash is the XXH3-128 of its blob; a row that does not verify
  *     is deleted, never loaded.
  *   - Writers use BEGIN IMMEDIATE, so a transaction never fails midway on a lock upgrade,
@@ -18,8 +17,6 @@
 
 #include "jitops/jitops.h"
 
-#define JITOPS__SCHEMA_VERSION 1
-
 typedef enum jitops__db_mode {
   JITOPS__DB_READWRITE = 0,
   JITOPS__DB_READONLY = 1, /* reads, sharing the WAL with writers */
@@ -31,25 +28,21 @@ typedef struct jitops__db {
   jitops__db_mode mode;
   ino_t inode; /* of the file when opened: tells whether someone already replaced it */
   int last_rc; /* the SQLite result behind the latest failure */
+  int damaged; /* the latest failure means the file is damaged (see damage.h) */
   char path[4096];
 } jitops__db;
 
-/* Opens `path`, sets WAL, the busy timeout and the schema (creating or rebuilding it when
- * writable; checking it otherwise). JITOPS_ERR_CACHE with the reason on failure; a corrupt
- * file is reported as such (see jitops__db_is_corruption). */
+/* Opens `path`, checks its header, sets WAL and the busy timeout, and checks the schema
+ * (creating or rebuilding it when writable). JITOPS_ERR_CACHE with the reason on failure
+ * (db->damaged set when the file is damaged); JITOPS_ERR_NOT_FOUND for an empty file opened
+ * read-only. */
 jitops_status jitops__db_open(const char *path, jitops__db_mode mode, jitops__db *out);
 void jitops__db_close(jitops__db *db);
 
-/* 1 for SQLITE_CORRUPT and SQLITE_NOTADB, the results that mean the file is damaged. */
-int jitops__db_is_corruption(int rc);
-
-/* Renames a damaged database to "<path>.corrupt-<time>-<pid>-<n>" and removes its -wal and
- * -shm, unless the file at `path` is no longer the one `db` opened (another process already
- * set it aside). Keeps the 2 newest set-aside copies and deletes older ones. Closes `db`. */
-void jitops__db_set_aside(jitops__db *db);
-
-/* Deletes all but the `keep` newest set-aside copies of `path`; returns how many went. */
-int64_t jitops__db_prune_set_aside(const char *path, size_t keep);
+/* Describes the failure of the latest statement (`rc`) as JITOPS_ERR_CACHE, records rc, and
+ * sets db->damaged when rc means damage. Call it before anything else runs on the
+ * connection: a ROLLBACK would replace SQLite's message with "not an error". */
+jitops_status jitops__db_fail(jitops__db *db, int rc, const char *what);
 
 /* BEGIN IMMEDIATE, retried while SQLite reports the database busy beyond the busy timeout,
  * up to about a minute in all. */

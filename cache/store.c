@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/damage.h"
 #include "cache/db.h"
 #include "cache/location.h"
 #include "cache/settings.h"
@@ -54,11 +55,11 @@ static jitops_status open_main(jitops__store *store, const char *path, int dir_w
     if (!store->writable && access(path, F_OK) != 0)
       return jitops__fail(JITOPS_ERR_CACHE, "no cache database at %s (read-only)", path);
     jitops_status status = jitops__db_open(path, mode, &store->main);
-    if (status == JITOPS_SUCCESS || attempt > 0 || !store->writable ||
-        !jitops__db_is_corruption(store->main.last_rc))
+    if (status == JITOPS_SUCCESS || attempt > 0 || !store->writable || !store->main.damaged)
       return status;
     ++store->errors;
-    jitops__db_set_aside(&store->main);
+    char aside[4200];
+    jitops__db_set_aside(&store->main, jitops_last_error(), aside, sizeof aside);
   }
 }
 
@@ -166,7 +167,7 @@ uint64_t jitops__store_errors(const jitops__store *store) {
  * holds the lock. */
 static void main_failed(jitops__store *store, int rc, const char *what) {
   ++store->errors;
-  if (!jitops__db_is_corruption(rc)) {
+  if (!jitops__db_rc_is_damage(rc)) {
     jitops__warn_once(&store->warned_write, "disk cache %s: %s: %s", store->main.path, what,
                       sqlite3_errstr(rc));
     return;
@@ -179,7 +180,8 @@ static void main_failed(jitops__store *store, int rc, const char *what) {
     return;
   }
   ++store->recoveries;
-  jitops__db_set_aside(&store->main);
+  char aside[4200];
+  jitops__db_set_aside(&store->main, sqlite3_errstr(rc), aside, sizeof aside);
   if (jitops__cache_file_check(path, 1) != JITOPS_SUCCESS ||
       jitops__db_open(path, JITOPS__DB_READWRITE, &store->main) != JITOPS_SUCCESS) {
     jitops__log(JITOPS__LOG_WARN, "disk cache %s could not be rebuilt: %s", path,

@@ -80,7 +80,7 @@ int main(void) {
   write_garbage(garbage, 8192);
   int64_t imported = -1, rejected = -1;
   CHECK_FAILS(jitops_cache_import(cache, garbage, &imported, &rejected), JITOPS_ERR_CACHE,
-              "is not a database");
+              "not an SQLite database");
   const char *message = jitops_last_error();
   CHECK(occurrences(message, "is not a jitops cache export") == 1);
   CHECK(occurrences(message, garbage) >= 1);

@@ -337,7 +337,7 @@ run --dir "$DIR" import "$TMP/garbage.db"
 expect_eq "import of a garbage file fails" 1 "$RC"
 expect_eq "import of a garbage file: the reason, once" 1 \
   "$(grep -o 'is not a jitops cache export' <<<"$ERR" | wc -l)"
-expect_contains "import of a garbage file: SQLite's reason" "is not a database" "$ERR"
+expect_contains "import of a garbage file: the reason" "not an SQLite database" "$ERR"
 
 run_ok "clear --op $OP" --dir "$DIR" clear --op "$OP"
 expect_match "clear --op $OP count" "^removed $OP_ENTRIES entr(y|ies)\$" "$OUT"
@@ -381,6 +381,43 @@ expect_eq "prewarm recompiles only the dropped kernel" 1 \
   "$(awk '/^sm_[0-9]+: / { n += $4 } END { print n + 0 }' <<<"$OUT")"
 list_json restored
 expect_eq "every entry is back" "$TOTAL" "$COUNT"
+
+# ---- damaged databases: every subcommand sets them aside -------------------------------------
+
+# Garbage: stats reads no cache (and says why), prewarm rebuilds it.
+DAMAGED=$TMP/damaged
+mkdir -m 700 "$DAMAGED"
+head -c 16384 /dev/urandom >"$DAMAGED/kernels.db"
+run --dir "$DAMAGED" stats
+expect_eq "stats over garbage succeeds" 0 "$RC"
+expect_contains "stats over garbage: set aside" "set aside as $DAMAGED/kernels.db.corrupt-" "$ERR"
+expect_true "stats over garbage: nothing left at the database's path" test ! -e "$DAMAGED/kernels.db"
+head -c 16384 /dev/urandom >"$DAMAGED/kernels.db"
+run_ok "prewarm over garbage" --dir "$DAMAGED" prewarm --op "$PREWARM_OP" --jobs 2
+expect_match "prewarm over garbage compiles" "^sm_90: [0-9]+ entries, [0-9]+ compiled, 0 cached, 0 failed" "$OUT"
+run_ok "list after prewarm over garbage" --dir "$DAMAGED" list --json
+printf '%s\n' "$OUT" >"$TMP/damaged.json"
+expect_eq "prewarm over garbage stored the catalogue" "$E90" "$(json "$TMP/damaged.json" 'd["count"]')"
+
+# A damaged header byte (an unsupported schema format): verify sets it aside and says so.
+python3 - "$DAMAGED/kernels.db" <<'EOF'
+import sqlite3, sys
+sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+with open(sys.argv[1], "r+b") as f:
+    f.seek(47)
+    f.write(bytes([9]))
+EOF
+run --dir "$DAMAGED" verify
+expect_eq "verify of a damaged header: exit status" 1 "$RC"
+expect_contains "verify of a damaged header: set aside" "set aside as" "$ERR"
+expect_eq "verify of a damaged header: a new, empty cache" "checked 0, dropped 0" "$OUT"
+
+# A foreign schema with our table names: clear sets it aside, and the cache works again.
+rm -f "$DAMAGED"/kernels.db*
+python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).executescript("CREATE TABLE kernels(id INTEGER PRIMARY KEY, x TEXT); CREATE TABLE usage(y);")' "$DAMAGED/kernels.db"
+run_ok "clear of a foreign schema" --dir "$DAMAGED" clear
+expect_contains "clear of a foreign schema: set aside" "set aside as" "$ERR"
+run_ok "stats after clear of a foreign schema" --dir "$DAMAGED" stats --json
 
 # ---- directories the tool must refuse, and the environment it must not obey -----------------
 

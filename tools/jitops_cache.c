@@ -173,9 +173,11 @@ static const char verify_help[] =
     "Usage: " PROG " [--dir DIR] verify\n"
     "\n"
     "Recomputes the hash of every cached blob, deletes the rows that do not match, and\n"
-    "prints how many were checked and dropped.\n"
+    "prints how many were checked and dropped. A damaged database is set aside (as every\n"
+    "subcommand does) and a new, empty one replaces it.\n"
     "\n"
-    "Exit status: 0 nothing dropped, 1 rows were dropped or the check failed, 2 usage error.\n";
+    "Exit status: 0 nothing dropped, 1 rows were dropped, the database was damaged, or the\n"
+    "check failed, 2 usage error.\n";
 
 static const char export_help[] =
     "Usage: " PROG " [--dir DIR] export FILE\n"
@@ -388,6 +390,11 @@ static int open_cache(const options *opts, int writable, jitops_cache_t **out) {
   jitops_status st = jitops_cache_open(opts->dir, writable, out);
   if (st != JITOPS_SUCCESS)
     return lib_error(st, "opening the cache");
+  const char *aside = jitops_cache_recovered_from(*out);
+  if (aside[0] != '\0')
+    fprintf(stderr,
+            PROG ": the cache database was damaged: set aside as %s; a new one replaces it\n",
+            aside);
   return 0;
 }
 
@@ -706,7 +713,7 @@ static int cmd_verify(const options *opts) {
     rc = lib_error(st, "verifying the cache");
   } else {
     printf("checked %lld, dropped %lld\n", (long long)checked, (long long)dropped);
-    rc = dropped != 0 ? EXIT_FAILED : 0;
+    rc = dropped != 0 || jitops_cache_recovered_from(cache)[0] != '\0' ? EXIT_FAILED : 0;
   }
   jitops_cache_close(cache);
   return rc;

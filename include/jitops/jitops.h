@@ -267,14 +267,23 @@ JITOPS_API jitops_status jitops_catalogue_compile(jitops_runtime_t *runtime, siz
 typedef struct jitops_cache jitops_cache_t;
 
 /* Opens the cache database in `dir` (NULL: the default location) for administration. Unlike
- * the runtime, it reports problems: JITOPS_ERR_CACHE (unusable, unsafe or corrupt database),
+ * the runtime, it reports problems: JITOPS_ERR_CACHE (unusable or unsafe database),
  * JITOPS_ERR_IO. `writable` 0 opens read-only, and gives JITOPS_ERR_NOT_FOUND when there is
- * no cache there yet; `writable` 1 creates it. */
+ * no cache there yet; `writable` 1 creates it.
+ * A damaged database (one SQLite reports corrupt, a header it refuses or that makes it
+ * read-only, our table names with a foreign schema) is set aside as
+ * "kernels.db.corrupt-...", as the runtime does, when the directory is writable: a writable
+ * open then starts a new, empty database (see jitops_cache_recovered_from), and a read-only
+ * one gives JITOPS_ERR_NOT_FOUND. */
 JITOPS_API jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out);
 JITOPS_API void jitops_cache_close(jitops_cache_t *cache);
 
-/* The database file. */
+/* The database file (its real path: symlinks on the way are resolved). */
 JITOPS_API const char *jitops_cache_path(const jitops_cache_t *cache);
+
+/* Where the open set aside a damaged database before starting a new one; "" when it found
+ * none. */
+JITOPS_API const char *jitops_cache_recovered_from(const jitops_cache_t *cache);
 
 /* An entry is a compiled kernel, or a choice made by timing on a GPU (the cuBLASLt algorithm
  * that runs one of fused linear cross-entropy's GEMM shapes fastest): such an entry has an
