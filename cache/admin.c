@@ -12,6 +12,10 @@
 #include "cache/location.h"
 #include "common/error.h"
 
+/* Administration waits longer than a runtime for another process's lock (a runtime storing
+ * a kernel holds it for milliseconds), but not forever. */
+enum { ADMIN_BUSY_MS = 10000 };
+
 struct jitops_cache {
   jitops__db db;
   char recovered_from[4200]; /* where a damaged database found by the open went; "" if none */
@@ -34,7 +38,7 @@ static jitops_status open_database(jitops_cache_t *cache, const char *path, int 
   jitops__db_mode mode = writable       ? JITOPS__DB_READWRITE
                          : dir_writable ? JITOPS__DB_READONLY
                                         : JITOPS__DB_IMMUTABLE;
-  jitops_status status = jitops__db_open(path, mode, &cache->db);
+  jitops_status status = jitops__db_open(path, mode, ADMIN_BUSY_MS, &cache->db);
   if (status == JITOPS_SUCCESS || !cache->db.damaged || !dir_writable)
     return status;
   jitops__db_set_aside(&cache->db, jitops_last_error(), cache->recovered_from,
@@ -45,7 +49,7 @@ static jitops_status open_database(jitops_cache_t *cache, const char *path, int 
                         "there now",
                         jitops_last_error(), cache->recovered_from);
   JITOPS__TRY(jitops__cache_file_check(path, 1));
-  return jitops__db_open(path, mode, &cache->db);
+  return jitops__db_open(path, mode, ADMIN_BUSY_MS, &cache->db);
 }
 
 jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out) {
@@ -360,7 +364,7 @@ jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file, int64
     return jitops__fail(JITOPS_ERR_IO, "%s: cannot read %s: %s", fn, file, strerror(errno));
   JITOPS__TRY(jitops__real_parent_path(file, path, sizeof path));
   jitops__db source;
-  if (jitops__db_open(path, JITOPS__DB_IMMUTABLE, &source) != JITOPS_SUCCESS)
+  if (jitops__db_open(path, JITOPS__DB_IMMUTABLE, ADMIN_BUSY_MS, &source) != JITOPS_SUCCESS)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: %s is not a jitops cache export: %s", fn, file,
                         jitops_last_error());
   int64_t copied = 0, bad = 0;

@@ -11,7 +11,16 @@
 #include "common/error.h"
 #include "common/hash.h"
 
-enum { BUSY_TIMEOUT_MS = 10000, BEGIN_ATTEMPTS = 6 };
+static int64_t monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&pause, NULL);
+}
 
 void jitops__blob_hash(const void *data, size_t size, uint8_t out[16]) {
   jitops__key_to_bytes(jitops__content_hash(data, size), out);
@@ -25,14 +34,36 @@ static int is_busy(int rc) {
   return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
 }
 
-int jitops__db_begin_write(jitops__db *db) {
-  int rc = SQLITE_BUSY;
-  for (int attempt = 0; attempt < BEGIN_ATTEMPTS; ++attempt) {
-    rc = jitops__db_exec(db, "BEGIN IMMEDIATE");
-    if (!is_busy(rc))
-      return rc;
+/* SQLite calls this while a lock it needs is held by another connection; `count` is 0 at the
+ * first call of each wait. It sleeps briefly (1, 2, then 4 ms: short, so that a waiter gets
+ * in within the gaps another process leaves between its transactions) and gives up once the
+ * wait has lasted the connection's bound. */
+static int busy_wait(void *context, int count) {
+  jitops__db *db = context;
+  int64_t now = monotonic_ms();
+  if (count == 0)
+    db->busy_since_ms = now;
+  if (now - db->busy_since_ms >= db->busy_ms)
+    return 0;
+  sleep_ms(count < 2 ? 1 << count : 4);
+  return 1;
+}
+
+/* Runs `sql` until it is not busy or the connection's bound has passed. For the statements
+ * SQLite answers SQLITE_BUSY without calling the busy handler (a switch to WAL that meets
+ * another connection opening the same new file; a lock taken while WAL is recovered). */
+static int exec_bounded(jitops__db *db, const char *sql) {
+  int64_t start = monotonic_ms();
+  int rc = jitops__db_exec(db, sql);
+  while (is_busy(rc) && monotonic_ms() - start < db->busy_ms) {
+    sleep_ms(2);
+    rc = jitops__db_exec(db, sql);
   }
   return rc;
+}
+
+int jitops__db_begin_write(jitops__db *db) {
+  return exec_bounded(db, "BEGIN IMMEDIATE");
 }
 
 /* SQLite's message for the latest failure, made specific where SQLite's is not. */
@@ -74,20 +105,16 @@ static int open_handle(jitops__db *db) {
   return sqlite3_open_v2(db->path, &db->handle, flags, NULL);
 }
 
-/* Switching to WAL needs a moment of exclusive access, and SQLite reports a conflict with
- * another connection that is opening the same new file at once as SQLITE_BUSY without
- * calling the busy handler. The mode is stored in the file, so only the first opener of a
- * new database switches it; the others retry here until they see it. */
-static int set_wal(jitops__db *db) {
-  int rc = SQLITE_BUSY;
-  for (int attempt = 0; attempt < 2000 && is_busy(rc); ++attempt) {
-    rc = jitops__db_exec(db, "PRAGMA journal_mode=WAL");
-    if (is_busy(rc)) {
-      struct timespec pause = {0, 5 * 1000 * 1000};
-      nanosleep(&pause, NULL);
-    }
-  }
-  return rc;
+/* WAL is stored in the file, so only the first opener of a new database switches to it (a
+ * moment of exclusive access); everyone after reads that it is set, and takes no lock. */
+static int use_wal(jitops__db *db) {
+  sqlite3_stmt *stmt = NULL;
+  int wal = 0;
+  if (sqlite3_prepare_v2(db->handle, "PRAGMA journal_mode", -1, &stmt, NULL) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW)
+    wal = sqlite3_stricmp((const char *)sqlite3_column_text(stmt, 0), "wal") == 0;
+  sqlite3_finalize(stmt);
+  return wal ? SQLITE_OK : exec_bounded(db, "PRAGMA journal_mode=WAL");
 }
 
 static jitops_status check_header(jitops__db *db) {
@@ -100,11 +127,11 @@ static jitops_status check_header(jitops__db *db) {
 }
 
 static jitops_status configure(jitops__db *db) {
-  sqlite3_busy_timeout(db->handle, BUSY_TIMEOUT_MS);
+  sqlite3_busy_handler(db->handle, busy_wait, db);
   JITOPS__TRY(check_header(db));
   if (db->mode != JITOPS__DB_READWRITE)
     return jitops__schema_check(db);
-  int rc = set_wal(db);
+  int rc = use_wal(db);
   if (rc == SQLITE_OK)
     rc = jitops__db_exec(db, "PRAGMA synchronous=NORMAL");
   if (rc != SQLITE_OK)
@@ -112,9 +139,11 @@ static jitops_status configure(jitops__db *db) {
   return jitops__schema_ensure(db);
 }
 
-jitops_status jitops__db_open(const char *path, jitops__db_mode mode, jitops__db *out) {
+jitops_status jitops__db_open(const char *path, jitops__db_mode mode, int busy_ms,
+                              jitops__db *out) {
   memset(out, 0, sizeof *out);
   out->mode = mode;
+  out->busy_ms = busy_ms;
   if (snprintf(out->path, sizeof out->path, "%s", path) >= (int)sizeof out->path)
     return jitops__fail(JITOPS_ERR_CACHE, "cache database path is too long");
   struct stat st;

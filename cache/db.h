@@ -5,8 +5,12 @@
  * Invariants:
  *   - Every kernels row's blob_hash is the XXH3-128 of its blob; a row that does not verify
  *     is deleted, never loaded.
- *   - Writers use BEGIN IMMEDIATE, so a transaction never fails midway on a lock upgrade,
- *     and a busy timeout, so lock waits stay inside SQLite. */
+ *   - Opening takes no write lock unless the file needs one (a new database to switch to
+ *     WAL and give a schema, an old schema to rebuild): a busy writer elsewhere never delays
+ *     an open of a database in use.
+ *   - Writers use BEGIN IMMEDIATE, so a transaction never fails midway on a lock upgrade.
+ *   - Every wait for another connection's lock ends after the connection's bound (busy_ms),
+ *     with SQLITE_BUSY: a busy database makes a caller go on without it, never stall. */
 #ifndef JITOPS_CACHE_DB_H
 #define JITOPS_CACHE_DB_H
 
@@ -29,14 +33,17 @@ typedef struct jitops__db {
   ino_t inode; /* of the file when opened: tells whether someone already replaced it */
   int last_rc; /* the SQLite result behind the latest failure */
   int damaged; /* the latest failure means the file is damaged (see damage.h) */
+  int busy_ms; /* the longest wait for another connection's lock */
+  int64_t busy_since_ms;
   char path[4096];
 } jitops__db;
 
-/* Opens `path`, checks its header, sets WAL and the busy timeout, and checks the schema
- * (creating or rebuilding it when writable). JITOPS_ERR_CACHE with the reason on failure
- * (db->damaged set when the file is damaged); JITOPS_ERR_NOT_FOUND for an empty file opened
- * read-only. */
-jitops_status jitops__db_open(const char *path, jitops__db_mode mode, jitops__db *out);
+/* Opens `path`, checks its header, sets WAL and the bound of lock waits (`busy_ms`), and
+ * checks the schema (creating or rebuilding it when writable). JITOPS_ERR_CACHE with the
+ * reason on failure (db->damaged set when the file is damaged); JITOPS_ERR_NOT_FOUND for an
+ * empty file opened read-only. `out` must stay where it is while open (the busy handler
+ * holds its address). */
+jitops_status jitops__db_open(const char *path, jitops__db_mode mode, int busy_ms, jitops__db *out);
 void jitops__db_close(jitops__db *db);
 
 /* Describes the failure of the latest statement (`rc`) as JITOPS_ERR_CACHE, records rc, and
@@ -44,8 +51,7 @@ void jitops__db_close(jitops__db *db);
  * connection: a ROLLBACK would replace SQLite's message with "not an error". */
 jitops_status jitops__db_fail(jitops__db *db, int rc, const char *what);
 
-/* BEGIN IMMEDIATE, retried while SQLite reports the database busy beyond the busy timeout,
- * up to about a minute in all. */
+/* BEGIN IMMEDIATE, waiting at most the connection's bound for another's write lock. */
 int jitops__db_begin_write(jitops__db *db);
 int jitops__db_exec(jitops__db *db, const char *sql);
 

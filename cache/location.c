@@ -122,9 +122,9 @@ static jitops_status check_one(const char *path) {
 }
 
 jitops_status jitops__cache_file_check(const char *db_path, int create) {
-  static const char *const suffixes[] = {"", "-wal", "-shm"};
+  static const char *const suffixes[] = {"", "-wal", "-shm", "-claims"};
   char path[4200];
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; ++i) {
     snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
     JITOPS__TRY(check_one(path));
   }

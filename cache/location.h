@@ -32,7 +32,7 @@ jitops_status jitops__cache_dir_check(const char *dir, int create, char *real, s
  * JITOPS_ERR_IO when the directory does not exist or the result does not fit. */
 jitops_status jitops__real_parent_path(const char *path, char *out, size_t out_size);
 
-/* Checks the database path and its -wal and -shm companions: each absent, or a regular
+/* Checks the database path and its -wal, -shm and -claims companions: each absent, or a regular
  * file (not a symlink) owned by the effective user and not writable by others. When
  * `create` and the database is absent, creates it empty with mode 0600. */
 jitops_status jitops__cache_file_check(const char *db_path, int create);

@@ -17,6 +17,7 @@ static const char *const schema_sql =
     "  created INTEGER NOT NULL, last_used INTEGER NOT NULL, use_count INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS kernels_by_last_use ON kernels(last_used);"
     "CREATE TABLE IF NOT EXISTS claims(key BLOB PRIMARY KEY NOT NULL, pid INTEGER NOT NULL,"
+    "  start_ticks INTEGER NOT NULL, boot_id TEXT NOT NULL, pid_namespace TEXT NOT NULL,"
     "  host TEXT NOT NULL, claimed_at INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS usage(op TEXT NOT NULL, target TEXT NOT NULL,"
     "  memory_hits INTEGER NOT NULL DEFAULT 0, disk_hits INTEGER NOT NULL DEFAULT 0,"
@@ -143,11 +144,16 @@ static jitops_status rollback_after(jitops__db *db, jitops_status status) {
 }
 
 jitops_status jitops__schema_ensure(jitops__db *db) {
-  int rc = jitops__db_begin_write(db);
-  if (rc != SQLITE_OK)
-    return jitops__db_fail(db, rc, "starting the schema transaction");
-  int version = 0;
+  /* The usual case, a database in use, is settled by reading: no write lock. */
+  int version = 0, rc = SQLITE_OK;
   schema_kind kind = classify(db, &version, &rc);
+  if (kind == SCHEMA_OURS)
+    return JITOPS_SUCCESS;
+  if (kind == SCHEMA_FOREIGN)
+    return foreign(db);
+  if ((rc = jitops__db_begin_write(db)) != SQLITE_OK)
+    return jitops__db_fail(db, rc, "starting the schema transaction");
+  kind = classify(db, &version, &rc); /* again: another process may have just written it */
   if (kind == SCHEMA_UNREADABLE)
     return rollback_after(db, jitops__db_fail(db, rc, "reading the schema"));
   if (kind == SCHEMA_FOREIGN)

@@ -12,9 +12,8 @@
 #include "cache/db.h"
 
 /* Bump whenever the tables change or a stored value changes meaning: every database of
- * another version is rebuilt. 2: blob_hash covers the key, kind, target and lowered name;
- * claims record the holder's identity. */
-#define JITOPS__SCHEMA_VERSION 1
+ * another version is rebuilt. 2: claims record the holder's identity. */
+#define JITOPS__SCHEMA_VERSION 2
 
 /* For a writable database: creates the schema in a new one, rebuilds one of another version,
  * and checks the rest. JITOPS_ERR_CACHE on failure, with db->damaged set for a foreign

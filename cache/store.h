@@ -2,11 +2,13 @@
  * eviction, and usage counts. Nothing here fails a call: every problem is logged once,
  * counted, and answered as "not on disk", so the caller compiles and goes on in memory.
  *
- * Compile-once across processes: a process that misses takes a claim row for the key in
- * the same BEGIN IMMEDIATE transaction that saw the miss. Others that miss see the claim
- * and wait (polling) for the winner's row, so 8 ranks that start together compile each
- * kernel once. A claim whose process is gone (same host, no such pid) or that is older
- * than the claim timeout is taken over. */
+ * Compile-once across processes: a process that misses claims the key (claims.c); others
+ * wait for its row, and take the claim over at once if its holder is gone.
+ *
+ * A busy database never stalls a call: each step waits at most JITOPS__STORE_BUSY_MS (2 s)
+ * for another process's write lock, then goes on without the disk. Opening and looking up
+ * take no write lock; a miss takes it twice (claim, store), destroying a runtime once
+ * (usage). */
 #ifndef JITOPS_CACHE_STORE_H
 #define JITOPS_CACHE_STORE_H
 
