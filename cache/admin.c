@@ -1,5 +1,6 @@
-/* Cache administration: what `jitops-cache` does. Unlike the runtime's tier, these calls
- * report cache problems, since inspecting the cache is their whole purpose. */
+/* Cache administration: what `jitops-cache` does (export and import are in transfer.c).
+ * Unlike the runtime's tier, these calls report cache problems, since inspecting the cache is
+ * their whole purpose. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,28 +8,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/admin_internal.h"
 #include "cache/damage.h"
-#include "cache/db.h"
+#include "cache/entry.h"
 #include "cache/location.h"
 #include "common/error.h"
 
-/* Administration waits longer than a runtime for another process's lock (a runtime storing
- * a kernel holds it for milliseconds), but not forever. */
-enum { ADMIN_BUSY_MS = 10000 };
-
-struct jitops_cache {
-  jitops__db db;
-  char recovered_from[4200]; /* where a damaged database found by the open went; "" if none */
-};
-
-/* Describes a failure of the latest statement on `handle`: call it before anything else runs
- * on that connection (a ROLLBACK would replace the message with "not an error"). */
-static jitops_status db_handle_fail(sqlite3 *handle, const char *fn, const char *what) {
+jitops_status jitops__admin_sql_fail(sqlite3 *handle, const char *fn, const char *what) {
   return jitops__fail(JITOPS_ERR_CACHE, "%s: %s: %s", fn, what, sqlite3_errmsg(handle));
 }
 
 static jitops_status sql_fail(jitops_cache_t *cache, const char *fn, const char *what) {
-  return db_handle_fail(cache->db.handle, fn, what);
+  return jitops__admin_sql_fail(cache->db.handle, fn, what);
 }
 
 /* Opens the database. A damaged one is set aside when the directory allows it: a writable
@@ -38,7 +29,7 @@ static jitops_status open_database(jitops_cache_t *cache, const char *path, int 
   jitops__db_mode mode = writable       ? JITOPS__DB_READWRITE
                          : dir_writable ? JITOPS__DB_READONLY
                                         : JITOPS__DB_IMMUTABLE;
-  jitops_status status = jitops__db_open(path, mode, ADMIN_BUSY_MS, &cache->db);
+  jitops_status status = jitops__db_open(path, mode, JITOPS__ADMIN_BUSY_MS, &cache->db);
   if (status == JITOPS_SUCCESS || !cache->db.damaged || !dir_writable)
     return status;
   jitops__db_set_aside(&cache->db, jitops_last_error(), cache->recovered_from,
@@ -49,7 +40,7 @@ static jitops_status open_database(jitops_cache_t *cache, const char *path, int 
                         "there now",
                         jitops_last_error(), cache->recovered_from);
   JITOPS__TRY(jitops__cache_file_check(path, 1));
-  return jitops__db_open(path, mode, ADMIN_BUSY_MS, &cache->db);
+  return jitops__db_open(path, mode, JITOPS__ADMIN_BUSY_MS, &cache->db);
 }
 
 jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out) {
@@ -186,7 +177,7 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
   return rc == SQLITE_DONE ? JITOPS_SUCCESS : sql_fail(cache, fn, "reading the statistics");
 }
 
-static jitops_status require_writable(jitops_cache_t *cache, const char *fn) {
+jitops_status jitops__admin_require_writable(const jitops_cache_t *cache, const char *fn) {
   if (cache->db.mode != JITOPS__DB_READWRITE)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: the cache was opened read-only", fn);
   return JITOPS_SUCCESS;
@@ -196,7 +187,7 @@ jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op, double o
                                  int64_t *removed) {
   static const char *const fn = "jitops_cache_clear";
   JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__TRY(require_writable(cache, fn));
+  JITOPS__TRY(jitops__admin_require_writable(cache, fn));
   sqlite3_stmt *stmt = NULL;
   if (sqlite3_prepare_v2(cache->db.handle,
                          "DELETE FROM kernels WHERE (?1 IS NULL OR op = ?1)"
@@ -220,23 +211,21 @@ jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op, double o
   return JITOPS_SUCCESS;
 }
 
-/* Collects the rowids of rows whose blob does not match its hash. */
+/* Collects the rowids of the rows that are not sound (cache/entry.h). */
 static jitops_status find_bad_rows(jitops_cache_t *cache, int64_t **bad, int64_t *count,
                                    int64_t *checked) {
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle, "SELECT rowid, blob, blob_hash FROM kernels", -1, &stmt,
-                         NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(cache->db.handle, "SELECT " JITOPS__ENTRY_COLUMNS ", rowid FROM kernels",
+                         -1, &stmt, NULL) != SQLITE_OK)
     return sql_fail(cache, "jitops_cache_verify", "preparing the scan");
   size_t capacity = 0;
   *bad = NULL;
   *count = *checked = 0;
   int rc;
+  const char *fault;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     ++*checked;
-    uint8_t actual[16];
-    const void *hash = sqlite3_column_blob(stmt, 2);
-    jitops__blob_hash(sqlite3_column_blob(stmt, 1), (size_t)sqlite3_column_bytes(stmt, 1), actual);
-    if (hash != NULL && sqlite3_column_bytes(stmt, 2) == 16 && memcmp(hash, actual, 16) == 0)
+    if (jitops__entry_is_sound(stmt, &fault))
       continue;
     if ((size_t)*count == capacity) {
       capacity = capacity ? 2 * capacity : 16;
@@ -245,7 +234,7 @@ static jitops_status find_bad_rows(jitops_cache_t *cache, int64_t **bad, int64_t
         break;
       *bad = grown;
     }
-    (*bad)[(*count)++] = sqlite3_column_int64(stmt, 0);
+    (*bad)[(*count)++] = sqlite3_column_int64(stmt, JITOPS__ENTRY_COLUMN_COUNT);
   }
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
@@ -259,7 +248,7 @@ static jitops_status find_bad_rows(jitops_cache_t *cache, int64_t **bad, int64_t
 jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked, int64_t *dropped) {
   static const char *const fn = "jitops_cache_verify";
   JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__TRY(require_writable(cache, fn));
+  JITOPS__TRY(jitops__admin_require_writable(cache, fn));
   int64_t *bad = NULL, count = 0, seen = 0;
   JITOPS__TRY(find_bad_rows(cache, &bad, &count, &seen));
   sqlite3_stmt *stmt = NULL;
@@ -279,100 +268,4 @@ jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked, int64
   if (dropped != NULL)
     *dropped = count;
   return JITOPS_SUCCESS;
-}
-
-jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file) {
-  static const char *const fn = "jitops_cache_export";
-  JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__REQUIRE_NONNULL(fn, file);
-  if (access(file, F_OK) == 0)
-    return jitops__fail(JITOPS_ERR_IO, "%s: %s already exists", fn, file);
-  char path[4096];
-  JITOPS__TRY(jitops__real_parent_path(file, path, sizeof path));
-  sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle, "VACUUM INTO ?", -1, &stmt, NULL) != SQLITE_OK)
-    return sql_fail(cache, fn, "preparing the export");
-  sqlite3_bind_text(stmt, 1, path, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_DONE)
-    return jitops__fail(JITOPS_ERR_IO, "%s: writing %s: %s", fn, file,
-                        sqlite3_errmsg(cache->db.handle));
-  return JITOPS_SUCCESS;
-}
-
-/* Copies the verified rows of `source` that are missing here, in one transaction. A failure
- * is described before the rollback, which would otherwise leave SQLite's "not an error" as
- * the connection's latest message, and from the connection that failed. */
-static jitops_status import_rows(jitops_cache_t *cache, jitops__db *source, int64_t *imported,
-                                 int64_t *rejected) {
-  static const char *const fn = "jitops_cache_import";
-  sqlite3_stmt *read = NULL, *write = NULL;
-  if (sqlite3_prepare_v2(source->handle,
-                         "SELECT key, op, name_expr, lowered_name, target, nvrtc_version,"
-                         " options, kind, blob, blob_hash, size, compile_ms, created,"
-                         " last_used, use_count FROM kernels",
-                         -1, &read, NULL) != SQLITE_OK)
-    return db_handle_fail(source->handle, fn, "reading the export");
-  if (sqlite3_prepare_v2(cache->db.handle,
-                         "INSERT OR IGNORE INTO kernels(key, op, name_expr, lowered_name,"
-                         " target, nvrtc_version, options, kind, blob, blob_hash, size,"
-                         " compile_ms, created, last_used, use_count)"
-                         " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         -1, &write, NULL) != SQLITE_OK) {
-    sqlite3_finalize(read);
-    return sql_fail(cache, fn, "preparing the copy");
-  }
-  jitops_status status = JITOPS_SUCCESS;
-  if (jitops__db_begin_write(&cache->db) != SQLITE_OK)
-    status = sql_fail(cache, fn, "starting the import");
-  int rc;
-  while (status == JITOPS_SUCCESS && (rc = sqlite3_step(read)) == SQLITE_ROW) {
-    uint8_t actual[16];
-    jitops__blob_hash(sqlite3_column_blob(read, 8), (size_t)sqlite3_column_bytes(read, 8), actual);
-    if (sqlite3_column_bytes(read, 9) != 16 ||
-        memcmp(sqlite3_column_blob(read, 9), actual, 16) != 0) {
-      ++*rejected;
-      continue;
-    }
-    for (int c = 0; c < 15; ++c)
-      sqlite3_bind_value(write, c + 1, sqlite3_column_value(read, c));
-    if (sqlite3_step(write) != SQLITE_DONE)
-      status = sql_fail(cache, fn, "copying entries");
-    *imported += sqlite3_changes(cache->db.handle);
-    sqlite3_reset(write);
-  }
-  if (status == JITOPS_SUCCESS && rc != SQLITE_DONE)
-    status = db_handle_fail(source->handle, fn, "reading the export");
-  sqlite3_finalize(read);
-  sqlite3_finalize(write);
-  if (status == JITOPS_SUCCESS && jitops__db_exec(&cache->db, "COMMIT") != SQLITE_OK)
-    status = sql_fail(cache, fn, "committing the import");
-  if (status != JITOPS_SUCCESS)
-    jitops__db_exec(&cache->db, "ROLLBACK");
-  return status;
-}
-
-jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file, int64_t *imported,
-                                  int64_t *rejected) {
-  static const char *const fn = "jitops_cache_import";
-  JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__REQUIRE_NONNULL(fn, file);
-  JITOPS__TRY(require_writable(cache, fn));
-  char path[4096];
-  if (access(file, R_OK) != 0)
-    return jitops__fail(JITOPS_ERR_IO, "%s: cannot read %s: %s", fn, file, strerror(errno));
-  JITOPS__TRY(jitops__real_parent_path(file, path, sizeof path));
-  jitops__db source;
-  if (jitops__db_open(path, JITOPS__DB_IMMUTABLE, ADMIN_BUSY_MS, &source) != JITOPS_SUCCESS)
-    return jitops__fail(JITOPS_ERR_CACHE, "%s: %s is not a jitops cache export: %s", fn, file,
-                        jitops_last_error());
-  int64_t copied = 0, bad = 0;
-  jitops_status status = import_rows(cache, &source, &copied, &bad);
-  jitops__db_close(&source);
-  if (imported != NULL)
-    *imported = copied;
-  if (rejected != NULL)
-    *rejected = bad;
-  return status;
 }

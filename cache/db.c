@@ -9,7 +9,6 @@
 #include "cache/damage.h"
 #include "cache/schema.h"
 #include "common/error.h"
-#include "common/hash.h"
 
 static int64_t monotonic_ms(void) {
   struct timespec ts;
@@ -20,10 +19,6 @@ static int64_t monotonic_ms(void) {
 static void sleep_ms(int ms) {
   struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&pause, NULL);
-}
-
-void jitops__blob_hash(const void *data, size_t size, uint8_t out[16]) {
-  jitops__key_to_bytes(jitops__content_hash(data, size), out);
 }
 
 int jitops__db_exec(jitops__db *db, const char *sql) {

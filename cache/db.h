@@ -3,8 +3,7 @@
  * damage and setting a damaged file aside in damage.h.
  *
  * Invariants:
- *   - Every kernels row's blob_hash is the XXH3-128 of its blob; a row that does not verify
- *     is deleted, never loaded.
+ *   - A kernels row that does not verify (cache/entry.h) is deleted, never loaded.
  *   - Opening takes no write lock unless the file needs one (a new database to switch to
  *     WAL and give a schema, an old schema to rebuild): a busy writer elsewhere never delays
  *     an open of a database in use.
@@ -54,8 +53,5 @@ jitops_status jitops__db_fail(jitops__db *db, int rc, const char *what);
 /* BEGIN IMMEDIATE, waiting at most the connection's bound for another's write lock. */
 int jitops__db_begin_write(jitops__db *db);
 int jitops__db_exec(jitops__db *db, const char *sql);
-
-/* XXH3-128 of a blob, as stored in blob_hash. */
-void jitops__blob_hash(const void *data, size_t size, uint8_t out[16]);
 
 #endif

@@ -12,7 +12,8 @@
 #include "cache/db.h"
 
 /* Bump whenever the tables change or a stored value changes meaning: every database of
- * another version is rebuilt. 2: claims record the holder's identity. */
+ * another version is rebuilt. 2: blob_hash covers the key, kind, target and lowered name
+ * (cache/entry.h); claims record the holder's identity (cache/claims.c). */
 #define JITOPS__SCHEMA_VERSION 2
 
 /* For a writable database: creates the schema in a new one, rebuilds one of another version,

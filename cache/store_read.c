@@ -1,9 +1,10 @@
 /* The runtime's disk tier, reading: the main database, then the shipped tier. A row that fails
- * its hash check is never loaded: it is deleted from the main database (and recompiled by the
- * caller) and skipped in the shipped tier. */
+ * its check (cache/entry.h) is never loaded: it is deleted from the main database (and recompiled
+ * by the caller) and skipped in the shipped tier. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/entry.h"
 #include "cache/store_internal.h"
 #include "common/log.h"
 
@@ -13,36 +14,32 @@ void jitops__blob_free(jitops__blob *blob) {
   memset(blob, 0, sizeof *blob);
 }
 
-/* Copies a row's blob out if its hash verifies. Returns 1 on success, 0 on a bad row. */
+/* Copies a row's blob and lowered name out if the row is sound (its hash verifies: see
+ * cache/entry.h). Returns 1 on success, 0 on a bad row. */
 static int take_verified(sqlite3_stmt *stmt, jitops__blob *out) {
-  const void *image = sqlite3_column_blob(stmt, 1);
-  int size = sqlite3_column_bytes(stmt, 1);
-  const void *hash = sqlite3_column_blob(stmt, 2);
-  const char *lowered = (const char *)sqlite3_column_text(stmt, 0);
-  uint8_t actual[16];
-  if (image == NULL || size <= 0 || hash == NULL || sqlite3_column_bytes(stmt, 2) != 16 ||
-      lowered == NULL)
+  const char *fault = NULL;
+  if (!jitops__entry_is_sound(stmt, &fault)) {
+    jitops__log(JITOPS__LOG_DEBUG, "disk cache: a row is not sound: %s", fault);
     return 0;
-  jitops__blob_hash(image, (size_t)size, actual);
-  if (memcmp(actual, hash, 16) != 0)
-    return 0;
-  out->image = malloc((size_t)size);
-  out->lowered_name = strdup(lowered);
+  }
+  const void *image = sqlite3_column_blob(stmt, JITOPS__ENTRY_BLOB);
+  size_t size = (size_t)sqlite3_column_bytes(stmt, JITOPS__ENTRY_BLOB);
+  out->image = malloc(size);
+  out->lowered_name = strdup((const char *)sqlite3_column_text(stmt, JITOPS__ENTRY_LOWERED_NAME));
   if (out->image == NULL || out->lowered_name == NULL) {
     jitops__blob_free(out);
     return 0;
   }
-  memcpy(out->image, image, (size_t)size);
-  out->size = (size_t)size;
+  memcpy(out->image, image, size);
+  out->size = size;
   return 1;
 }
 
 jitops__row_result jitops__store_read_row(jitops__db *db, const uint8_t key[16], jitops__blob *out,
                                           int *rc) {
   sqlite3_stmt *stmt = NULL;
-  *rc = sqlite3_prepare_v2(db->handle,
-                           "SELECT lowered_name, blob, blob_hash FROM kernels WHERE key = ?", -1,
-                           &stmt, NULL);
+  *rc = sqlite3_prepare_v2(
+      db->handle, "SELECT " JITOPS__ENTRY_COLUMNS " FROM kernels WHERE key = ?", -1, &stmt, NULL);
   if (*rc != SQLITE_OK)
     return JITOPS__ROW_ERROR;
   sqlite3_bind_blob(stmt, 1, key, 16, SQLITE_STATIC);

@@ -3,6 +3,7 @@
  * bound is given up: the kernel stays in memory. */
 #include <string.h>
 
+#include "cache/entry.h"
 #include "cache/store_internal.h"
 #include "common/log.h"
 
@@ -17,7 +18,8 @@ static int insert_row(jitops__store *store, const jitops__store_row *row) {
   if (rc != SQLITE_OK)
     return rc;
   uint8_t hash[16];
-  jitops__blob_hash(row->image, row->size, hash);
+  jitops__entry_hash(row->key, (int)row->kind, row->target, row->lowered_name, row->image,
+                     row->size, hash);
   int64_t now = jitops__store_now_ms();
   sqlite3_bind_blob(stmt, 1, row->key, 16, SQLITE_STATIC);
   sqlite3_bind_text(stmt, 2, row->op, -1, SQLITE_STATIC);

@@ -306,6 +306,7 @@ EXPORT=$TMP/export.db
 run_ok "export" --dir "$DIR" export "$EXPORT"
 expect_match "export count" "^exported $TOTAL entr(y|ies) to " "$OUT"
 expect_true "the export file exists" test -s "$EXPORT"
+expect_eq "the export is private, like the cache" 600 "$(stat -c %a "$EXPORT")"
 run --dir "$DIR" export "$EXPORT"
 expect_eq "export onto an existing file fails" 1 "$RC"
 

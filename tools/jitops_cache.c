@@ -114,7 +114,7 @@ static const char global_help[] =
     "  stats [--json]                       entries, bytes, hits and misses by op and target\n"
     "  list [--op OP] [--target T] [--json] one row per cached kernel\n"
     "  clear [--op OP] [--older-than DAYS]  remove entries (all of them by default)\n"
-    "  verify                               recompute blob hashes and drop bad rows\n"
+    "  verify                               check every row and drop bad ones\n"
     "  export FILE                          write a compact copy of the cache to FILE\n"
     "  import FILE                          add the valid entries of an exported FILE\n"
     "  prewarm [--arch sm_XY]... [--jobs N] [--op OP] [--verbose] [--dry-run]\n"
@@ -172,9 +172,10 @@ static const char clear_help[] =
 static const char verify_help[] =
     "Usage: " PROG " [--dir DIR] verify\n"
     "\n"
-    "Recomputes the hash of every cached blob, deletes the rows that do not match, and\n"
-    "prints how many were checked and dropped. A damaged database is set aside (as every\n"
-    "subcommand does) and a new, empty one replaces it.\n"
+    "Checks every row (its hash covers the blob, key, kind, target and lowered name, and\n"
+    "its other columns must be sane), deletes the rows that fail, and prints how many were\n"
+    "checked and dropped. A damaged database is set aside (as every subcommand does) and a\n"
+    "new, empty one replaces it.\n"
     "\n"
     "Exit status: 0 nothing dropped, 1 rows were dropped, the database was damaged, or the\n"
     "check failed, 2 usage error.\n";
@@ -182,7 +183,7 @@ static const char verify_help[] =
 static const char export_help[] =
     "Usage: " PROG " [--dir DIR] export FILE\n"
     "\n"
-    "Writes a compact copy of the cache to FILE, which must not exist. The file can be\n"
+    "Writes a compact copy of the cache to FILE (mode 0600), which must not exist. It can be\n"
     "imported elsewhere, or shipped as a read-only tier ($JITOPS_CACHE_SHIPPED).\n"
     "\n"
     "Exit status: 0 success, 1 the export failed, 2 usage error.\n";
@@ -190,8 +191,9 @@ static const char export_help[] =
 static const char import_help[] =
     "Usage: " PROG " [--dir DIR] import FILE\n"
     "\n"
-    "Adds the entries of an exported FILE that verify and are not present yet, and prints\n"
-    "how many were imported and rejected.\n"
+    "Adds the entries of an exported FILE that are not present yet, and prints how many were\n"
+    "imported and rejected. A row is rejected unless it passes verify's checks. The import\n"
+    "commits in batches, so runtimes using the cache meanwhile are never held up for long.\n"
     "\n"
     "Exit status: 0 success, 1 the import failed or rejected entries, 2 usage error.\n";
 

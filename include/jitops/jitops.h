@@ -334,14 +334,23 @@ JITOPS_API jitops_status jitops_cache_stats(jitops_cache_t *cache,
 JITOPS_API jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op,
                                             double older_than_days, int64_t *removed);
 
-/* Recomputes every blob's hash and deletes the rows that do not match. */
+/* Checks every row and deletes those that fail: a row's stored hash must match its blob
+ * and all that selects code from it (key, kind, target, lowered name), and its other
+ * columns must be sane. `checked` and `dropped` (may be NULL) count them. */
 JITOPS_API jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked,
                                              int64_t *dropped);
 
-/* Writes a compact copy of the database to `file`, which must not exist. */
+/* Writes a compact copy of the database to `file`, which must not exist; it is created with
+ * mode 0600, like the cache. */
 JITOPS_API jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file);
 
-/* Adds the entries of an exported file that verify and are not present yet. */
+/* Adds the entries of an exported file that are not present yet. Nothing in the file is
+ * trusted: a row is rejected (and counted in `rejected`) unless it passes the checks of
+ * jitops_cache_verify, with its size equal to its blob's length, a known kind, a target such
+ * as sm_90 and text of sane lengths. The hash guards against damage and mix-ups, not against
+ * a forger: import only files you would run code from. The import commits in batches (so a
+ * runtime storing a kernel meanwhile waits for one batch at most); after a failure the
+ * entries already committed stay, and `imported` counts them. */
 JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file,
                                              int64_t *imported, int64_t *rejected);
 
