@@ -196,7 +196,16 @@ JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtim
 /* Registers CUDA C++ source text under `name` in this runtime. Sources may include each other
  * and the built-in headers by name (#include "jitops/common.cuh"). Registering the same
  * contents again is a no-op; other contents under a used name give JITOPS_ERR_ALREADY_EXISTS.
- * The text is copied. Names are at most 255 bytes of [A-Za-z0-9_./-]. */
+ * The text is copied. Names are at most 255 bytes of [A-Za-z0-9_./-].
+ *
+ * Registered sources are all NVRTC ever reads, so that a kernel's cache key covers every byte
+ * of its input and a header changed on disk can never be served stale from the cache:
+ * jitops_kernel_get refuses (JITOPS_ERR_INVALID_ARGUMENT) a kernel whose sources include a file
+ * by an absolute path or through a macro (#include WHERE), anywhere in their text, and options
+ * that make NVRTC read files (-I, --include-path, -include, --pre-include, the precompiled-
+ * header options). A relative include that names no registered source fails to compile
+ * (JITOPS_ERR_COMPILE): NVRTC is given no directory to look in. Register such headers and
+ * include them by their registered names. */
 JITOPS_API jitops_status jitops_source_register(jitops_runtime_t *runtime, const char *name,
                                                 const char *source);
 
@@ -207,7 +216,8 @@ typedef struct jitops_kernel jitops_kernel_t;
  * options such as "-DTILE=64"; the library adds the target and its own defaults). The first
  * request compiles or loads from disk; later ones cost one hash and one table probe. The
  * kernel belongs to the runtime and lives as long as it does.
- * Errors: JITOPS_ERR_INVALID_ARGUMENT, JITOPS_ERR_NOT_FOUND (no such source),
+ * Errors: JITOPS_ERR_INVALID_ARGUMENT (also: an include of, or an option that reads, a file
+ * on disk; see jitops_source_register), JITOPS_ERR_NOT_FOUND (no such source),
  * JITOPS_ERR_COMPILE (the NVRTC log is in jitops_last_error()), JITOPS_ERR_DRIVER. On a
  * compile-only runtime the kernel is compiled and cached but cannot be launched. */
 JITOPS_API jitops_status jitops_kernel_get(jitops_runtime_t *runtime, const char *source_name,
