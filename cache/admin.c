@@ -12,6 +12,7 @@
 #include "cache/damage.h"
 #include "cache/entry.h"
 #include "cache/location.h"
+#include "cache/settings.h"
 #include "common/error.h"
 
 jitops_status jitops__admin_sql_fail(sqlite3 *handle, const char *fn, const char *what) {
@@ -86,6 +87,18 @@ const char *jitops_cache_path(const jitops_cache_t *cache) {
 
 const char *jitops_cache_recovered_from(const jitops_cache_t *cache) {
   return cache ? cache->recovered_from : "";
+}
+
+jitops_status jitops_cache_settings_get(const char *dir, jitops_cache_settings *out) {
+  JITOPS__REQUIRE_NONNULL("jitops_cache_settings_get", out);
+  jitops__cache_plan plan;
+  jitops__cache_plan_make(dir, JITOPS_CACHE_MODE_DEFAULT, 0, 0, &plan);
+  memset(out, 0, sizeof *out);
+  out->state = plan.state;
+  out->degraded = plan.degraded;
+  snprintf(out->reason, sizeof out->reason, "%s", plan.reason);
+  out->max_bytes = plan.max_bytes;
+  return JITOPS_SUCCESS;
 }
 
 static const char *text_or_empty(sqlite3_stmt *stmt, int column) {

@@ -177,9 +177,11 @@ jitops_status jitops__schema_check(jitops__db *db) {
   case SCHEMA_EMPTY:
     return jitops__fail(JITOPS_ERR_NOT_FOUND, "cache database %s is empty", db->path);
   case SCHEMA_OTHER_VERSION:
-    return jitops__fail(JITOPS_ERR_CACHE,
-                        "cache database %s has schema %d, not %d (a writer rebuilds it)", db->path,
-                        version, JITOPS__SCHEMA_VERSION);
+    /* Another libjitops's: nothing here can be read, and the next writer rebuilds it. */
+    return jitops__fail(JITOPS_ERR_NOT_FOUND,
+                        "cache database %s has schema %d, not %d: it holds nothing this "
+                        "libjitops can use until a writer rebuilds it",
+                        db->path, version, JITOPS__SCHEMA_VERSION);
   case SCHEMA_FOREIGN:
     return foreign(db);
   case SCHEMA_UNREADABLE:

@@ -22,8 +22,8 @@
 jitops_status jitops__schema_ensure(jitops__db *db);
 
 /* For a database opened read-only: succeeds only on our current schema. JITOPS_ERR_NOT_FOUND
- * for an empty database; JITOPS_ERR_CACHE otherwise, with db->damaged set for a foreign
- * schema. */
+ * for an empty database or one of another version (nothing to read); JITOPS_ERR_CACHE
+ * otherwise, with db->damaged set for a foreign schema. */
 jitops_status jitops__schema_check(jitops__db *db);
 
 #endif

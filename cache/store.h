@@ -26,11 +26,16 @@ typedef struct jitops__store_options {
   const char *shipped;    /* NULL: $JITOPS_CACHE_SHIPPED */
 } jitops__store_options;
 
-/* NULL when there is no usable disk tier; the reason is logged once. */
+/* A store in whatever state the options and the location allow (see
+ * jitops__store_describe): off, read-only or read-write. A tier lowered for a reason nobody
+ * asked for is warned about once per process. NULL only when out of memory. */
 jitops__store *jitops__store_open(const jitops__store_options *options);
 void jitops__store_close(jitops__store *store);
 
 const char *jitops__store_path(const jitops__store *store);
+/* Fills the cache_* fields of `info`: path, writability, state, degradation, reason, bound.
+ * `store` may be NULL (a runtime that ran out of memory making one). */
+void jitops__store_describe(jitops__store *store, jitops_runtime_info *info);
 int jitops__store_writable(const jitops__store *store);
 /* Problems survived so far (corruption, I/O, a full disk). */
 uint64_t jitops__store_errors(const jitops__store *store);

@@ -21,6 +21,9 @@ struct jitops__store {
   jitops__db shipped;   /* handle NULL when there is none */
   jitops__claim_locks claim_locks;
   int writable;
+  jitops_cache_state state; /* the main database's; reason says why it is not read-write */
+  int degraded;             /* lowered by the library itself (see jitops_runtime_info) */
+  char reason[512];
   int64_t max_bytes;
   int recoveries;
   uint64_t errors;

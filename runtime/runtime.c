@@ -146,8 +146,8 @@ static jitops_status init_tiers(jitops_runtime_t *rt, const jitops_runtime_confi
   rt->store = jitops__store_open(&store_options);
   jitops__log(JITOPS__LOG_DEBUG, "runtime for %s (%s): disk cache %s%s", rt->target.name,
               rt->device >= 0 ? rt->device_name : "compile-only",
-              rt->store ? jitops__store_path(rt->store) : "off",
-              rt->store && !jitops__store_writable(rt->store) ? " (read-only)" : "");
+              rt->store && jitops__store_path(rt->store)[0] ? jitops__store_path(rt->store) : "off",
+              rt->store && !jitops__store_writable(rt->store) ? " (not written)" : "");
   return JITOPS_SUCCESS;
 }
 
@@ -260,8 +260,7 @@ jitops_status jitops_runtime_get_info(const jitops_runtime_t *rt, jitops_runtime
   out->nvrtc_version = rt->nvrtc_version;
   snprintf(out->arch_name, sizeof out->arch_name, "sm_%d", rt->props.arch);
   snprintf(out->device_name, sizeof out->device_name, "%s", rt->device_name);
-  snprintf(out->cache_path, sizeof out->cache_path, "%s", jitops__store_path(rt->store));
-  out->cache_writable = jitops__store_writable(rt->store);
+  jitops__store_describe(rt->store, out);
   return JITOPS_SUCCESS;
 }
 

@@ -213,9 +213,20 @@ expect_eq "stats: bytes add up" "$(json "$TMP/stats1.json" 'd["totals"]["bytes"]
 expect_true "stats: bytes are positive" test "$(json "$TMP/stats1.json" 'd["totals"]["bytes"]')" -gt 0
 expect_eq "stats: database path" "$DB" "$(json "$TMP/stats1.json" 'd["database"]')"
 
+expect_eq "stats: the size limit" 1073741824 "$(json "$TMP/stats1.json" 'd["max_bytes"]')"
+expect_eq "stats: the disk tier" "read-write False" \
+  "$(json "$TMP/stats1.json" 'd["disk_tier"]["state"] + " " + str(d["disk_tier"]["degraded"])')"
+
 run_ok "stats (text)" --dir "$DIR" stats
 expect_contains "stats text shows the database" "database: $DB" "$OUT"
 expect_eq "stats text shows a total row" 1 "$(grep -c '^total  ' <<<"$OUT" || true)"
+expect_contains "stats text shows the disk tier" "disk tier: read-write" "$OUT"
+expect_match "stats text shows the size and its limit" $'size: [0-9.]+ KiB of 1.0 GiB' "$OUT"
+expect_match "stats text shows sizes in binary units" $'\ntotal +[0-9]+ +[0-9.]+ KiB ' "$OUT"
+JITOPS_CACHE=off JITOPS_CACHE_MAX_BYTES=512M "$CLI" --dir "$DIR" stats >"$TMP/out" 2>"$TMP/err" && RC=0 || RC=$?
+expect_eq "stats with JITOPS_CACHE=off" 0 "$RC"
+expect_contains "stats says the tier is off, and why" "disk tier: off (JITOPS_CACHE" "$(cat "$TMP/out")"
+expect_contains "stats shows the limit from the environment" "of 512.0 MiB" "$(cat "$TMP/out")"
 
 # ---- list and its filters --------------------------------------------------------------------
 

@@ -420,7 +420,7 @@ static const char *report_path(const jitops_cache_t *cache) {
  * stats
  * ---------------------------------------------------------------------------------------- */
 
-enum { STAT_COLUMNS = 6 };
+enum { STAT_COLUMNS = 6, STAT_BYTES = 1 };
 
 typedef struct group_row {
   char *op;
@@ -430,7 +430,7 @@ typedef struct group_row {
 
 static const char *const stat_names[STAT_COLUMNS] = {"entries",   "bytes",  "memory_hits",
                                                      "disk_hits", "misses", "compiles"};
-static const char *const stat_titles[STAT_COLUMNS] = {"ENTRIES",   "BYTES",  "MEM_HITS",
+static const char *const stat_titles[STAT_COLUMNS] = {"ENTRIES",   "SIZE",   "MEM_HITS",
                                                       "DISK_HITS", "MISSES", "COMPILES"};
 
 typedef struct group_table {
@@ -474,7 +474,15 @@ static void json_stat_values(FILE *f, const int64_t v[STAT_COLUMNS], int first) 
     json_int(f, stat_names[c], v[c], first && c == 0);
 }
 
-static void print_stats_json(const char *path, const group_table *t) {
+/* What runtimes would make of the cache: state, reason, bound (jitops_cache_settings_get). */
+static const char *state_name(jitops_cache_state state) {
+  return state == JITOPS_CACHE_STATE_READWRITE  ? "read-write"
+         : state == JITOPS_CACHE_STATE_READONLY ? "read-only"
+                                                : "off";
+}
+
+static void print_stats_json(const char *path, const group_table *t,
+                             const jitops_cache_settings *settings) {
   int64_t totals[STAT_COLUMNS];
   group_totals(t, totals);
   fputs("{", stdout);
@@ -489,7 +497,27 @@ static void print_stats_json(const char *path, const group_table *t) {
   }
   fputs("], \"totals\": {", stdout);
   json_stat_values(stdout, totals, 1);
+  fputs("}", stdout);
+  json_int(stdout, "max_bytes", settings->max_bytes, 0);
+  fputs(", \"disk_tier\": {", stdout);
+  json_str_field(stdout, "state", state_name(settings->state), 1);
+  json_key(stdout, "degraded", 0);
+  fputs(settings->degraded ? "true" : "false", stdout);
+  json_str_field(stdout, "reason", settings->reason, 0);
   fputs("}}\n", stdout);
+}
+
+/* "512 B", "12.3 KiB", "1.0 GiB": binary multiples, as JITOPS_CACHE_MAX_BYTES takes them. */
+static void format_size(int64_t bytes, char *out, size_t size) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = (double)bytes;
+  int unit = 0;
+  while (value >= 1024 && unit < 5)
+    value /= 1024, ++unit;
+  if (unit == 0)
+    snprintf(out, size, "%lld B", (long long)bytes);
+  else
+    snprintf(out, size, "%.1f %s", value, units[unit]);
 }
 
 /* Column widths: op, target, then one per statistic. */
@@ -503,28 +531,53 @@ static int max_int(int a, int b) {
   return a > b ? a : b;
 }
 
-static int digits(int64_t v) {
-  char buf[32];
-  return snprintf(buf, sizeof(buf), "%lld", (long long)v);
+/* A statistic as the text table shows it: sizes in binary units, counts as numbers. */
+static void format_stat(int column, int64_t v, char *out, size_t size) {
+  if (column == STAT_BYTES)
+    format_size(v, out, size);
+  else
+    snprintf(out, size, "%lld", (long long)v);
 }
 
 static void widen(stats_widths *w, const char *op, const char *target,
                   const int64_t v[STAT_COLUMNS]) {
+  char text[32];
   w->op = max_int(w->op, (int)strlen(op));
   w->target = max_int(w->target, (int)strlen(target));
-  for (int c = 0; c < STAT_COLUMNS; ++c)
-    w->v[c] = max_int(w->v[c], digits(v[c]));
+  for (int c = 0; c < STAT_COLUMNS; ++c) {
+    format_stat(c, v[c], text, sizeof(text));
+    w->v[c] = max_int(w->v[c], (int)strlen(text));
+  }
 }
 
 static void print_stats_row(const stats_widths *w, const char *op, const char *target,
                             const int64_t v[STAT_COLUMNS]) {
+  char text[32];
   printf("%-*s  %-*s", w->op, op, w->target, target);
-  for (int c = 0; c < STAT_COLUMNS; ++c)
-    printf("  %*lld", w->v[c], (long long)v[c]);
+  for (int c = 0; c < STAT_COLUMNS; ++c) {
+    format_stat(c, v[c], text, sizeof(text));
+    printf("  %*s", w->v[c], text);
+  }
   putchar('\n');
 }
 
-static void print_stats_text(const char *path, const group_table *t) {
+/* "disk tier: read-write" or "disk tier: off (why)", then "size: 1.2 MiB of 1.0 GiB". */
+static void print_tier_lines(int64_t bytes, const jitops_cache_settings *settings) {
+  char used[32], limit[32];
+  printf("disk tier: %s%s%s%s\n", state_name(settings->state), settings->reason[0] ? " (" : "",
+         settings->reason, settings->reason[0] ? ")" : "");
+  format_size(bytes, used, sizeof(used));
+  if (settings->max_bytes < 0) {
+    printf("size: %s (no limit)\n", used);
+    return;
+  }
+  format_size(settings->max_bytes, limit, sizeof(limit));
+  printf("size: %s of %s (%.0f%%)\n", used, limit,
+         settings->max_bytes > 0 ? 100.0 * (double)bytes / (double)settings->max_bytes : 0.0);
+}
+
+static void print_stats_text(const char *path, const group_table *t,
+                             const jitops_cache_settings *settings) {
   int64_t totals[STAT_COLUMNS];
   group_totals(t, totals);
   stats_widths w = {.op = 2, .target = 6};
@@ -534,6 +587,7 @@ static void print_stats_text(const char *path, const group_table *t) {
     widen(&w, t->rows[i].op, t->rows[i].target, t->rows[i].v);
   widen(&w, "total", "", totals);
   printf("database: %s\n", path);
+  print_tier_lines(totals[STAT_BYTES], settings);
   printf("%-*s  %-*s", w.op, "OP", w.target, "TARGET");
   for (int c = 0; c < STAT_COLUMNS; ++c)
     printf("  %*s", w.v[c], stat_titles[c]);
@@ -548,14 +602,17 @@ static int cmd_stats(const options *opts) {
   if (open_cache_for_reading(opts, &cache) != 0)
     return EXIT_FAILED;
   group_table t = {0};
-  jitops_status st = cache ? jitops_cache_stats(cache, collect_group, &t) : JITOPS_SUCCESS;
+  jitops_cache_settings settings;
+  jitops_status st = jitops_cache_settings_get(opts->dir, &settings);
+  if (st == JITOPS_SUCCESS && cache != NULL)
+    st = jitops_cache_stats(cache, collect_group, &t);
   int rc = 0;
   if (st != JITOPS_SUCCESS)
     rc = lib_error(st, "reading the statistics");
   else if (opts->json)
-    print_stats_json(report_path(cache), &t);
+    print_stats_json(report_path(cache), &t, &settings);
   else
-    print_stats_text(report_path(cache), &t);
+    print_stats_text(report_path(cache), &t, &settings);
   free_groups(&t);
   jitops_cache_close(cache);
   return rc;

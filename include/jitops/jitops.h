@@ -158,15 +158,35 @@ JITOPS_API jitops_status jitops_runtime_create(const jitops_runtime_config *conf
  * The caller must have finished (or synchronized) all work it launched. NULL is a no-op. */
 JITOPS_API void jitops_runtime_destroy(jitops_runtime_t *runtime);
 
+/* What the main disk database is to a runtime now. */
+typedef enum jitops_cache_state {
+  JITOPS_CACHE_STATE_OFF = 0,      /* not used (a shipped tier may still answer) */
+  JITOPS_CACHE_STATE_READONLY = 1, /* kernels are looked up, never stored */
+  JITOPS_CACHE_STATE_READWRITE = 2 /* kernels are looked up, and stored when compiled */
+} jitops_cache_state;
+
+/* ABI: fields are only ever appended to this struct, and jitops_runtime_get_info fills all of
+ * it, so a program compiled against an older jitops.h (before cache_state) must be rebuilt
+ * before it calls a newer library; the 0.x series promises source compatibility only. */
 typedef struct jitops_runtime_info {
-  int device;            /* -1 for a compile-only runtime */
-  int has_device;        /* 1 when launches can run */
-  int arch;              /* 90 for sm_90 */
-  int nvrtc_version;     /* 1300 for NVRTC 13.0 */
-  char arch_name[16];    /* "sm_90" */
-  char device_name[256]; /* "" without a device */
-  char cache_path[1024]; /* the database in use, "" when the disk tier is off */
-  int cache_writable;    /* 1 when compiled kernels are stored on disk */
+  int device;                     /* -1 for a compile-only runtime */
+  int has_device;                 /* 1 when launches can run */
+  int arch;                       /* 90 for sm_90 */
+  int nvrtc_version;              /* 1300 for NVRTC 13.0 */
+  char arch_name[16];             /* "sm_90" */
+  char device_name[256];          /* "" without a device */
+  char cache_path[1024];          /* the database in use (the shipped tier's when the main one is
+                                     off), "" when there is none */
+  int cache_writable;             /* 1 when compiled kernels are stored on disk */
+  jitops_cache_state cache_state; /* the main database's state now */
+  /* 1 when the library turned the main database off or read-only itself, for a reason
+   * nobody asked for (an unsafe or read-only directory, damage it could not repair); it
+   * warned about it once, at the default log level. */
+  int cache_degraded;
+  /* Why cache_state is not read-write, asked for ("JITOPS_CACHE=off") or not; "" when it
+   * is read-write. */
+  char cache_reason[512];
+  int64_t cache_max_bytes; /* the size bound in force; -1: unbounded */
 } jitops_runtime_info;
 
 JITOPS_API jitops_status jitops_runtime_get_info(const jitops_runtime_t *runtime,
@@ -294,6 +314,20 @@ JITOPS_API const char *jitops_cache_path(const jitops_cache_t *cache);
 /* Where the open set aside a damaged database before starting a new one; "" when it found
  * none. */
 JITOPS_API const char *jitops_cache_recovered_from(const jitops_cache_t *cache);
+
+/* What a runtime created now with the default cache settings would make of the disk cache in
+ * `dir` (NULL: the default location), from the environment (JITOPS_CACHE,
+ * JITOPS_CACHE_MAX_BYTES) and the directory, creating and changing nothing: the fields mean
+ * what jitops_runtime_info's cache_* fields mean. A directory that does not exist yet reads
+ * as what the runtime would create. ABI: as jitops_runtime_info, this struct only grows. */
+typedef struct jitops_cache_settings {
+  jitops_cache_state state;
+  int degraded;
+  char reason[512];
+  int64_t max_bytes; /* -1: unbounded */
+} jitops_cache_settings;
+
+JITOPS_API jitops_status jitops_cache_settings_get(const char *dir, jitops_cache_settings *out);
 
 /* An entry is a compiled kernel, or a choice made by timing on a GPU (the cuBLASLt algorithm
  * that runs one of fused linear cross-entropy's GEMM shapes fastest): such an entry has an
