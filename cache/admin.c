@@ -44,23 +44,27 @@ static jitops_status open_database(jitops_cache_t *cache, const char *path, int 
   return jitops__db_open(path, mode, JITOPS__ADMIN_BUSY_MS, &cache->db);
 }
 
-jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out) {
+jitops_status jitops_cache_open(const char *dir, int mode, jitops_cache_t **out) {
   static const char *const fn = "jitops_cache_open";
   JITOPS__REQUIRE_NONNULL(fn, out);
   *out = NULL;
+  if (mode < JITOPS_CACHE_OPEN_READONLY || mode > JITOPS_CACHE_OPEN_EXISTING)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: mode %d is not a jitops_cache_open_mode",
+                        fn, mode);
+  int writable = mode != JITOPS_CACHE_OPEN_READONLY, create = mode == JITOPS_CACHE_OPEN_CREATE;
   char configured[4096], resolved[4096], path[4200];
   int dir_writable = 0;
   JITOPS__TRY(jitops__cache_dir_resolve(dir, configured, sizeof configured));
-  if (!writable && access(configured, F_OK) != 0)
+  if (!create && access(configured, F_OK) != 0)
     return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: there is no cache directory at %s", fn,
                         configured);
   JITOPS__TRY(
-      jitops__cache_dir_check(configured, writable, resolved, sizeof resolved, &dir_writable));
+      jitops__cache_dir_check(configured, create, resolved, sizeof resolved, &dir_writable));
   if (writable && !dir_writable)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: cache directory %s is read-only", fn, resolved);
   snprintf(path, sizeof path, "%s/%s", resolved, JITOPS__CACHE_DB_NAME);
-  JITOPS__TRY(jitops__cache_file_check(path, writable));
-  if (!writable && access(path, F_OK) != 0)
+  JITOPS__TRY(jitops__cache_file_check(path, create));
+  if (!create && access(path, F_OK) != 0)
     return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: there is no cache database at %s", fn, path);
   jitops_cache_t *cache = calloc(1, sizeof *cache);
   if (cache == NULL)

@@ -96,8 +96,15 @@ static int open_handle(jitops__db *db) {
     immutable_uri(db->path, uri, sizeof uri);
     return sqlite3_open_v2(uri, &db->handle, flags | SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
   }
-  flags |= db->mode == JITOPS__DB_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
-  return sqlite3_open_v2(db->path, &db->handle, flags, NULL);
+  /* A reader opens the file read-write where it may, with every write refused (query_only):
+   * a read-only connection can create the -wal and -shm files but never remove them, while
+   * this one, the last to close, checkpoints and removes them as a writer would. */
+  int writable = db->mode == JITOPS__DB_READWRITE || access(db->path, W_OK) == 0;
+  flags |= writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+  int rc = sqlite3_open_v2(db->path, &db->handle, flags, NULL);
+  if (rc == SQLITE_OK && db->mode == JITOPS__DB_READONLY)
+    rc = jitops__db_exec(db, "PRAGMA query_only=1");
+  return rc;
 }
 
 /* WAL is stored in the file, so only the first opener of a new database switches to it (a

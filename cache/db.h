@@ -22,7 +22,7 @@
 
 typedef enum jitops__db_mode {
   JITOPS__DB_READWRITE = 0,
-  JITOPS__DB_READONLY = 1, /* reads, sharing the WAL with writers */
+  JITOPS__DB_READONLY = 1, /* reads, sharing the WAL with writers; leaves no -wal or -shm */
   JITOPS__DB_IMMUTABLE = 2 /* reads a file nobody writes (a shipped tier, a read-only dir) */
 } jitops__db_mode;
 

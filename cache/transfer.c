@@ -42,6 +42,8 @@ jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file) {
   char path[4096];
   JITOPS__TRY(jitops__real_parent_path(file, path, sizeof path));
   JITOPS__TRY(create_private(fn, path));
+  /* VACUUM INTO writes only the new file, but a reader's query_only refuses it too. */
+  jitops__db_exec(&cache->db, "PRAGMA query_only=0");
   sqlite3_stmt *stmt = NULL;
   int rc = sqlite3_prepare_v2(cache->db.handle, "VACUUM INTO ?", -1, &stmt, NULL);
   if (rc == SQLITE_OK) {
@@ -53,6 +55,8 @@ jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file) {
                              : jitops__fail(JITOPS_ERR_IO, "%s: writing %s: %s", fn, file,
                                             sqlite3_errmsg(cache->db.handle));
   sqlite3_finalize(stmt);
+  if (cache->db.mode == JITOPS__DB_READONLY)
+    jitops__db_exec(&cache->db, "PRAGMA query_only=1");
   if (status != JITOPS_SUCCESS)
     unlink(path);
   return status;

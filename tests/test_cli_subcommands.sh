@@ -176,6 +176,17 @@ expect_usage_error "--json on verify" --dir "$DIR" verify --json
 expect_usage_error "--arch on list" --dir "$DIR" list --arch sm_90
 expect_usage_error "prewarm --op nosuchop" --dir "$DIR" prewarm --op nosuchop
 expect_true "usage errors created no cache" test ! -e "$DIR"
+run --dir
+expect_eq "--dir without a value: the program is named once" 1 \
+  "$(grep -o 'jitops-cache:' <<<"$ERR" | wc -l)"
+
+# A mistyped --dir: the commands that change a cache say there is none, and create nothing.
+for sub in verify clear; do
+  run --dir "$TMP/typo" "$sub"
+  expect_eq "$sub of a directory with no cache: exit status" 1 "$RC"
+  expect_contains "$sub of a directory with no cache: says so" "no cache" "$ERR"
+  expect_true "$sub of a directory with no cache created nothing" test ! -e "$TMP/typo"
+done
 
 # ---- prewarm into a fresh directory ----------------------------------------------------------
 
@@ -296,6 +307,13 @@ expect_eq "prewarm --dry-run --op $CAT_OP" "$CAT_OP_ENTRIES" "$(printf '%s\n' "$
 # prewarm of one op only (default target sm_90), into another directory: it compiles a subset
 # of what the full prewarm stored for sm_90, under the same keys.
 OP_DIR=$TMP/op-cache
+# Off a terminal, prewarm without --verbose still shows progress: a line at each tenth of the
+# entries (here fewer than ten, so one a entry), the last one complete.
+run_ok "prewarm, progress off a terminal" --dir "$TMP/progress-cache" prewarm --op "$CAT_OP" --jobs 1
+expect_eq "prewarm off a terminal: a progress line an entry" "$CAT_OP_ENTRIES" \
+  "$(grep -c '^prewarm sm_90: [0-9]*/[0-9]* entries' <<<"$ERR" || true)"
+expect_match "prewarm off a terminal: the last line is complete" \
+  "prewarm sm_90: $CAT_OP_ENTRIES/$CAT_OP_ENTRIES entries, 0 failed" "$ERR"
 run_ok "prewarm --op $CAT_OP" --dir "$OP_DIR" prewarm --op "$CAT_OP" --jobs 1 --verbose
 expect_match "prewarm --op $CAT_OP summary" \
   "^sm_90: $CAT_OP_ENTRIES entries, [0-9]+ compiled, 0 cached, 0 failed" "$OUT"
@@ -360,6 +378,14 @@ expect_eq "import restores the op's entries" "imported $OP_ENTRIES, rejected 0" 
 
 # ---- verify after a flipped blob byte --------------------------------------------------------
 
+# Read-only subcommands leave no -wal or -shm behind (verify, the last writer, removed them).
+run_ok "verify a sound cache" --dir "$DIR" verify
+expect_true "no -wal or -shm after a writing command" test ! -e "$DB-wal" -a ! -e "$DB-shm"
+run_ok "stats" --dir "$DIR" stats
+run_ok "list" --dir "$DIR" list
+rm -f "$TMP/export2.db"
+run_ok "export" --dir "$DIR" export "$TMP/export2.db"
+expect_true "no -wal or -shm after stats, list and export" test ! -e "$DB-wal" -a ! -e "$DB-shm"
 run_ok "verify a sound cache" --dir "$DIR" verify
 expect_eq "verify a sound cache" "checked $TOTAL, dropped 0" "$OUT"
 

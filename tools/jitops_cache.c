@@ -208,7 +208,8 @@ static const char prewarm_help[] =
     "                 (default: " DEFAULT_ARCH ")\n"
     "  --jobs N       parallel compiles (default: the number of online CPUs)\n"
     "  --op OP        only the catalogue entries of this op\n"
-    "  -v, --verbose  one line per entry (on a terminal, a progress line is shown instead)\n"
+    "  -v, --verbose  one line per entry (without it: a progress line on a terminal, and a\n"
+    "                 line at each tenth of the entries otherwise)\n"
     "  --dry-run      print the selected catalogue entries (\"OP: DESCRIPTION\"), compile none\n"
     "\n"
     "Catalogue ops name op families (\"example\"); the op column of list and stats is the\n"
@@ -388,8 +389,8 @@ static void json_double(FILE *f, const char *name, double value, int first) {
  * Opening the cache
  * ---------------------------------------------------------------------------------------- */
 
-static int open_cache(const options *opts, int writable, jitops_cache_t **out) {
-  jitops_status st = jitops_cache_open(opts->dir, writable, out);
+static int open_cache(const options *opts, jitops_cache_open_mode mode, jitops_cache_t **out) {
+  jitops_status st = jitops_cache_open(opts->dir, (int)mode, out);
   if (st != JITOPS_SUCCESS)
     return lib_error(st, "opening the cache");
   const char *aside = jitops_cache_recovered_from(*out);
@@ -402,7 +403,7 @@ static int open_cache(const options *opts, int writable, jitops_cache_t **out) {
 
 /* For reports: a cache that does not exist yet reads as an empty one (*out NULL). */
 static int open_cache_for_reading(const options *opts, jitops_cache_t **out) {
-  jitops_status st = jitops_cache_open(opts->dir, 0, out);
+  jitops_status st = jitops_cache_open(opts->dir, JITOPS_CACHE_OPEN_READONLY, out);
   if (st == JITOPS_ERR_NOT_FOUND) {
     *out = NULL;
     return 0;
@@ -748,7 +749,7 @@ static int cmd_list(const options *opts) {
 
 static int cmd_clear(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_EXISTING, &cache) != 0)
     return EXIT_FAILED;
   int64_t removed = 0;
   jitops_status st = jitops_cache_clear(cache, opts->op, opts->older_than_days, &removed);
@@ -763,7 +764,7 @@ static int cmd_clear(const options *opts) {
 
 static int cmd_verify(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_EXISTING, &cache) != 0)
     return EXIT_FAILED;
   int64_t checked = 0, dropped = 0;
   jitops_status st = jitops_cache_verify(cache, &checked, &dropped);
@@ -790,7 +791,7 @@ static int cmd_export(const options *opts) {
     return EXIT_FAILED;
   }
   jitops_cache_t *cache;
-  if (open_cache(opts, 0, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_READONLY, &cache) != 0)
     return EXIT_FAILED;
   int64_t count = 0;
   jitops_status st = jitops_cache_list(cache, NULL, NULL, count_entry, &count);
@@ -812,7 +813,7 @@ static int cmd_import(const options *opts) {
     return EXIT_FAILED;
   }
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_CREATE, &cache) != 0)
     return EXIT_FAILED;
   int64_t imported = 0, rejected = 0;
   jitops_status st = jitops_cache_import(cache, opts->file, &imported, &rejected);
@@ -845,8 +846,11 @@ typedef struct prewarm_job {
   prewarm_result *results;
   atomic_size_t next; /* the next position in `indices` to take */
   size_t done;        /* guarded by `lock` */
-  int progress;       /* 1: a \r progress line on stderr */
-  int verbose;        /* 1: one line per entry on stderr */
+  size_t failed;      /* guarded by `lock` */
+  size_t tenths;      /* tenths of the entries reported so far (off a terminal) */
+  double start;
+  int progress; /* 1: a \r progress line on stderr */
+  int verbose;  /* 1: one line per entry on stderr */
   pthread_mutex_t lock;
 } prewarm_job;
 
@@ -868,11 +872,18 @@ static void report_progress(prewarm_job *job, size_t position) {
   const prewarm_result *r = &job->results[position];
   pthread_mutex_lock(&job->lock);
   size_t done = ++job->done;
+  job->failed += r->status != JITOPS_SUCCESS;
   if (job->progress) {
     fprintf(stderr, "\r\033[K[%zu/%zu] %s %s: %s", done, job->count, job->arch, op, description);
   } else if (job->verbose) {
     fprintf(stderr, "[%zu/%zu] %s %s: %s: %s (%.1f ms)\n", done, job->count, job->arch, op,
             description, r->status == JITOPS_SUCCESS ? "ok" : "FAILED", r->ms);
+  } else if (done * 10 / job->count > job->tenths || done < 10) {
+    /* Off a terminal (a batch job's log), a line at each tenth of the entries: a long
+     * prewarm shows it is alive without a line per entry. */
+    job->tenths = done * 10 / job->count;
+    fprintf(stderr, "prewarm %s: %zu/%zu entries, %zu failed (%.1f s)\n", job->arch, done,
+            job->count, job->failed, now_seconds() - job->start);
   }
   fflush(stderr);
   pthread_mutex_unlock(&job->lock);
@@ -941,7 +952,7 @@ static int check_cache_writable(jitops_runtime_t *runtime, const char *arch) {
  * reason before any compile. */
 static int check_cache_usable(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_CREATE, &cache) != 0)
     return EXIT_FAILED;
   jitops_cache_close(cache);
   return 0;
@@ -1000,6 +1011,7 @@ static long prewarm_arch(const options *opts, const char *arch, const size_t *in
   job.verbose = opts->verbose;
   pthread_mutex_init(&job.lock, NULL);
   double start = now_seconds();
+  job.start = start;
   run_workers(&job, jobs);
   size_t failed = summarize_arch(&job, now_seconds() - start);
   pthread_mutex_destroy(&job.lock);
@@ -1234,20 +1246,21 @@ static const option_spec *find_option(const char *arg) {
 static int parse_option(int argc, char **argv, int *i, const subcommand *sub, options *opts) {
   const char *arg = argv[*i];
   const option_spec *spec = find_option(arg);
-  const char *where = sub != NULL ? sub->name : PROG;
+  /* Messages name the subcommand; before one, usage_error's program name is enough. */
+  const char *where = sub != NULL ? sub->name : "", *colon = sub != NULL ? ": " : "";
   if (spec == NULL)
-    return usage_error("%s: unknown option '%s'", where, arg);
+    return usage_error("%s%sunknown option '%s'", where, colon, arg);
   if (sub != NULL && spec->flag != 0 && (sub->allowed & spec->flag) == 0)
-    return usage_error("%s: option '%s' does not apply here", where, spec->name);
+    return usage_error("%s%soption '%s' does not apply here", where, colon, spec->name);
   if (!spec->takes_value) {
     set_flag(opts, spec->flag);
     return 0;
   }
   const char *value = option_value(argc, argv, i, spec->name);
   if (value == NULL)
-    return usage_error("%s: option '%s' needs a value", where, spec->name);
+    return usage_error("%s%soption '%s' needs a value", where, colon, spec->name);
   if (value[0] == '\0')
-    return usage_error("%s: option '%s' needs a non-empty value", where, spec->name);
+    return usage_error("%s%soption '%s' needs a non-empty value", where, colon, spec->name);
   int rc = value_option(opts, spec->name, value);
   return rc < 0 ? 0 : rc;
 }
@@ -1306,7 +1319,7 @@ static int parse_global(int argc, char **argv, options *opts) {
       return -1;
     }
     if (strcmp(argv[i], "--version") == 0) {
-      printf(PROG " (libjitops %s)\n", jitops_version_string());
+      printf(PROG " (libjitops %s)\nLicense: MIT\n", jitops_version_string());
       return -1;
     }
     if (!is_option(argv[i], "--dir") && strcmp(argv[i], "--json") != 0)

@@ -296,16 +296,24 @@ JITOPS_API jitops_status jitops_catalogue_compile(jitops_runtime_t *runtime, siz
 
 typedef struct jitops_cache jitops_cache_t;
 
-/* Opens the cache database in `dir` (NULL: the default location) for administration. Unlike
- * the runtime, it reports problems: JITOPS_ERR_CACHE (unusable or unsafe database),
- * JITOPS_ERR_IO. `writable` 0 opens read-only, and gives JITOPS_ERR_NOT_FOUND when there is
- * no cache there yet; `writable` 1 creates it.
+/* How jitops_cache_open opens a cache (its `mode`; 0 and 1 keep their meaning of old, when
+ * the argument was named `writable`). */
+typedef enum jitops_cache_open_mode {
+  JITOPS_CACHE_OPEN_READONLY = 0, /* JITOPS_ERR_NOT_FOUND when there is no cache; leaves no
+                                     -wal or -shm file behind */
+  JITOPS_CACHE_OPEN_CREATE = 1,   /* read-write; creates the directory and database */
+  JITOPS_CACHE_OPEN_EXISTING = 2  /* read-write; JITOPS_ERR_NOT_FOUND when there is no cache */
+} jitops_cache_open_mode;
+
+/* Opens the cache database in `dir` (NULL: the default location) for administration, as
+ * `mode` (a jitops_cache_open_mode) says. Unlike the runtime, it reports problems:
+ * JITOPS_ERR_CACHE (unusable or unsafe database), JITOPS_ERR_IO, JITOPS_ERR_NOT_FOUND.
  * A damaged database (one SQLite reports corrupt, a header it refuses or that makes it
  * read-only, our table names with a foreign schema) is set aside as
  * "kernels.db.corrupt-...", as the runtime does, when the directory is writable: a writable
  * open then starts a new, empty database (see jitops_cache_recovered_from), and a read-only
  * one gives JITOPS_ERR_NOT_FOUND. */
-JITOPS_API jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out);
+JITOPS_API jitops_status jitops_cache_open(const char *dir, int mode, jitops_cache_t **out);
 JITOPS_API void jitops_cache_close(jitops_cache_t *cache);
 
 /* The database file (its real path: symlinks on the way are resolved). */
