@@ -140,12 +140,12 @@ jitops_status jitops_cache_list(jitops_cache_t *cache, const char *op, const cha
   JITOPS__REQUIRE_NONNULL(fn, cache);
   JITOPS__REQUIRE_NONNULL(fn, visit);
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle,
+  if (jitops__db_prepare(cache->db.handle,
                          "SELECT key, op, name_expr, lowered_name, target, options, nvrtc_version,"
                          " size, compile_ms, created, last_used, use_count FROM kernels"
                          " WHERE (?1 IS NULL OR op = ?1) AND (?2 IS NULL OR target = ?2)"
                          " ORDER BY last_used DESC, rowid DESC",
-                         -1, &stmt, NULL) != SQLITE_OK)
+                         &stmt) != SQLITE_OK)
     return sql_fail(cache, fn, "preparing the listing");
   bind_optional(stmt, 1, op);
   bind_optional(stmt, 2, target);
@@ -169,7 +169,7 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
   JITOPS__REQUIRE_NONNULL(fn, cache);
   JITOPS__REQUIRE_NONNULL(fn, visit);
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(
+  if (jitops__db_prepare(
           cache->db.handle,
           "SELECT g.op, g.target, COALESCE(k.n, 0), COALESCE(k.b, 0), COALESCE(u.memory_hits, 0),"
           " COALESCE(u.disk_hits, 0), COALESCE(u.misses, 0), COALESCE(u.compiles, 0)"
@@ -177,7 +177,7 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
           " LEFT JOIN (SELECT op, target, count(*) AS n, sum(size) AS b FROM kernels"
           "   GROUP BY op, target) k ON k.op = g.op AND k.target = g.target"
           " LEFT JOIN usage u ON u.op = g.op AND u.target = g.target ORDER BY g.op, g.target",
-          -1, &stmt, NULL) != SQLITE_OK)
+          &stmt) != SQLITE_OK)
     return sql_fail(cache, fn, "preparing the statistics");
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -206,10 +206,10 @@ jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op, double o
   JITOPS__REQUIRE_NONNULL(fn, cache);
   JITOPS__TRY(jitops__admin_require_writable(cache, fn));
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle,
+  if (jitops__db_prepare(cache->db.handle,
                          "DELETE FROM kernels WHERE (?1 IS NULL OR op = ?1)"
                          " AND (?2 < 0 OR last_used < ?3)",
-                         -1, &stmt, NULL) != SQLITE_OK)
+                         &stmt) != SQLITE_OK)
     return sql_fail(cache, fn, "preparing the deletion");
   bind_optional(stmt, 1, op);
   sqlite3_bind_double(stmt, 2, older_than_days);
@@ -232,8 +232,8 @@ jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op, double o
 static jitops_status find_bad_rows(jitops_cache_t *cache, int64_t **bad, int64_t *count,
                                    int64_t *checked) {
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle, "SELECT " JITOPS__ENTRY_COLUMNS ", rowid FROM kernels",
-                         -1, &stmt, NULL) != SQLITE_OK)
+  if (jitops__db_prepare(cache->db.handle, "SELECT " JITOPS__ENTRY_COLUMNS ", rowid FROM kernels",
+                         &stmt) != SQLITE_OK)
     return sql_fail(cache, "jitops_cache_verify", "preparing the scan");
   size_t capacity = 0;
   *bad = NULL;
@@ -269,8 +269,7 @@ jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked, int64
   int64_t *bad = NULL, count = 0, seen = 0;
   JITOPS__TRY(find_bad_rows(cache, &bad, &count, &seen));
   sqlite3_stmt *stmt = NULL;
-  int rc =
-      sqlite3_prepare_v2(cache->db.handle, "DELETE FROM kernels WHERE rowid = ?", -1, &stmt, NULL);
+  int rc = jitops__db_prepare(cache->db.handle, "DELETE FROM kernels WHERE rowid = ?", &stmt);
   for (int64_t i = 0; i < count && rc == SQLITE_OK; ++i) {
     sqlite3_bind_int64(stmt, 1, bad[i]);
     rc = sqlite3_step(stmt) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;

@@ -62,10 +62,10 @@ static int insert_claim(jitops__store *store, const uint8_t key[16]) {
   jitops__process self;
   jitops__process_self(&self);
   sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(store->main.handle,
+  int rc = jitops__db_prepare(store->main.handle,
                               "INSERT OR REPLACE INTO claims(key, pid, start_ticks, boot_id,"
                               " pid_namespace, host, claimed_at) VALUES(?, ?, ?, ?, ?, ?, ?)",
-                              -1, &stmt, NULL);
+                              &stmt);
   if (rc == SQLITE_OK)
     rc = bind_claim(stmt, key, &self) == SQLITE_DONE ? SQLITE_OK
                                                      : sqlite3_errcode(store->main.handle);
@@ -84,10 +84,10 @@ typedef enum claim_step {
 /* The existing claim of `key`, live or not, inside the caller's transaction. */
 static claim_step existing_claim(jitops__store *store, const uint8_t key[16], int *rc) {
   sqlite3_stmt *stmt = NULL;
-  *rc = sqlite3_prepare_v2(store->main.handle,
+  *rc = jitops__db_prepare(store->main.handle,
                            "SELECT pid, start_ticks, boot_id, pid_namespace, host, claimed_at"
                            " FROM claims WHERE key = ?",
-                           -1, &stmt, NULL);
+                           &stmt);
   if (*rc != SQLITE_OK)
     return CLAIM_FAILED;
   sqlite3_bind_blob(stmt, 1, key, 16, SQLITE_STATIC);
@@ -173,9 +173,9 @@ int jitops__claim_delete(jitops__store *store, const uint8_t key[16]) {
   jitops__process self;
   jitops__process_self(&self);
   sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(store->main.handle,
-                              "DELETE FROM claims WHERE key = ? AND pid = ? AND start_ticks = ?",
-                              -1, &stmt, NULL);
+  int rc =
+      jitops__db_prepare(store->main.handle,
+                         "DELETE FROM claims WHERE key = ? AND pid = ? AND start_ticks = ?", &stmt);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_bind_blob(stmt, 1, key, 16, SQLITE_STATIC);

@@ -21,6 +21,10 @@ static void sleep_ms(int ms) {
   nanosleep(&pause, NULL);
 }
 
+int jitops__db_prepare(sqlite3 *handle, const char *sql, sqlite3_stmt **stmt) {
+  return sqlite3_prepare_v2(handle, sql, -1, stmt, NULL);
+}
+
 int jitops__db_exec(jitops__db *db, const char *sql) {
   return sqlite3_exec(db->handle, sql, NULL, NULL, NULL);
 }
@@ -112,7 +116,7 @@ static int open_handle(jitops__db *db) {
 static int use_wal(jitops__db *db) {
   sqlite3_stmt *stmt = NULL;
   int wal = 0;
-  if (sqlite3_prepare_v2(db->handle, "PRAGMA journal_mode", -1, &stmt, NULL) == SQLITE_OK &&
+  if (jitops__db_prepare(db->handle, "PRAGMA journal_mode", &stmt) == SQLITE_OK &&
       sqlite3_step(stmt) == SQLITE_ROW)
     wal = sqlite3_stricmp((const char *)sqlite3_column_text(stmt, 0), "wal") == 0;
   sqlite3_finalize(stmt);

@@ -53,5 +53,7 @@ jitops_status jitops__db_fail(jitops__db *db, int rc, const char *what);
 /* BEGIN IMMEDIATE, waiting at most the connection's bound for another's write lock. */
 int jitops__db_begin_write(jitops__db *db);
 int jitops__db_exec(jitops__db *db, const char *sql);
+/* sqlite3_prepare_v2 of a whole NUL-terminated statement. */
+int jitops__db_prepare(sqlite3 *handle, const char *sql, sqlite3_stmt **stmt);
 
 #endif

@@ -35,10 +35,10 @@ static const char *const drop_sql = "DROP TABLE IF EXISTS kernels; DROP TABLE IF
 static int schema_dump(sqlite3 *handle, char **out) {
   sqlite3_stmt *stmt = NULL;
   *out = NULL;
-  int rc = sqlite3_prepare_v2(handle,
+  int rc = jitops__db_prepare(handle,
                               "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
                               " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
-                              -1, &stmt, NULL);
+                              &stmt);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_str *dump = sqlite3_str_new(handle);
@@ -90,8 +90,8 @@ typedef enum schema_kind {
 static int stored_version(sqlite3 *handle) {
   sqlite3_stmt *stmt = NULL;
   int version = 0;
-  if (sqlite3_prepare_v2(handle, "SELECT value FROM meta WHERE name = 'schema_version'", -1, &stmt,
-                         NULL) == SQLITE_OK &&
+  if (jitops__db_prepare(handle, "SELECT value FROM meta WHERE name = 'schema_version'", &stmt) ==
+          SQLITE_OK &&
       sqlite3_step(stmt) == SQLITE_ROW)
     version = sqlite3_column_int(stmt, 0);
   sqlite3_finalize(stmt);

@@ -1,3 +1,6 @@
+/* The runtime's disk tier: opening it as the settings' plan says (cache/settings.h), its state,
+ * closing it, and what a failed statement does. Reading, writing and claims are in
+ * store_read.c, store_write.c and claims.c. */
 #include "cache/store.h"
 
 #include <pthread.h>
@@ -24,8 +27,8 @@ int64_t jitops__store_now_ms(void) {
 
 /* ---- opening --------------------------------------------------------------------------- */
 
-/* Turns the main database off (or notes why it is), keeping the first reason. The caller
- * holds the lock, or is opening the store. */
+/* Turns the main database off, `reason` saying why (and `degraded` whether nobody asked for
+ * it). The caller holds the lock, or is opening the store. */
 static void turn_off(jitops__store *store, int degraded, const char *reason) {
   jitops__db_close(&store->main);
   store->writable = 0;

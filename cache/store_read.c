@@ -38,8 +38,8 @@ static int take_verified(sqlite3_stmt *stmt, jitops__blob *out) {
 jitops__row_result jitops__store_read_row(jitops__db *db, const uint8_t key[16], jitops__blob *out,
                                           int *rc) {
   sqlite3_stmt *stmt = NULL;
-  *rc = sqlite3_prepare_v2(
-      db->handle, "SELECT " JITOPS__ENTRY_COLUMNS " FROM kernels WHERE key = ?", -1, &stmt, NULL);
+  *rc = jitops__db_prepare(db->handle,
+                           "SELECT " JITOPS__ENTRY_COLUMNS " FROM kernels WHERE key = ?", &stmt);
   if (*rc != SQLITE_OK)
     return JITOPS__ROW_ERROR;
   sqlite3_bind_blob(stmt, 1, key, 16, SQLITE_STATIC);
@@ -57,8 +57,8 @@ jitops__row_result jitops__store_read_row(jitops__db *db, const uint8_t key[16],
 
 static void delete_row(jitops__store *store, const uint8_t key[16]) {
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(store->main.handle, "DELETE FROM kernels WHERE key = ?", -1, &stmt,
-                         NULL) != SQLITE_OK)
+  if (jitops__db_prepare(store->main.handle, "DELETE FROM kernels WHERE key = ?", &stmt) !=
+      SQLITE_OK)
     return;
   sqlite3_bind_blob(stmt, 1, key, 16, SQLITE_STATIC);
   int rc = sqlite3_step(stmt);

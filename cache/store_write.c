@@ -9,12 +9,12 @@
 
 static int insert_row(jitops__store *store, const jitops__store_row *row) {
   sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(
+  int rc = jitops__db_prepare(
       store->main.handle,
       "INSERT OR REPLACE INTO kernels(key, op, name_expr, lowered_name, target, nvrtc_version,"
       " options, kind, blob, blob_hash, size, compile_ms, created, last_used, use_count)"
       " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-      -1, &stmt, NULL);
+      &stmt);
   if (rc != SQLITE_OK)
     return rc;
   uint8_t hash[16];
@@ -43,8 +43,8 @@ static int insert_row(jitops__store *store, const jitops__store_row *row) {
 static int64_t total_bytes(jitops__store *store) {
   sqlite3_stmt *stmt = NULL;
   int64_t total = 0;
-  if (sqlite3_prepare_v2(store->main.handle, "SELECT COALESCE(SUM(size), 0) FROM kernels", -1,
-                         &stmt, NULL) == SQLITE_OK &&
+  if (jitops__db_prepare(store->main.handle, "SELECT COALESCE(SUM(size), 0) FROM kernels", &stmt) ==
+          SQLITE_OK &&
       sqlite3_step(stmt) == SQLITE_ROW)
     total = sqlite3_column_int64(stmt, 0);
   sqlite3_finalize(stmt);
@@ -60,10 +60,10 @@ static int evict(jitops__store *store, const uint8_t keep[16]) {
   if (excess <= 0)
     return SQLITE_OK;
   sqlite3_stmt *pick = NULL;
-  int rc = sqlite3_prepare_v2(store->main.handle,
+  int rc = jitops__db_prepare(store->main.handle,
                               "SELECT rowid, size FROM kernels WHERE key != ?"
                               " ORDER BY last_used ASC, rowid ASC",
-                              -1, &pick, NULL);
+                              &pick);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_bind_blob(pick, 1, keep, 16, SQLITE_STATIC);
@@ -77,10 +77,10 @@ static int evict(jitops__store *store, const uint8_t keep[16]) {
   if (last_rowid < 0)
     return SQLITE_OK;
   sqlite3_stmt *del = NULL;
-  rc = sqlite3_prepare_v2(store->main.handle,
+  rc = jitops__db_prepare(store->main.handle,
                           "DELETE FROM kernels WHERE rowid IN (SELECT rowid FROM kernels"
                           " WHERE key != ? ORDER BY last_used ASC, rowid ASC LIMIT ?)",
-                          -1, &del, NULL);
+                          &del);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_bind_blob(del, 1, keep, 16, SQLITE_STATIC);
@@ -123,10 +123,10 @@ void jitops__store_put(jitops__store *store, const jitops__store_row *row) {
 
 static int flush_one(jitops__store *store, const jitops__usage *u, int64_t now) {
   sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(store->main.handle,
+  int rc = jitops__db_prepare(store->main.handle,
                               "UPDATE kernels SET use_count = use_count + ?,"
                               " last_used = max(last_used, ?) WHERE key = ?",
-                              -1, &stmt, NULL);
+                              &stmt);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_bind_int64(stmt, 1, (int64_t)(u->memory_hits + u->disk_hits + u->misses));
@@ -136,14 +136,14 @@ static int flush_one(jitops__store *store, const jitops__usage *u, int64_t now) 
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE)
     return rc;
-  rc = sqlite3_prepare_v2(store->main.handle,
+  rc = jitops__db_prepare(store->main.handle,
                           "INSERT INTO usage(op, target, memory_hits, disk_hits, misses, compiles)"
                           " VALUES(?, ?, ?, ?, ?, ?) ON CONFLICT(op, target) DO UPDATE SET"
                           " memory_hits = memory_hits + excluded.memory_hits,"
                           " disk_hits = disk_hits + excluded.disk_hits,"
                           " misses = misses + excluded.misses,"
                           " compiles = compiles + excluded.compiles",
-                          -1, &stmt, NULL);
+                          &stmt);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_bind_text(stmt, 1, u->op, -1, SQLITE_STATIC);

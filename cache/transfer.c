@@ -45,7 +45,7 @@ jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file) {
   /* VACUUM INTO writes only the new file, but a reader's query_only refuses it too. */
   jitops__db_exec(&cache->db, "PRAGMA query_only=0");
   sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(cache->db.handle, "VACUUM INTO ?", -1, &stmt, NULL);
+  int rc = jitops__db_prepare(cache->db.handle, "VACUUM INTO ?", &stmt);
   if (rc == SQLITE_OK) {
     sqlite3_bind_text(stmt, 1, path, -1, SQLITE_STATIC);
     rc = sqlite3_step(stmt);
@@ -145,13 +145,13 @@ static jitops_status copy_rows(jitops_cache_t *cache, jitops__db *source, sqlite
 static jitops_status import_rows(jitops_cache_t *cache, jitops__db *source, import_batch *batch) {
   static const char *const fn = "jitops_cache_import";
   sqlite3_stmt *read = NULL, *write = NULL;
-  if (sqlite3_prepare_v2(source->handle, "SELECT " JITOPS__ENTRY_COLUMNS " FROM kernels", -1, &read,
-                         NULL) != SQLITE_OK)
+  if (jitops__db_prepare(source->handle, "SELECT " JITOPS__ENTRY_COLUMNS " FROM kernels", &read) !=
+      SQLITE_OK)
     return jitops__admin_sql_fail(source->handle, fn, "reading the export");
-  if (sqlite3_prepare_v2(cache->db.handle,
+  if (jitops__db_prepare(cache->db.handle,
                          "INSERT OR IGNORE INTO kernels(" JITOPS__ENTRY_COLUMNS ")"
                          " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         -1, &write, NULL) != SQLITE_OK) {
+                         &write) != SQLITE_OK) {
     sqlite3_finalize(read);
     return jitops__admin_sql_fail(cache->db.handle, fn, "preparing the copy");
   }

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Exercises every jitops-cache subcommand against a real cache, with no GPU:
-#   prewarm (two targets, parallel, then again: all hits; --op, --dry-run, --verbose),
-#   stats and list (text and JSON, filters), export, clear (all, by op, by age), import,
-#   verify after a flipped blob byte, usage errors (exit 2), help (exit 0), a refused
-#   world-writable directory, and prewarm's independence from JITOPS_CACHE and
-#   JITOPS_CACHE_SHIPPED.
+#   prewarm (two targets, parallel, then again: all hits; --op, --dry-run, --verbose, and
+#   progress lines off a terminal), stats (text and JSON: the disk tier's state and reason,
+#   sizes and the limit) and list (text and JSON, filters), export (mode 0600), clear (all,
+#   by op, by age), import (and the error text of a garbage file), verify after a flipped
+#   blob byte, usage errors (exit 2, one line), help (exit 0), verify and clear of a
+#   directory with no cache (nothing created), no -wal/-shm left by readers, a symlinked
+#   directory followed and a symlinked database refused, damaged databases set aside by
+#   every subcommand, a refused world-writable directory, and prewarm's independence from
+#   JITOPS_CACHE and JITOPS_CACHE_SHIPPED.
 # Usage: bash tests/test_cli_subcommands.sh /path/to/jitops-cache
 # Scratch space: $JITOPS_TEST_TMP (created and emptied), else a mktemp directory.
 set -euo pipefail

@@ -20,7 +20,9 @@
  *   - Kernels run on the stream the caller passes (NULL is the legacy default stream) and
  *     the library never synchronizes unless an entry point says so.
  *   - A problem with the disk cache never fails a call: the cache is a speed-up, and the
- *     library falls back to compiling in memory, with one warning in the log.
+ *     library falls back to compiling in memory, with one warning in the log. A busy cache
+ *     (another process writing, an import) never holds a call up for long: each step of the
+ *     disk tier waits at most 2 seconds for another process's lock, then goes on without it.
  */
 #ifndef JITOPS_JITOPS_H
 #define JITOPS_JITOPS_H
@@ -183,8 +185,8 @@ typedef struct jitops_runtime_info {
    * nobody asked for (an unsafe or read-only directory, damage it could not repair); it
    * warned about it once, at the default log level. */
   int cache_degraded;
-  /* Why cache_state is not read-write, asked for ("JITOPS_CACHE=off") or not; "" when it
-   * is read-write. */
+  /* Why cache_state is not read-write, asked for ("JITOPS_CACHE asks for no disk tier") or
+   * not ("cache directory ... is writable by others ..."); "" when it is read-write. */
   char cache_reason[512];
   int64_t cache_max_bytes; /* the size bound in force; -1: unbounded */
 } jitops_runtime_info;
