@@ -15,7 +15,11 @@
  *     environment does not apply to it) and fails when the disk tier is unusable, since a
  *     prewarm that keeps nothing is of no use. It ignores $JITOPS_CACHE_SHIPPED, so that every
  *     kernel lands in the cache it fills.
- *   - Read-only subcommands (stats, list, export) open the database read-only.
+ *   - Read-only subcommands (stats, list, export) open the database read-only and leave no
+ *     -wal or -shm file behind; a cache that does not exist reads as an empty one.
+ *   - verify and clear need an existing cache: a mistyped --dir is an error, never a new,
+ *     empty cache. import and prewarm create the cache they fill.
+ *   - Every subcommand sets a damaged database aside, as the library does, and says so.
  */
 #include <errno.h>
 #include <math.h>
@@ -126,7 +130,7 @@ static const char global_help[] =
     "               else ~/.cache/jitops); the database is DIR/kernels.db\n"
     "  --json       machine-readable output (stats and list)\n"
     "  -h, --help   show help; `" PROG " SUBCOMMAND --help` shows a subcommand's\n"
-    "  --version    print the library version\n"
+    "  --version    print the library's version and licence\n"
     "\n"
     "Exit status:\n"
     "  0  success\n"
