@@ -1,47 +1,75 @@
-/* Cache administration: what `jitops-cache` does. Unlike the runtime's tier, these calls
- * report cache problems, since inspecting the cache is their whole purpose. */
+/* Cache administration: what `jitops-cache` does (export and import are in transfer.c).
+ * Unlike the runtime's tier, these calls report cache problems, since inspecting the cache is
+ * their whole purpose. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/db.h"
+#include "cache/admin_internal.h"
+#include "cache/damage.h"
+#include "cache/entry.h"
 #include "cache/location.h"
+#include "cache/settings.h"
 #include "common/error.h"
 
-struct jitops_cache {
-  jitops__db db;
-};
-
-static jitops_status sql_fail(jitops_cache_t *cache, const char *fn, const char *what) {
-  return jitops__fail(JITOPS_ERR_CACHE, "%s: %s: %s", fn, what, sqlite3_errmsg(cache->db.handle));
+jitops_status jitops__admin_sql_fail(sqlite3 *handle, const char *fn, const char *what) {
+  return jitops__fail(JITOPS_ERR_CACHE, "%s: %s: %s", fn, what, sqlite3_errmsg(handle));
 }
 
-jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out) {
+static jitops_status sql_fail(jitops_cache_t *cache, const char *fn, const char *what) {
+  return jitops__admin_sql_fail(cache->db.handle, fn, what);
+}
+
+/* Opens the database. A damaged one is set aside when the directory allows it: a writable
+ * open then starts a new database, and a read-only one finds no cache. */
+static jitops_status open_database(jitops_cache_t *cache, const char *path, int writable,
+                                   int dir_writable) {
+  jitops__db_mode mode = writable       ? JITOPS__DB_READWRITE
+                         : dir_writable ? JITOPS__DB_READONLY
+                                        : JITOPS__DB_IMMUTABLE;
+  jitops_status status = jitops__db_open(path, mode, JITOPS__ADMIN_BUSY_MS, &cache->db);
+  if (status == JITOPS_SUCCESS || !cache->db.damaged || !dir_writable)
+    return status;
+  jitops__db_set_aside(&cache->db, jitops_last_error(), cache->recovered_from,
+                       sizeof cache->recovered_from);
+  if (!writable)
+    return jitops__fail(JITOPS_ERR_NOT_FOUND,
+                        "jitops_cache_open: %s; it was set aside as %s, and there is no cache "
+                        "there now",
+                        jitops_last_error(), cache->recovered_from);
+  JITOPS__TRY(jitops__cache_file_check(path, 1));
+  return jitops__db_open(path, mode, JITOPS__ADMIN_BUSY_MS, &cache->db);
+}
+
+jitops_status jitops_cache_open(const char *dir, int mode, jitops_cache_t **out) {
   static const char *const fn = "jitops_cache_open";
   JITOPS__REQUIRE_NONNULL(fn, out);
   *out = NULL;
-  char resolved[4096], path[4200];
+  if (mode < JITOPS_CACHE_OPEN_READONLY || mode > JITOPS_CACHE_OPEN_EXISTING)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: mode %d is not a jitops_cache_open_mode",
+                        fn, mode);
+  int writable = mode != JITOPS_CACHE_OPEN_READONLY, create = mode == JITOPS_CACHE_OPEN_CREATE;
+  char configured[4096], resolved[4096], path[4200];
   int dir_writable = 0;
-  JITOPS__TRY(jitops__cache_dir_resolve(dir, resolved, sizeof resolved));
-  if (!writable && access(resolved, F_OK) != 0)
+  JITOPS__TRY(jitops__cache_dir_resolve(dir, configured, sizeof configured));
+  if (!create && access(configured, F_OK) != 0)
     return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: there is no cache directory at %s", fn,
-                        resolved);
-  JITOPS__TRY(jitops__cache_dir_check(resolved, writable, &dir_writable));
+                        configured);
+  JITOPS__TRY(
+      jitops__cache_dir_check(configured, create, resolved, sizeof resolved, &dir_writable));
   if (writable && !dir_writable)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: cache directory %s is read-only", fn, resolved);
   snprintf(path, sizeof path, "%s/%s", resolved, JITOPS__CACHE_DB_NAME);
-  JITOPS__TRY(jitops__cache_file_check(path, writable));
-  if (!writable && access(path, F_OK) != 0)
+  JITOPS__TRY(jitops__cache_file_check(path, create));
+  if (!create && access(path, F_OK) != 0)
     return jitops__fail(JITOPS_ERR_NOT_FOUND, "%s: there is no cache database at %s", fn, path);
   jitops_cache_t *cache = calloc(1, sizeof *cache);
   if (cache == NULL)
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  jitops__db_mode mode = writable       ? JITOPS__DB_READWRITE
-                         : dir_writable ? JITOPS__DB_READONLY
-                                        : JITOPS__DB_IMMUTABLE;
-  jitops_status status = jitops__db_open(path, mode, &cache->db);
+  jitops_status status = open_database(cache, path, writable, dir_writable);
   if (status != JITOPS_SUCCESS) {
     free(cache);
     return status;
@@ -59,6 +87,22 @@ void jitops_cache_close(jitops_cache_t *cache) {
 
 const char *jitops_cache_path(const jitops_cache_t *cache) {
   return cache ? cache->db.path : "";
+}
+
+const char *jitops_cache_recovered_from(const jitops_cache_t *cache) {
+  return cache ? cache->recovered_from : "";
+}
+
+jitops_status jitops_cache_settings_get(const char *dir, jitops_cache_settings *out) {
+  JITOPS__REQUIRE_NONNULL("jitops_cache_settings_get", out);
+  jitops__cache_plan plan;
+  jitops__cache_plan_make(dir, JITOPS_CACHE_MODE_DEFAULT, 0, 0, &plan);
+  memset(out, 0, sizeof *out);
+  out->state = plan.state;
+  out->degraded = plan.degraded;
+  snprintf(out->reason, sizeof out->reason, "%s", plan.reason);
+  out->max_bytes = plan.max_bytes;
+  return JITOPS_SUCCESS;
 }
 
 static const char *text_or_empty(sqlite3_stmt *stmt, int column) {
@@ -96,12 +140,12 @@ jitops_status jitops_cache_list(jitops_cache_t *cache, const char *op, const cha
   JITOPS__REQUIRE_NONNULL(fn, cache);
   JITOPS__REQUIRE_NONNULL(fn, visit);
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle,
+  if (jitops__db_prepare(cache->db.handle,
                          "SELECT key, op, name_expr, lowered_name, target, options, nvrtc_version,"
                          " size, compile_ms, created, last_used, use_count FROM kernels"
                          " WHERE (?1 IS NULL OR op = ?1) AND (?2 IS NULL OR target = ?2)"
                          " ORDER BY last_used DESC, rowid DESC",
-                         -1, &stmt, NULL) != SQLITE_OK)
+                         &stmt) != SQLITE_OK)
     return sql_fail(cache, fn, "preparing the listing");
   bind_optional(stmt, 1, op);
   bind_optional(stmt, 2, target);
@@ -125,7 +169,7 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
   JITOPS__REQUIRE_NONNULL(fn, cache);
   JITOPS__REQUIRE_NONNULL(fn, visit);
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(
+  if (jitops__db_prepare(
           cache->db.handle,
           "SELECT g.op, g.target, COALESCE(k.n, 0), COALESCE(k.b, 0), COALESCE(u.memory_hits, 0),"
           " COALESCE(u.disk_hits, 0), COALESCE(u.misses, 0), COALESCE(u.compiles, 0)"
@@ -133,7 +177,7 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
           " LEFT JOIN (SELECT op, target, count(*) AS n, sum(size) AS b FROM kernels"
           "   GROUP BY op, target) k ON k.op = g.op AND k.target = g.target"
           " LEFT JOIN usage u ON u.op = g.op AND u.target = g.target ORDER BY g.op, g.target",
-          -1, &stmt, NULL) != SQLITE_OK)
+          &stmt) != SQLITE_OK)
     return sql_fail(cache, fn, "preparing the statistics");
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -150,7 +194,7 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
   return rc == SQLITE_DONE ? JITOPS_SUCCESS : sql_fail(cache, fn, "reading the statistics");
 }
 
-static jitops_status require_writable(jitops_cache_t *cache, const char *fn) {
+jitops_status jitops__admin_require_writable(const jitops_cache_t *cache, const char *fn) {
   if (cache->db.mode != JITOPS__DB_READWRITE)
     return jitops__fail(JITOPS_ERR_CACHE, "%s: the cache was opened read-only", fn);
   return JITOPS_SUCCESS;
@@ -160,12 +204,12 @@ jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op, double o
                                  int64_t *removed) {
   static const char *const fn = "jitops_cache_clear";
   JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__TRY(require_writable(cache, fn));
+  JITOPS__TRY(jitops__admin_require_writable(cache, fn));
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle,
+  if (jitops__db_prepare(cache->db.handle,
                          "DELETE FROM kernels WHERE (?1 IS NULL OR op = ?1)"
                          " AND (?2 < 0 OR last_used < ?3)",
-                         -1, &stmt, NULL) != SQLITE_OK)
+                         &stmt) != SQLITE_OK)
     return sql_fail(cache, fn, "preparing the deletion");
   bind_optional(stmt, 1, op);
   sqlite3_bind_double(stmt, 2, older_than_days);
@@ -184,23 +228,21 @@ jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op, double o
   return JITOPS_SUCCESS;
 }
 
-/* Collects the rowids of rows whose blob does not match its hash. */
+/* Collects the rowids of the rows that are not sound (cache/entry.h). */
 static jitops_status find_bad_rows(jitops_cache_t *cache, int64_t **bad, int64_t *count,
                                    int64_t *checked) {
   sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle, "SELECT rowid, blob, blob_hash FROM kernels", -1, &stmt,
-                         NULL) != SQLITE_OK)
+  if (jitops__db_prepare(cache->db.handle, "SELECT " JITOPS__ENTRY_COLUMNS ", rowid FROM kernels",
+                         &stmt) != SQLITE_OK)
     return sql_fail(cache, "jitops_cache_verify", "preparing the scan");
   size_t capacity = 0;
   *bad = NULL;
   *count = *checked = 0;
   int rc;
+  const char *fault;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     ++*checked;
-    uint8_t actual[16];
-    const void *hash = sqlite3_column_blob(stmt, 2);
-    jitops__blob_hash(sqlite3_column_blob(stmt, 1), (size_t)sqlite3_column_bytes(stmt, 1), actual);
-    if (hash != NULL && sqlite3_column_bytes(stmt, 2) == 16 && memcmp(hash, actual, 16) == 0)
+    if (jitops__entry_is_sound(stmt, &fault))
       continue;
     if ((size_t)*count == capacity) {
       capacity = capacity ? 2 * capacity : 16;
@@ -209,7 +251,7 @@ static jitops_status find_bad_rows(jitops_cache_t *cache, int64_t **bad, int64_t
         break;
       *bad = grown;
     }
-    (*bad)[(*count)++] = sqlite3_column_int64(stmt, 0);
+    (*bad)[(*count)++] = sqlite3_column_int64(stmt, JITOPS__ENTRY_COLUMN_COUNT);
   }
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
@@ -223,12 +265,11 @@ static jitops_status find_bad_rows(jitops_cache_t *cache, int64_t **bad, int64_t
 jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked, int64_t *dropped) {
   static const char *const fn = "jitops_cache_verify";
   JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__TRY(require_writable(cache, fn));
+  JITOPS__TRY(jitops__admin_require_writable(cache, fn));
   int64_t *bad = NULL, count = 0, seen = 0;
   JITOPS__TRY(find_bad_rows(cache, &bad, &count, &seen));
   sqlite3_stmt *stmt = NULL;
-  int rc =
-      sqlite3_prepare_v2(cache->db.handle, "DELETE FROM kernels WHERE rowid = ?", -1, &stmt, NULL);
+  int rc = jitops__db_prepare(cache->db.handle, "DELETE FROM kernels WHERE rowid = ?", &stmt);
   for (int64_t i = 0; i < count && rc == SQLITE_OK; ++i) {
     sqlite3_bind_int64(stmt, 1, bad[i]);
     rc = sqlite3_step(stmt) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
@@ -243,90 +284,4 @@ jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked, int64
   if (dropped != NULL)
     *dropped = count;
   return JITOPS_SUCCESS;
-}
-
-jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file) {
-  static const char *const fn = "jitops_cache_export";
-  JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__REQUIRE_NONNULL(fn, file);
-  if (access(file, F_OK) == 0)
-    return jitops__fail(JITOPS_ERR_IO, "%s: %s already exists", fn, file);
-  sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(cache->db.handle, "VACUUM INTO ?", -1, &stmt, NULL) != SQLITE_OK)
-    return sql_fail(cache, fn, "preparing the export");
-  sqlite3_bind_text(stmt, 1, file, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_DONE)
-    return jitops__fail(JITOPS_ERR_IO, "%s: writing %s: %s", fn, file,
-                        sqlite3_errmsg(cache->db.handle));
-  return JITOPS_SUCCESS;
-}
-
-/* Copies the verified rows of `source` that are missing here, in one transaction. */
-static jitops_status import_rows(jitops_cache_t *cache, jitops__db *source, int64_t *imported,
-                                 int64_t *rejected) {
-  static const char *const fn = "jitops_cache_import";
-  sqlite3_stmt *read = NULL, *write = NULL;
-  int rc = sqlite3_prepare_v2(source->handle,
-                              "SELECT key, op, name_expr, lowered_name, target, nvrtc_version,"
-                              " options, kind, blob, blob_hash, size, compile_ms, created,"
-                              " last_used, use_count FROM kernels",
-                              -1, &read, NULL);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(cache->db.handle,
-                            "INSERT OR IGNORE INTO kernels(key, op, name_expr, lowered_name,"
-                            " target, nvrtc_version, options, kind, blob, blob_hash, size,"
-                            " compile_ms, created, last_used, use_count)"
-                            " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            -1, &write, NULL);
-  if (rc == SQLITE_OK)
-    rc = jitops__db_begin_write(&cache->db);
-  while (rc == SQLITE_OK && (rc = sqlite3_step(read)) == SQLITE_ROW) {
-    rc = SQLITE_OK;
-    uint8_t actual[16];
-    jitops__blob_hash(sqlite3_column_blob(read, 8), (size_t)sqlite3_column_bytes(read, 8), actual);
-    if (sqlite3_column_bytes(read, 9) != 16 ||
-        memcmp(sqlite3_column_blob(read, 9), actual, 16) != 0) {
-      ++*rejected;
-      continue;
-    }
-    for (int c = 0; c < 15; ++c)
-      sqlite3_bind_value(write, c + 1, sqlite3_column_value(read, c));
-    if (sqlite3_step(write) != SQLITE_DONE)
-      rc = SQLITE_ERROR;
-    *imported += sqlite3_changes(cache->db.handle);
-    sqlite3_reset(write);
-  }
-  sqlite3_finalize(read);
-  sqlite3_finalize(write);
-  if (rc != SQLITE_DONE) {
-    jitops__db_exec(&cache->db, "ROLLBACK");
-    return sql_fail(cache, fn, "copying entries");
-  }
-  if (jitops__db_exec(&cache->db, "COMMIT") != SQLITE_OK)
-    return sql_fail(cache, fn, "committing the import");
-  return JITOPS_SUCCESS;
-}
-
-jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file, int64_t *imported,
-                                  int64_t *rejected) {
-  static const char *const fn = "jitops_cache_import";
-  JITOPS__REQUIRE_NONNULL(fn, cache);
-  JITOPS__REQUIRE_NONNULL(fn, file);
-  JITOPS__TRY(require_writable(cache, fn));
-  if (access(file, R_OK) != 0)
-    return jitops__fail(JITOPS_ERR_IO, "%s: cannot read %s", fn, file);
-  jitops__db source;
-  if (jitops__db_open(file, JITOPS__DB_IMMUTABLE, &source) != JITOPS_SUCCESS)
-    return jitops__fail(JITOPS_ERR_CACHE, "%s: %s is not a jitops cache export: %s", fn, file,
-                        jitops_last_error());
-  int64_t copied = 0, bad = 0;
-  jitops_status status = import_rows(cache, &source, &copied, &bad);
-  jitops__db_close(&source);
-  if (imported != NULL)
-    *imported = copied;
-  if (rejected != NULL)
-    *rejected = bad;
-  return status;
 }

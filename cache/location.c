@@ -46,25 +46,60 @@ static void make_parents(const char *dir) {
   mkdir(path, 0700);
 }
 
-jitops_status jitops__cache_dir_check(const char *dir, int create, int *writable) {
+/* realpath(3) into a caller's buffer: 0, or the errno value of the failure. */
+static int real_path(const char *path, char *out, size_t out_size) {
+  char *real = realpath(path, NULL);
+  if (real == NULL)
+    return errno;
+  size_t length = strlen(real);
+  if (length < out_size)
+    memcpy(out, real, length + 1);
+  free(real);
+  return length < out_size ? 0 : ENAMETOOLONG;
+}
+
+jitops_status jitops__cache_dir_check(const char *dir, int create, char *real, size_t real_size,
+                                      int *writable) {
   if (create)
     make_parents(dir);
+  int error = real_path(dir, real, real_size);
+  if (error != 0)
+    return jitops__fail(JITOPS_ERR_CACHE, "cache directory %s: %s", dir, strerror(error));
   struct stat st;
-  if (stat(dir, &st) != 0)
-    return jitops__fail(JITOPS_ERR_CACHE, "cache directory %s: %s", dir, strerror(errno));
+  if (stat(real, &st) != 0)
+    return jitops__fail(JITOPS_ERR_CACHE, "cache directory %s: %s", real, strerror(errno));
   if (!S_ISDIR(st.st_mode))
-    return jitops__fail(JITOPS_ERR_CACHE, "cache directory %s is not a directory", dir);
+    return jitops__fail(JITOPS_ERR_CACHE, "cache directory %s is not a directory", real);
   if (st.st_uid != geteuid())
     return jitops__fail(JITOPS_ERR_CACHE,
                         "cache directory %s belongs to another user (uid %u); refusing to run "
                         "kernels from it",
-                        dir, (unsigned)st.st_uid);
+                        real, (unsigned)st.st_uid);
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return jitops__fail(JITOPS_ERR_CACHE,
                         "cache directory %s is writable by others (mode %03o); refusing to run "
                         "kernels from it",
-                        dir, (unsigned)(st.st_mode & 0777));
-  *writable = (st.st_mode & S_IWUSR) && access(dir, W_OK) == 0;
+                        real, (unsigned)(st.st_mode & 0777));
+  *writable = (st.st_mode & S_IWUSR) && access(real, W_OK) == 0;
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops__real_parent_path(const char *path, char *out, size_t out_size) {
+  const char *slash = strrchr(path, '/');
+  const char *name = slash != NULL ? slash + 1 : path;
+  char dir[4096];
+  if (slash == path)
+    snprintf(dir, sizeof dir, "/");
+  else if (snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".") >=
+           (int)sizeof dir)
+    return jitops__fail(JITOPS_ERR_IO, "%s: the path is too long", path);
+  int error = real_path(dir, out, out_size);
+  if (error != 0)
+    return jitops__fail(JITOPS_ERR_IO, "%s: %s", dir, strerror(error));
+  size_t used = strlen(out);
+  int n = snprintf(out + used, out_size - used, "%s%s", used > 1 ? "/" : "", name);
+  if (n < 0 || (size_t)n >= out_size - used)
+    return jitops__fail(JITOPS_ERR_IO, "%s: the path is too long", path);
   return JITOPS_SUCCESS;
 }
 
@@ -87,9 +122,9 @@ static jitops_status check_one(const char *path) {
 }
 
 jitops_status jitops__cache_file_check(const char *db_path, int create) {
-  static const char *const suffixes[] = {"", "-wal", "-shm"};
+  static const char *const suffixes[] = {"", "-wal", "-shm", "-claims"};
   char path[4200];
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; ++i) {
     snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
     JITOPS__TRY(check_one(path));
   }

@@ -2,11 +2,13 @@
  * eviction, and usage counts. Nothing here fails a call: every problem is logged once,
  * counted, and answered as "not on disk", so the caller compiles and goes on in memory.
  *
- * Compile-once across processes: a process that misses takes a claim row for the key in
- * the same BEGIN IMMEDIATE transaction that saw the miss. Others that miss see the claim
- * and wait (polling) for the winner's row, so 8 ranks that start together compile each
- * kernel once. A claim whose process is gone (same host, no such pid) or that is older
- * than the claim timeout is taken over. */
+ * Compile-once across processes: a process that misses claims the key (claims.c); others
+ * wait for its row, and take the claim over at once if its holder is gone.
+ *
+ * A busy database never stalls a call: each step waits at most JITOPS__STORE_BUSY_MS (2 s)
+ * for another process's write lock, then goes on without the disk. Opening and looking up
+ * take no write lock; a miss takes it twice (claim, store), destroying a runtime once
+ * (usage). */
 #ifndef JITOPS_CACHE_STORE_H
 #define JITOPS_CACHE_STORE_H
 
@@ -24,11 +26,16 @@ typedef struct jitops__store_options {
   const char *shipped;    /* NULL: $JITOPS_CACHE_SHIPPED */
 } jitops__store_options;
 
-/* NULL when there is no usable disk tier; the reason is logged once. */
+/* A store in whatever state the options and the location allow (see
+ * jitops__store_describe): off, read-only or read-write. A tier lowered for a reason nobody
+ * asked for is warned about once per process. NULL only when out of memory. */
 jitops__store *jitops__store_open(const jitops__store_options *options);
 void jitops__store_close(jitops__store *store);
 
 const char *jitops__store_path(const jitops__store *store);
+/* Fills the cache_* fields of `info`: path, writability, state, degradation, reason, bound.
+ * `store` may be NULL (a runtime that ran out of memory making one). */
+void jitops__store_describe(jitops__store *store, jitops_runtime_info *info);
 int jitops__store_writable(const jitops__store *store);
 /* Problems survived so far (corruption, I/O, a full disk). */
 uint64_t jitops__store_errors(const jitops__store *store);

@@ -7,9 +7,13 @@
 
 enum { LAST_ERROR_BYTES = 16384 };
 
-/* Each thread's message of its latest failure. Large enough for an NVRTC log of a failed
- * template instance; longer logs are truncated with a marker. */
-static _Thread_local char last_error[LAST_ERROR_BYTES];
+/* Each thread's message of its latest failure, in one of two buffers: a new message is
+ * formatted into the buffer not on show and then shown, so that a failure may quote
+ * jitops_last_error() itself (context added to a failure from a lower layer) without
+ * formatting a buffer into itself. Large enough for an NVRTC log of a failed template
+ * instance; longer logs are truncated with a marker. */
+static _Thread_local char messages[2][LAST_ERROR_BYTES];
+static _Thread_local int shown;
 
 const char *jitops_status_string(jitops_status status) {
   switch (status) {
@@ -52,7 +56,7 @@ const char *jitops_status_string(jitops_status status) {
 }
 
 const char *jitops_last_error(void) {
-  return last_error;
+  return messages[shown];
 }
 
 const char *jitops_version_string(void) {
@@ -63,17 +67,20 @@ const char *jitops_version_string(void) {
 }
 
 jitops_status jitops__fail(jitops_status status, const char *fmt, ...) {
+  int next = !shown;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  vsnprintf(messages[next], sizeof messages[next], fmt, ap);
   va_end(ap);
+  shown = next;
   return status;
 }
 
 void jitops__fail_append(const char *text) {
   static const char marker[] = "\n[... log truncated]";
+  char *last_error = messages[shown];
   size_t used = strlen(last_error);
-  size_t room = sizeof last_error - used;
+  size_t room = LAST_ERROR_BYTES - used;
   size_t need = strlen(text);
   if (need < room) {
     memcpy(last_error + used, text, need + 1);
@@ -81,6 +88,6 @@ void jitops__fail_append(const char *text) {
   }
   if (room > sizeof marker) {
     memcpy(last_error + used, text, room - sizeof marker);
-    memcpy(last_error + sizeof last_error - sizeof marker, marker, sizeof marker);
+    memcpy(last_error + LAST_ERROR_BYTES - sizeof marker, marker, sizeof marker);
   }
 }

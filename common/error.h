@@ -12,7 +12,8 @@
 #define JITOPS__PRINTF(fmt, args)
 #endif
 
-/* Formats the message into the thread's last-error buffer and returns `status`. */
+/* Formats the message into the thread's last-error buffer and returns `status`. The
+ * arguments may include jitops_last_error() itself (a caller adding context to a failure). */
 jitops_status jitops__fail(jitops_status status, const char *fmt, ...) JITOPS__PRINTF(2, 3);
 
 /* Appends text (an NVRTC log, say) to the thread's last error, truncating if needed. */

@@ -10,8 +10,10 @@
 #include "common/log.h"
 
 /* Measured in bench/NOTES-jit.md: -minimal trims the implicit device runtime declarations
- * and cuts the small-kernel compile time; our templates need nothing it removes. */
-const char *const jitops__default_options[] = {"-std=c++17", "-minimal"};
+ * and cuts the small-kernel compile time; our templates need nothing it removes.
+ * --no-source-include keeps NVRTC from looking for a quoted include next to the source's name
+ * on disk: it reads only the sources handed to it, which the cache key covers. */
+const char *const jitops__default_options[] = {"-std=c++17", "-minimal", "--no-source-include"};
 const size_t jitops__default_option_count =
     sizeof jitops__default_options / sizeof jitops__default_options[0];
 

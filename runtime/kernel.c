@@ -47,16 +47,39 @@ static jitops_status add_option(option_list *list, const char *text, size_t leng
   return JITOPS_SUCCESS;
 }
 
+/* Options a caller may not pass: those that set what the library sets, and those that make
+ * NVRTC read files, which the cache key could not cover (a header changed on disk would be
+ * served stale from the cache). */
+static const char reads_files[] = "makes NVRTC read files the cache key cannot cover; register "
+                                  "headers with jitops_source_register and include them by name";
+
+static const struct refused_option {
+  const char *prefix;
+  const char *why;
+} refused_options[] = {
+    {"-arch", "sets what the library sets (the target)"},
+    {"--gpu-architecture", "sets what the library sets (the target)"},
+    {"-std", "sets what the library sets (the language standard)"},
+    {"--std", "sets what the library sets (the language standard)"},
+    {"-I", reads_files},
+    {"--include-path", reads_files},
+    {"-include", reads_files},
+    {"--pre-include", reads_files},
+    {"-pch", reads_files},
+    {"--pch", reads_files},
+    {"-create-pch", reads_files},
+    {"--create-pch", reads_files},
+    {"-use-pch", reads_files},
+    {"--use-pch", reads_files},
+};
+
 static jitops_status check_user_option(const char *option, size_t index, size_t length) {
   if (length == 0)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: options[%zu] is empty", fn_get, index);
-  static const char *const reserved[] = {"-arch", "--gpu-architecture", "-std", "--std"};
-  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; ++i)
-    if (strncmp(option, reserved[i], strlen(reserved[i])) == 0)
-      return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
-                          "%s: options[%zu] \"%s\" sets what the library sets (the target and "
-                          "the language standard)",
-                          fn_get, index, option);
+  for (size_t i = 0; i < sizeof refused_options / sizeof refused_options[0]; ++i)
+    if (strncmp(option, refused_options[i].prefix, strlen(refused_options[i].prefix)) == 0)
+      return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: options[%zu] \"%.*s\" %s", fn_get,
+                          index, (int)length, option, refused_options[i].why);
   return JITOPS_SUCCESS;
 }
 

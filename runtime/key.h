@@ -15,8 +15,9 @@
 
 #include "common/hash.h"
 
-/* Bump when the stored format (blob layout, option defaults, key inputs) changes. */
-#define JITOPS__CACHE_FORMAT_VERSION 1
+/* Bump when the stored format (blob layout, option defaults, key inputs) changes.
+ * 2: --no-source-include joined the default options. */
+#define JITOPS__CACHE_FORMAT_VERSION 2
 
 /* The lookup key of a request. */
 jitops__key jitops__lookup_key(const char *source_name, const char *name_expression,

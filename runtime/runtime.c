@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "runtime/context.h"
+#include "runtime/environment.h"
 #include "runtime/runtime_internal.h"
 
 static const char *const fn_create = "jitops_runtime_create";
@@ -76,8 +77,7 @@ static void read_props(jitops_runtime_t *rt) {
 enum { DEPENDENT_LAUNCH_MIN_ARCH = 90, DEPENDENT_LAUNCH_MIN_DRIVER = 12030 };
 
 static int dependent_launches_usable(const jitops_runtime_t *rt) {
-  const char *env = getenv("JITOPS_DEPENDENT_LAUNCHES");
-  if (env != NULL && strcmp(env, "0") == 0)
+  if (!jitops__env_dependent_launches())
     return 0;
   int version = 0;
   if (rt->driver->cuDriverGetVersion(&version) != CUDA_SUCCESS)
@@ -146,14 +146,15 @@ static jitops_status init_tiers(jitops_runtime_t *rt, const jitops_runtime_confi
   rt->store = jitops__store_open(&store_options);
   jitops__log(JITOPS__LOG_DEBUG, "runtime for %s (%s): disk cache %s%s", rt->target.name,
               rt->device >= 0 ? rt->device_name : "compile-only",
-              rt->store ? jitops__store_path(rt->store) : "off",
-              rt->store && !jitops__store_writable(rt->store) ? " (read-only)" : "");
+              rt->store && jitops__store_path(rt->store)[0] ? jitops__store_path(rt->store) : "off",
+              rt->store && !jitops__store_writable(rt->store) ? " (not written)" : "");
   return JITOPS_SUCCESS;
 }
 
 jitops_status jitops_runtime_create(const jitops_runtime_config *config, jitops_runtime_t **out) {
   JITOPS__REQUIRE_NONNULL(fn_create, out);
   *out = NULL;
+  jitops__environment_check();
   jitops_runtime_config defaults;
   jitops_runtime_config_init(&defaults);
   const jitops_runtime_config *c = config ? config : &defaults;
@@ -259,8 +260,7 @@ jitops_status jitops_runtime_get_info(const jitops_runtime_t *rt, jitops_runtime
   out->nvrtc_version = rt->nvrtc_version;
   snprintf(out->arch_name, sizeof out->arch_name, "sm_%d", rt->props.arch);
   snprintf(out->device_name, sizeof out->device_name, "%s", rt->device_name);
-  snprintf(out->cache_path, sizeof out->cache_path, "%s", jitops__store_path(rt->store));
-  out->cache_writable = jitops__store_writable(rt->store);
+  jitops__store_describe(rt->store, out);
   return JITOPS_SUCCESS;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "runtime/context.h"
+#include "runtime/environment.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/state.h"
 
@@ -29,17 +30,6 @@
 
 /* ---- the scratch pool ------------------------------------------------------------------ */
 
-#define SCRATCH_KEEP_DEFAULT ((uint64_t)256 << 20)
-
-static uint64_t scratch_keep_bytes(void) {
-  const char *env = getenv("JITOPS_SCRATCH_KEEP_BYTES");
-  if (env == NULL || *env == '\0')
-    return SCRATCH_KEEP_DEFAULT;
-  char *end = NULL;
-  unsigned long long v = strtoull(env, &end, 10);
-  return end != NULL && *end == '\0' && env[0] != '-' ? (uint64_t)v : SCRATCH_KEEP_DEFAULT;
-}
-
 static jitops_status pool_create(jitops_runtime_t *rt, void **out) {
   CUmemPoolProps props;
   memset(&props, 0, sizeof props);
@@ -50,7 +40,7 @@ static jitops_status pool_create(jitops_runtime_t *rt, void **out) {
   CUresult r = rt->driver->cuMemPoolCreate(&pool, &props);
   if (r != CUDA_SUCCESS)
     return jitops__driver_fail(rt->driver, r, "creating the scratch memory pool");
-  cuuint64_t keep = scratch_keep_bytes();
+  cuuint64_t keep = jitops__env_scratch_keep_bytes();
   r = rt->driver->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
   if (r != CUDA_SUCCESS) {
     rt->driver->cuMemPoolDestroy(pool);

@@ -118,23 +118,92 @@ jitops_status jitops__sources_register(jitops__source_set *set, const char *name
   return status;
 }
 
-/* Finds the next #include of a quoted name at or after `p`; sets *name and *len. */
-static const char *next_include(const char *p, const char **name, size_t *len) {
-  while ((p = strstr(p, "#include")) != NULL) {
-    const char *q = p + 8;
-    while (*q == ' ' || *q == '\t')
-      ++q;
-    if (*q == '"') {
-      const char *end = strchr(q + 1, '"');
-      if (end != NULL && memchr(q + 1, '\n', (size_t)(end - q - 1)) == NULL) {
-        *name = q + 1;
-        *len = (size_t)(end - q - 1);
-        return end + 1;
-      }
-    }
-    p = q;
+/* ---- include directives ---------------------------------------------------------------- */
+
+typedef enum include_form {
+  INCLUDE_QUOTED,  /* #include "name" */
+  INCLUDE_ANGLED,  /* #include <name> */
+  INCLUDE_COMPUTED /* #include MACRO: the file name comes from a macro */
+} include_form;
+
+typedef struct include_directive {
+  include_form form;
+  const char *name; /* the operand, not NUL-terminated */
+  size_t length;
+} include_directive;
+
+static const char *skip_blanks(const char *p) {
+  while (*p == ' ' || *p == '\t')
+    ++p;
+  return p;
+}
+
+/* Parses the directive at line start `line`, if it is an #include or #include_next (any
+ * spacing the preprocessor allows around '#'). */
+static int parse_include(const char *line, include_directive *out) {
+  const char *p = skip_blanks(line);
+  if (*p != '#')
+    return 0;
+  p = skip_blanks(p + 1);
+  size_t word = strncmp(p, "include_next", 12) == 0 ? 12 : strncmp(p, "include", 7) == 0 ? 7 : 0;
+  if (word == 0 || (p[word] != ' ' && p[word] != '\t' && p[word] != '"' && p[word] != '<'))
+    return 0;
+  p = skip_blanks(p + word);
+  const char *close = *p == '"' ? "\"" : *p == '<' ? ">" : NULL;
+  size_t length = close ? strcspn(p + 1, close[0] == '"' ? "\"\n" : ">\n") : strcspn(p, "\n");
+  out->form = close == NULL ? INCLUDE_COMPUTED : close[0] == '"' ? INCLUDE_QUOTED : INCLUDE_ANGLED;
+  out->name = close ? p + 1 : p;
+  out->length = length;
+  if (close != NULL && p[1 + length] != close[0])
+    out->form = INCLUDE_COMPUTED; /* unterminated: not a plain file name */
+  return 1;
+}
+
+/* Finds the next #include directive at or after the line start `p`; returns the start of the
+ * line after it, or NULL. Directives are recognized by the text alone, so one inside a block
+ * comment or a skipped #if counts too. */
+static const char *next_include(const char *p, include_directive *out) {
+  for (; *p != 0; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] == '\n')) {
+    if (parse_include(p, out))
+      return p + strcspn(p, "\n");
   }
   return NULL;
+}
+
+/* An __has_include of an absolute path: NVRTC would look on disk. Its operand in *out. */
+static int has_absolute_has_include(const char *text, include_directive *out) {
+  for (const char *p = text; (p = strstr(p, "__has_include")) != NULL; ++p) {
+    const char *q = skip_blanks(p + 13 + (strncmp(p + 13, "_next", 5) == 0 ? 5 : 0));
+    if (*q != '(')
+      continue;
+    q = skip_blanks(q + 1);
+    if ((*q == '"' || *q == '<') && q[1] == '/') {
+      out->form = *q == '"' ? INCLUDE_QUOTED : INCLUDE_ANGLED;
+      out->name = q + 1;
+      out->length = strcspn(q + 1, "\">)\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Every byte NVRTC reads must be in the key, so a source may only include registered sources:
+ * a file named by an absolute path, or by a macro, is refused. (A relative name that no
+ * registered source has is left to NVRTC, which fails: it is given no directory to look in,
+ * and --no-source-include.) */
+static jitops_status refuse_include(const jitops__source *s, const include_directive *d) {
+  if (d->form == INCLUDE_COMPUTED)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
+                        "jitops_kernel_get: source \"%s\" includes a file named by a macro "
+                        "(#include %.*s), which the cache key cannot cover; include a registered "
+                        "source by its name instead",
+                        s->name, (int)(d->length < 200 ? d->length : 200), d->name);
+  return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
+                      "jitops_kernel_get: source \"%s\" includes %c%.*s%c, a file on disk, "
+                      "which the cache key cannot cover (it holds registered sources only); "
+                      "register it with jitops_source_register and include it by that name",
+                      s->name, d->form == INCLUDE_QUOTED ? '"' : '<', (int)d->length, d->name,
+                      d->form == INCLUDE_QUOTED ? '"' : '>');
 }
 
 static int contains(const jitops__source **list, size_t count, const jitops__source *s) {
@@ -142,6 +211,38 @@ static int contains(const jitops__source **list, size_t count, const jitops__sou
     if (list[i] == s)
       return 1;
   return 0;
+}
+
+/* Appends `s` to the list unless it is there; grows it as needed. */
+static jitops_status add_once(const jitops__source ***list, size_t *count, size_t *capacity,
+                              const jitops__source *s) {
+  if (contains(*list, *count, s))
+    return JITOPS_SUCCESS;
+  if (*count == *capacity) {
+    const jitops__source **bigger = realloc(*list, 2 * *capacity * sizeof **list);
+    if (bigger == NULL)
+      return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "jitops_kernel_get: out of host memory");
+    *list = bigger;
+    *capacity *= 2;
+  }
+  (*list)[(*count)++] = s;
+  return JITOPS_SUCCESS;
+}
+
+/* Adds the registered sources `s` includes; refuses an include of a file on disk. */
+static jitops_status scan_includes(jitops__source_set *set, const jitops__source *s,
+                                   const jitops__source ***list, size_t *count, size_t *capacity) {
+  include_directive d;
+  if (has_absolute_has_include(s->text, &d))
+    return refuse_include(s, &d);
+  for (const char *p = s->text; (p = next_include(p, &d)) != NULL;) {
+    const jitops__source *dep = d.form == INCLUDE_COMPUTED ? NULL : find(set, d.name, d.length);
+    if (dep != NULL)
+      JITOPS__TRY(add_once(list, count, capacity, dep));
+    else if (d.form == INCLUDE_COMPUTED || (d.length > 0 && d.name[0] == '/'))
+      return refuse_include(s, &d);
+  }
+  return JITOPS_SUCCESS;
 }
 
 /* Breadth-first over includes; the list doubles as the queue. Caller holds the lock. */
@@ -153,22 +254,10 @@ static jitops_status closure_locked(jitops__source_set *set, const jitops__sourc
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "jitops_kernel_get: out of host memory");
   list[n++] = root;
   for (size_t next = 0; next < n; ++next) {
-    const char *p = list[next]->text, *name;
-    size_t len;
-    while ((p = next_include(p, &name, &len)) != NULL) {
-      const jitops__source *dep = find(set, name, len);
-      if (dep == NULL || contains(list, n, dep))
-        continue;
-      if (n == capacity) {
-        const jitops__source **bigger = realloc(list, 2 * capacity * sizeof *list);
-        if (bigger == NULL) {
-          free(list);
-          return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "jitops_kernel_get: out of host memory");
-        }
-        list = bigger;
-        capacity *= 2;
-      }
-      list[n++] = dep;
+    jitops_status status = scan_includes(set, list[next], &list, &n, &capacity);
+    if (status != JITOPS_SUCCESS) {
+      free(list);
+      return status;
     }
   }
   *out = list;

@@ -1,8 +1,12 @@
 /* The sources a runtime can compile: the embedded templates plus what users register.
  * A name's text never changes once registered, which is what lets a request's lookup key
- * stand for its binary. Includes between sources are found by scanning for
- * `#include "name"`, so a kernel's closure holds exactly the sources it can see: the cache
- * key covers them all, and NVRTC gets them as headers. */
+ * stand for its binary. Includes between sources are found by scanning each line for an
+ * #include directive, so a kernel's closure holds exactly the sources it can see: the cache
+ * key covers them all, and NVRTC gets them as headers.
+ *
+ * Invariant: NVRTC reads nothing but the closure. An include of a file on disk (an absolute
+ * path, or a name made by a macro) is refused; NVRTC is given no directory to search and
+ * --no-source-include, so any other name no source has fails to compile. */
 #ifndef JITOPS_RUNTIME_SOURCES_H
 #define JITOPS_RUNTIME_SOURCES_H
 
@@ -35,8 +39,10 @@ jitops_status jitops__sources_register(jitops__source_set *set, const char *name
 /* The closure of `name`: the source itself first, then every source it includes,
  * transitively, once each. `closure_hash` covers their names and contents in that order.
  * The returned array (and the pointers in it, which stay valid for the set's lifetime) is
- * the caller's to free. JITOPS_ERR_NOT_FOUND when `name` is unknown. Includes that name no
- * registered source are left to NVRTC, which reports them. */
+ * the caller's to free. JITOPS_ERR_NOT_FOUND when `name` is unknown; JITOPS_ERR_INVALID_ARGUMENT
+ * when a source includes a file on disk (an absolute path, a macro, or an __has_include of an
+ * absolute path), anywhere in its text. Other includes that name no registered source are
+ * left to NVRTC, which reports them. */
 jitops_status jitops__sources_closure(jitops__source_set *set, const char *name,
                                       const jitops__source ***closure, size_t *count,
                                       jitops__key *closure_hash);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "runtime/environment.h"
 #include "runtime/runtime_internal.h"
 
 /* Timed choices describe the GPU they were timed on, so the device's name (which tells an
@@ -77,8 +78,7 @@ void jitops__tuned_abandon(jitops_runtime_t *runtime, const jitops__tuned *tuned
 }
 
 bool jitops__tuning_allowed(jitops_runtime_t *runtime, void *stream) {
-  const char *env = getenv("JITOPS_TUNE");
-  if (env != NULL && strcmp(env, "0") == 0)
+  if (!jitops__env_tuning())
     return false;
   if (runtime->context == NULL)
     return false;

@@ -1,6 +1,7 @@
 # Sourced by scripts/example.sh and scripts/test.sh: installs what is missing (Debian
 # packages through apt-get), then configures and builds into $BUILD_DIR (default: build).
-# Environment: BUILD_DIR, CMAKE_BUILD_TYPE (default Release), JITOPS_WERROR (ON in CI).
+# Environment: BUILD_DIR, CMAKE_BUILD_TYPE (default Release), JITOPS_WERROR (ON in CI),
+# JITOPS_SETUP_ONLY (1: install and find, do not build).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,4 +50,5 @@ configure_and_build() {
 
 need_packages
 find_cuda
-configure_and_build
+# JITOPS_SETUP_ONLY=1: packages and toolkit only (a caller that configures its own build).
+[ "${JITOPS_SETUP_ONLY:-0}" = 1 ] || configure_and_build

@@ -1,7 +1,8 @@
 /* The disk tier's modes and safety rules never fail a call: a read-only directory (as its
  * mode bits say, even for root) serves what it has and keeps new kernels in memory;
  * JITOPS_CACHE=readonly and =off, an unsafe directory (writable by others), and a
- * symlinked database are each handled without an error. */
+ * symlinked database are each handled without an error. The runtime info and
+ * jitops_cache_settings_get report each state, whether the library chose it, and why. */
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -116,9 +117,55 @@ static void unsafe_locations(void) {
   CHECK(stat(target, &st) == 0 && st.st_size == 0); /* the link's target was not touched */
 }
 
+/* The runtime info and jitops_cache_settings_get say what the tier is, whether the library
+ * lowered it itself, and why. */
+static void states_reported(void) {
+  char dir[1024];
+  jitops_runtime_info info;
+  jitops_cache_settings settings;
+  test_fresh_dir("states", dir, sizeof dir);
+  CHECK_OK(jitops_cache_settings_get(dir, &settings));
+  CHECK(settings.state == JITOPS_CACHE_STATE_READWRITE && !settings.degraded);
+  CHECK(settings.reason[0] == 0 && settings.max_bytes == (int64_t)1 << 30);
+  request(dir, JITOPS_CACHE_MODE_READWRITE, cached, &info);
+  CHECK(info.cache_state == JITOPS_CACHE_STATE_READWRITE && !info.cache_degraded);
+  CHECK(info.cache_reason[0] == 0 && info.cache_max_bytes == (int64_t)1 << 30);
+
+  request(dir, JITOPS_CACHE_MODE_OFF, cached, &info);
+  CHECK(info.cache_state == JITOPS_CACHE_STATE_OFF && !info.cache_degraded);
+  CHECK(strstr(info.cache_reason, "config.cache_mode") != NULL);
+  setenv("JITOPS_CACHE", "off", 1);
+  setenv("JITOPS_CACHE_MAX_BYTES", "512M", 1);
+  request(dir, JITOPS_CACHE_MODE_DEFAULT, cached, &info);
+  CHECK(info.cache_state == JITOPS_CACHE_STATE_OFF && !info.cache_degraded);
+  CHECK(strstr(info.cache_reason, "JITOPS_CACHE") != NULL);
+  CHECK(info.cache_max_bytes == (int64_t)512 << 20);
+  CHECK_OK(jitops_cache_settings_get(dir, &settings));
+  CHECK(settings.state == JITOPS_CACHE_STATE_OFF && !settings.degraded);
+  CHECK(settings.max_bytes == (int64_t)512 << 20);
+  unsetenv("JITOPS_CACHE");
+  unsetenv("JITOPS_CACHE_MAX_BYTES");
+  request(dir, JITOPS_CACHE_MODE_READONLY, cached, &info);
+  CHECK(info.cache_state == JITOPS_CACHE_STATE_READONLY && !info.cache_degraded);
+
+  CHECK(chmod(dir, 0500) == 0);
+  request(dir, JITOPS_CACHE_MODE_READWRITE, cached, &info);
+  CHECK(info.cache_state == JITOPS_CACHE_STATE_READONLY && info.cache_degraded);
+  CHECK(strstr(info.cache_reason, "read-only") != NULL);
+  CHECK(chmod(dir, 0777) == 0);
+  request(dir, JITOPS_CACHE_MODE_READWRITE, cached, &info);
+  CHECK(info.cache_state == JITOPS_CACHE_STATE_OFF && info.cache_degraded);
+  CHECK(strstr(info.cache_reason, "writable by others") != NULL);
+  CHECK_OK(jitops_cache_settings_get(dir, &settings));
+  CHECK(settings.state == JITOPS_CACHE_STATE_OFF && settings.degraded);
+  CHECK(strstr(settings.reason, "writable by others") != NULL);
+  CHECK(chmod(dir, 0700) == 0);
+}
+
 int main(void) {
   read_only_directory();
   modes();
   unsafe_locations();
+  states_reported();
   return test_finish("test_cache_readonly_and_modes");
 }

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Exercises every jitops-cache subcommand against a real cache, with no GPU:
-#   prewarm (two targets, parallel, then again: all hits; --op, --dry-run, --verbose),
-#   stats and list (text and JSON, filters), export, clear (all, by op, by age), import,
-#   verify after a flipped blob byte, usage errors (exit 2), help (exit 0), a refused
-#   world-writable directory, and prewarm's independence from JITOPS_CACHE and
-#   JITOPS_CACHE_SHIPPED.
+#   prewarm (two targets, parallel, then again: all hits; --op, --dry-run, --verbose, and
+#   progress lines off a terminal), stats (text and JSON: the disk tier's state and reason,
+#   sizes and the limit) and list (text and JSON, filters), export (mode 0600), clear (all,
+#   by op, by age), import (and the error text of a garbage file), verify after a flipped
+#   blob byte, usage errors (exit 2, one line), help (exit 0), verify and clear of a
+#   directory with no cache (nothing created), no -wal/-shm left by readers, a symlinked
+#   directory followed and a symlinked database refused, damaged databases set aside by
+#   every subcommand, a refused world-writable directory, and prewarm's independence from
+#   JITOPS_CACHE and JITOPS_CACHE_SHIPPED.
 # Usage: bash tests/test_cli_subcommands.sh /path/to/jitops-cache
 # Scratch space: $JITOPS_TEST_TMP (created and emptied), else a mktemp directory.
 set -euo pipefail
@@ -176,6 +180,17 @@ expect_usage_error "--json on verify" --dir "$DIR" verify --json
 expect_usage_error "--arch on list" --dir "$DIR" list --arch sm_90
 expect_usage_error "prewarm --op nosuchop" --dir "$DIR" prewarm --op nosuchop
 expect_true "usage errors created no cache" test ! -e "$DIR"
+run --dir
+expect_eq "--dir without a value: the program is named once" 1 \
+  "$(grep -o 'jitops-cache:' <<<"$ERR" | wc -l)"
+
+# A mistyped --dir: the commands that change a cache say there is none, and create nothing.
+for sub in verify clear; do
+  run --dir "$TMP/typo" "$sub"
+  expect_eq "$sub of a directory with no cache: exit status" 1 "$RC"
+  expect_contains "$sub of a directory with no cache: says so" "no cache" "$ERR"
+  expect_true "$sub of a directory with no cache created nothing" test ! -e "$TMP/typo"
+done
 
 # ---- prewarm into a fresh directory ----------------------------------------------------------
 
@@ -213,9 +228,20 @@ expect_eq "stats: bytes add up" "$(json "$TMP/stats1.json" 'd["totals"]["bytes"]
 expect_true "stats: bytes are positive" test "$(json "$TMP/stats1.json" 'd["totals"]["bytes"]')" -gt 0
 expect_eq "stats: database path" "$DB" "$(json "$TMP/stats1.json" 'd["database"]')"
 
+expect_eq "stats: the size limit" 1073741824 "$(json "$TMP/stats1.json" 'd["max_bytes"]')"
+expect_eq "stats: the disk tier" "read-write False" \
+  "$(json "$TMP/stats1.json" 'd["disk_tier"]["state"] + " " + str(d["disk_tier"]["degraded"])')"
+
 run_ok "stats (text)" --dir "$DIR" stats
 expect_contains "stats text shows the database" "database: $DB" "$OUT"
 expect_eq "stats text shows a total row" 1 "$(grep -c '^total  ' <<<"$OUT" || true)"
+expect_contains "stats text shows the disk tier" "disk tier: read-write" "$OUT"
+expect_match "stats text shows the size and its limit" $'size: [0-9.]+ KiB of 1.0 GiB' "$OUT"
+expect_match "stats text shows sizes in binary units" $'\ntotal +[0-9]+ +[0-9.]+ KiB ' "$OUT"
+JITOPS_CACHE=off JITOPS_CACHE_MAX_BYTES=512M "$CLI" --dir "$DIR" stats >"$TMP/out" 2>"$TMP/err" && RC=0 || RC=$?
+expect_eq "stats with JITOPS_CACHE=off" 0 "$RC"
+expect_contains "stats says the tier is off, and why" "disk tier: off (JITOPS_CACHE" "$(cat "$TMP/out")"
+expect_contains "stats shows the limit from the environment" "of 512.0 MiB" "$(cat "$TMP/out")"
 
 # ---- list and its filters --------------------------------------------------------------------
 
@@ -285,6 +311,13 @@ expect_eq "prewarm --dry-run --op $CAT_OP" "$CAT_OP_ENTRIES" "$(printf '%s\n' "$
 # prewarm of one op only (default target sm_90), into another directory: it compiles a subset
 # of what the full prewarm stored for sm_90, under the same keys.
 OP_DIR=$TMP/op-cache
+# Off a terminal, prewarm without --verbose still shows progress: a line at each tenth of the
+# entries (here fewer than ten, so one a entry), the last one complete.
+run_ok "prewarm, progress off a terminal" --dir "$TMP/progress-cache" prewarm --op "$CAT_OP" --jobs 1
+expect_eq "prewarm off a terminal: a progress line an entry" "$CAT_OP_ENTRIES" \
+  "$(grep -c '^prewarm sm_90: [0-9]*/[0-9]* entries' <<<"$ERR" || true)"
+expect_match "prewarm off a terminal: the last line is complete" \
+  "prewarm sm_90: $CAT_OP_ENTRIES/$CAT_OP_ENTRIES entries, 0 failed" "$ERR"
 run_ok "prewarm --op $CAT_OP" --dir "$OP_DIR" prewarm --op "$CAT_OP" --jobs 1 --verbose
 expect_match "prewarm --op $CAT_OP summary" \
   "^sm_90: $CAT_OP_ENTRIES entries, [0-9]+ compiled, 0 cached, 0 failed" "$OUT"
@@ -306,6 +339,7 @@ EXPORT=$TMP/export.db
 run_ok "export" --dir "$DIR" export "$EXPORT"
 expect_match "export count" "^exported $TOTAL entr(y|ies) to " "$OUT"
 expect_true "the export file exists" test -s "$EXPORT"
+expect_eq "the export is private, like the cache" 600 "$(stat -c %a "$EXPORT")"
 run --dir "$DIR" export "$EXPORT"
 expect_eq "export onto an existing file fails" 1 "$RC"
 
@@ -332,6 +366,12 @@ run_ok "import again" --dir "$DIR" import "$EXPORT"
 expect_eq "a second import adds nothing" "imported 0, rejected 0" "$OUT"
 run --dir "$DIR" import "$TMP/no-such-file.db"
 expect_eq "import of a missing file fails" 1 "$RC"
+head -c 8192 /dev/urandom >"$TMP/garbage.db"
+run --dir "$DIR" import "$TMP/garbage.db"
+expect_eq "import of a garbage file fails" 1 "$RC"
+expect_eq "import of a garbage file: the reason, once" 1 \
+  "$(grep -o 'is not a jitops cache export' <<<"$ERR" | wc -l)"
+expect_contains "import of a garbage file: the reason" "not an SQLite database" "$ERR"
 
 run_ok "clear --op $OP" --dir "$DIR" clear --op "$OP"
 expect_match "clear --op $OP count" "^removed $OP_ENTRIES entr(y|ies)\$" "$OUT"
@@ -342,6 +382,14 @@ expect_eq "import restores the op's entries" "imported $OP_ENTRIES, rejected 0" 
 
 # ---- verify after a flipped blob byte --------------------------------------------------------
 
+# Read-only subcommands leave no -wal or -shm behind (verify, the last writer, removed them).
+run_ok "verify a sound cache" --dir "$DIR" verify
+expect_true "no -wal or -shm after a writing command" test ! -e "$DB-wal" -a ! -e "$DB-shm"
+run_ok "stats" --dir "$DIR" stats
+run_ok "list" --dir "$DIR" list
+rm -f "$TMP/export2.db"
+run_ok "export" --dir "$DIR" export "$TMP/export2.db"
+expect_true "no -wal or -shm after stats, list and export" test ! -e "$DB-wal" -a ! -e "$DB-shm"
 run_ok "verify a sound cache" --dir "$DIR" verify
 expect_eq "verify a sound cache" "checked $TOTAL, dropped 0" "$OUT"
 
@@ -376,6 +424,43 @@ expect_eq "prewarm recompiles only the dropped kernel" 1 \
 list_json restored
 expect_eq "every entry is back" "$TOTAL" "$COUNT"
 
+# ---- damaged databases: every subcommand sets them aside -------------------------------------
+
+# Garbage: stats reads no cache (and says why), prewarm rebuilds it.
+DAMAGED=$TMP/damaged
+mkdir -m 700 "$DAMAGED"
+head -c 16384 /dev/urandom >"$DAMAGED/kernels.db"
+run --dir "$DAMAGED" stats
+expect_eq "stats over garbage succeeds" 0 "$RC"
+expect_contains "stats over garbage: set aside" "set aside as $DAMAGED/kernels.db.corrupt-" "$ERR"
+expect_true "stats over garbage: nothing left at the database's path" test ! -e "$DAMAGED/kernels.db"
+head -c 16384 /dev/urandom >"$DAMAGED/kernels.db"
+run_ok "prewarm over garbage" --dir "$DAMAGED" prewarm --op "$PREWARM_OP" --jobs 2
+expect_match "prewarm over garbage compiles" "^sm_90: [0-9]+ entries, [0-9]+ compiled, 0 cached, 0 failed" "$OUT"
+run_ok "list after prewarm over garbage" --dir "$DAMAGED" list --json
+printf '%s\n' "$OUT" >"$TMP/damaged.json"
+expect_eq "prewarm over garbage stored the catalogue" "$E90" "$(json "$TMP/damaged.json" 'd["count"]')"
+
+# A damaged header byte (an unsupported schema format): verify sets it aside and says so.
+python3 - "$DAMAGED/kernels.db" <<'EOF'
+import sqlite3, sys
+sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+with open(sys.argv[1], "r+b") as f:
+    f.seek(47)
+    f.write(bytes([9]))
+EOF
+run --dir "$DAMAGED" verify
+expect_eq "verify of a damaged header: exit status" 1 "$RC"
+expect_contains "verify of a damaged header: set aside" "set aside as" "$ERR"
+expect_eq "verify of a damaged header: a new, empty cache" "checked 0, dropped 0" "$OUT"
+
+# A foreign schema with our table names: clear sets it aside, and the cache works again.
+rm -f "$DAMAGED"/kernels.db*
+python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).executescript("CREATE TABLE kernels(id INTEGER PRIMARY KEY, x TEXT); CREATE TABLE usage(y);")' "$DAMAGED/kernels.db"
+run_ok "clear of a foreign schema" --dir "$DAMAGED" clear
+expect_contains "clear of a foreign schema: set aside" "set aside as" "$ERR"
+run_ok "stats after clear of a foreign schema" --dir "$DAMAGED" stats --json
+
 # ---- directories the tool must refuse, and the environment it must not obey -----------------
 
 # A directory others can write is refused: nothing is compiled into it, nothing read from it.
@@ -388,6 +473,19 @@ expect_contains "prewarm names the refused directory" "$UNSAFE" "$ERR"
 expect_true "nothing was written there" test ! -e "$UNSAFE/kernels.db"
 run --dir "$UNSAFE" stats
 expect_eq "stats of a world-writable directory fails" 1 "$RC"
+
+# A symlinked cache directory (or $HOME) is followed; a database that is a symlink is refused,
+# and the message says so.
+ln -s "$DIR" "$TMP/cache-link"
+run_ok "stats through a symlinked directory" --dir "$TMP/cache-link" stats --json
+printf '%s\n' "$OUT" >"$TMP/linked.json"
+expect_eq "stats through a symlinked directory: the real database" "$(realpath "$DB")" \
+  "$(json "$TMP/linked.json" 'd["database"]')"
+mkdir -m 700 "$TMP/linked-db"
+ln -s "$DB" "$TMP/linked-db/kernels.db"
+run --dir "$TMP/linked-db" stats
+expect_eq "stats of a symlinked database fails" 1 "$RC"
+expect_contains "stats of a symlinked database says why" "symbolic link" "$ERR"
 
 # prewarm writes the cache even when the environment turns the runtime's disk tier off.
 JITOPS_CACHE=off "$CLI" --dir="$TMP/env-off" prewarm --arch=sm_90 --op "$PREWARM_OP" >"$TMP/out" 2>"$TMP/err" && RC=0 || RC=$?

@@ -20,7 +20,18 @@ cmake --build "$work/consumer" >/dev/null
 check env LD_LIBRARY_PATH="$prefix/lib" "$work/consumer/consumer_shared"
 check "$work/consumer/consumer_static"
 flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs jitops)
+static_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --static --libs jitops)
 check cc "$source/tests/consumer/main.c" $flags -o "$work/consumer_pc"
-check env LD_LIBRARY_PATH="$prefix/lib" "$work/consumer_pc"
+# A pkg-config consumer starts as it is: the flags give it an rpath to the library, and the
+# library carries one to CUDA's (which need not be in the loader's default path).
+check env -u LD_LIBRARY_PATH "$work/consumer_pc"
+check grep -q -- "-Wl,-rpath," <<<"$flags"
+cuda_dir=
+for dir in $(tr ' ' '\n' <<<"$static_flags" | sed -n 's/^-L//p'); do
+  [ -e "$dir/libnvrtc.so" ] && cuda_dir=$dir
+done
+check test -n "$cuda_dir" # --static names CUDA's library directory
+check grep -q "RUNPATH.*$cuda_dir" <<<"$(readelf -d "$prefix/lib/libjitops.so")"
+check test "$("$prefix/bin/jitops-cache" --version | grep -c MIT)" = 1
 if [ "$failures" -eq 0 ]; then echo "test_install_consumer: passed"; else echo "test_install_consumer: $failures failed"; fi
 exit $((failures > 0))

@@ -55,6 +55,17 @@ void test_remove_tree(const char *path) {
   rmdir(path);
 }
 
+int test_count_set_aside(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while (d != NULL && (e = readdir(d)) != NULL)
+    n += strncmp(e->d_name, "kernels.db.corrupt-", 19) == 0;
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
 static void make_dirs(const char *path) {
   char buf[4096];
   snprintf(buf, sizeof buf, "%s", path);

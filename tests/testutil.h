@@ -47,6 +47,9 @@ int test_finish(const char *name);
  * string is static per call site until the next call with the same buffer. */
 void test_fresh_dir(const char *tag, char *out, size_t out_size);
 
+/* The damaged databases set aside in a cache directory ("kernels.db.corrupt-*"). */
+int test_count_set_aside(const char *dir);
+
 /* Removes a directory tree (for test set-up only). */
 void test_remove_tree(const char *path);
 

@@ -15,7 +15,11 @@
  *     environment does not apply to it) and fails when the disk tier is unusable, since a
  *     prewarm that keeps nothing is of no use. It ignores $JITOPS_CACHE_SHIPPED, so that every
  *     kernel lands in the cache it fills.
- *   - Read-only subcommands (stats, list, export) open the database read-only.
+ *   - Read-only subcommands (stats, list, export) open the database read-only and leave no
+ *     -wal or -shm file behind; a cache that does not exist reads as an empty one.
+ *   - verify and clear need an existing cache: a mistyped --dir is an error, never a new,
+ *     empty cache. import and prewarm create the cache they fill.
+ *   - Every subcommand sets a damaged database aside, as the library does, and says so.
  */
 #include <errno.h>
 #include <math.h>
@@ -114,7 +118,7 @@ static const char global_help[] =
     "  stats [--json]                       entries, bytes, hits and misses by op and target\n"
     "  list [--op OP] [--target T] [--json] one row per cached kernel\n"
     "  clear [--op OP] [--older-than DAYS]  remove entries (all of them by default)\n"
-    "  verify                               recompute blob hashes and drop bad rows\n"
+    "  verify                               check every row and drop bad ones\n"
     "  export FILE                          write a compact copy of the cache to FILE\n"
     "  import FILE                          add the valid entries of an exported FILE\n"
     "  prewarm [--arch sm_XY]... [--jobs N] [--op OP] [--verbose] [--dry-run]\n"
@@ -126,7 +130,7 @@ static const char global_help[] =
     "               else ~/.cache/jitops); the database is DIR/kernels.db\n"
     "  --json       machine-readable output (stats and list)\n"
     "  -h, --help   show help; `" PROG " SUBCOMMAND --help` shows a subcommand's\n"
-    "  --version    print the library version\n"
+    "  --version    print the library's version and licence\n"
     "\n"
     "Exit status:\n"
     "  0  success\n"
@@ -172,15 +176,18 @@ static const char clear_help[] =
 static const char verify_help[] =
     "Usage: " PROG " [--dir DIR] verify\n"
     "\n"
-    "Recomputes the hash of every cached blob, deletes the rows that do not match, and\n"
-    "prints how many were checked and dropped.\n"
+    "Checks every row (its hash covers the blob, key, kind, target and lowered name, and\n"
+    "its other columns must be sane), deletes the rows that fail, and prints how many were\n"
+    "checked and dropped. A damaged database is set aside (as every subcommand does) and a\n"
+    "new, empty one replaces it.\n"
     "\n"
-    "Exit status: 0 nothing dropped, 1 rows were dropped or the check failed, 2 usage error.\n";
+    "Exit status: 0 nothing dropped, 1 rows were dropped, the database was damaged, or the\n"
+    "check failed, 2 usage error.\n";
 
 static const char export_help[] =
     "Usage: " PROG " [--dir DIR] export FILE\n"
     "\n"
-    "Writes a compact copy of the cache to FILE, which must not exist. The file can be\n"
+    "Writes a compact copy of the cache to FILE (mode 0600), which must not exist. It can be\n"
     "imported elsewhere, or shipped as a read-only tier ($JITOPS_CACHE_SHIPPED).\n"
     "\n"
     "Exit status: 0 success, 1 the export failed, 2 usage error.\n";
@@ -188,8 +195,9 @@ static const char export_help[] =
 static const char import_help[] =
     "Usage: " PROG " [--dir DIR] import FILE\n"
     "\n"
-    "Adds the entries of an exported FILE that verify and are not present yet, and prints\n"
-    "how many were imported and rejected.\n"
+    "Adds the entries of an exported FILE that are not present yet, and prints how many were\n"
+    "imported and rejected. A row is rejected unless it passes verify's checks. The import\n"
+    "commits in batches, so runtimes using the cache meanwhile are never held up for long.\n"
     "\n"
     "Exit status: 0 success, 1 the import failed or rejected entries, 2 usage error.\n";
 
@@ -204,7 +212,8 @@ static const char prewarm_help[] =
     "                 (default: " DEFAULT_ARCH ")\n"
     "  --jobs N       parallel compiles (default: the number of online CPUs)\n"
     "  --op OP        only the catalogue entries of this op\n"
-    "  -v, --verbose  one line per entry (on a terminal, a progress line is shown instead)\n"
+    "  -v, --verbose  one line per entry (without it: a progress line on a terminal, and a\n"
+    "                 line at each tenth of the entries otherwise)\n"
     "  --dry-run      print the selected catalogue entries (\"OP: DESCRIPTION\"), compile none\n"
     "\n"
     "Catalogue ops name op families (\"example\"); the op column of list and stats is the\n"
@@ -384,16 +393,21 @@ static void json_double(FILE *f, const char *name, double value, int first) {
  * Opening the cache
  * ---------------------------------------------------------------------------------------- */
 
-static int open_cache(const options *opts, int writable, jitops_cache_t **out) {
-  jitops_status st = jitops_cache_open(opts->dir, writable, out);
+static int open_cache(const options *opts, jitops_cache_open_mode mode, jitops_cache_t **out) {
+  jitops_status st = jitops_cache_open(opts->dir, (int)mode, out);
   if (st != JITOPS_SUCCESS)
     return lib_error(st, "opening the cache");
+  const char *aside = jitops_cache_recovered_from(*out);
+  if (aside[0] != '\0')
+    fprintf(stderr,
+            PROG ": the cache database was damaged: set aside as %s; a new one replaces it\n",
+            aside);
   return 0;
 }
 
 /* For reports: a cache that does not exist yet reads as an empty one (*out NULL). */
 static int open_cache_for_reading(const options *opts, jitops_cache_t **out) {
-  jitops_status st = jitops_cache_open(opts->dir, 0, out);
+  jitops_status st = jitops_cache_open(opts->dir, JITOPS_CACHE_OPEN_READONLY, out);
   if (st == JITOPS_ERR_NOT_FOUND) {
     *out = NULL;
     return 0;
@@ -411,7 +425,7 @@ static const char *report_path(const jitops_cache_t *cache) {
  * stats
  * ---------------------------------------------------------------------------------------- */
 
-enum { STAT_COLUMNS = 6 };
+enum { STAT_COLUMNS = 6, STAT_BYTES = 1 };
 
 typedef struct group_row {
   char *op;
@@ -421,7 +435,7 @@ typedef struct group_row {
 
 static const char *const stat_names[STAT_COLUMNS] = {"entries",   "bytes",  "memory_hits",
                                                      "disk_hits", "misses", "compiles"};
-static const char *const stat_titles[STAT_COLUMNS] = {"ENTRIES",   "BYTES",  "MEM_HITS",
+static const char *const stat_titles[STAT_COLUMNS] = {"ENTRIES",   "SIZE",   "MEM_HITS",
                                                       "DISK_HITS", "MISSES", "COMPILES"};
 
 typedef struct group_table {
@@ -465,7 +479,15 @@ static void json_stat_values(FILE *f, const int64_t v[STAT_COLUMNS], int first) 
     json_int(f, stat_names[c], v[c], first && c == 0);
 }
 
-static void print_stats_json(const char *path, const group_table *t) {
+/* What runtimes would make of the cache: state, reason, bound (jitops_cache_settings_get). */
+static const char *state_name(jitops_cache_state state) {
+  return state == JITOPS_CACHE_STATE_READWRITE  ? "read-write"
+         : state == JITOPS_CACHE_STATE_READONLY ? "read-only"
+                                                : "off";
+}
+
+static void print_stats_json(const char *path, const group_table *t,
+                             const jitops_cache_settings *settings) {
   int64_t totals[STAT_COLUMNS];
   group_totals(t, totals);
   fputs("{", stdout);
@@ -480,7 +502,27 @@ static void print_stats_json(const char *path, const group_table *t) {
   }
   fputs("], \"totals\": {", stdout);
   json_stat_values(stdout, totals, 1);
+  fputs("}", stdout);
+  json_int(stdout, "max_bytes", settings->max_bytes, 0);
+  fputs(", \"disk_tier\": {", stdout);
+  json_str_field(stdout, "state", state_name(settings->state), 1);
+  json_key(stdout, "degraded", 0);
+  fputs(settings->degraded ? "true" : "false", stdout);
+  json_str_field(stdout, "reason", settings->reason, 0);
   fputs("}}\n", stdout);
+}
+
+/* "512 B", "12.3 KiB", "1.0 GiB": binary multiples, as JITOPS_CACHE_MAX_BYTES takes them. */
+static void format_size(int64_t bytes, char *out, size_t size) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = (double)bytes;
+  int unit = 0;
+  while (value >= 1024 && unit < 5)
+    value /= 1024, ++unit;
+  if (unit == 0)
+    snprintf(out, size, "%lld B", (long long)bytes);
+  else
+    snprintf(out, size, "%.1f %s", value, units[unit]);
 }
 
 /* Column widths: op, target, then one per statistic. */
@@ -494,28 +536,53 @@ static int max_int(int a, int b) {
   return a > b ? a : b;
 }
 
-static int digits(int64_t v) {
-  char buf[32];
-  return snprintf(buf, sizeof(buf), "%lld", (long long)v);
+/* A statistic as the text table shows it: sizes in binary units, counts as numbers. */
+static void format_stat(int column, int64_t v, char *out, size_t size) {
+  if (column == STAT_BYTES)
+    format_size(v, out, size);
+  else
+    snprintf(out, size, "%lld", (long long)v);
 }
 
 static void widen(stats_widths *w, const char *op, const char *target,
                   const int64_t v[STAT_COLUMNS]) {
+  char text[32];
   w->op = max_int(w->op, (int)strlen(op));
   w->target = max_int(w->target, (int)strlen(target));
-  for (int c = 0; c < STAT_COLUMNS; ++c)
-    w->v[c] = max_int(w->v[c], digits(v[c]));
+  for (int c = 0; c < STAT_COLUMNS; ++c) {
+    format_stat(c, v[c], text, sizeof(text));
+    w->v[c] = max_int(w->v[c], (int)strlen(text));
+  }
 }
 
 static void print_stats_row(const stats_widths *w, const char *op, const char *target,
                             const int64_t v[STAT_COLUMNS]) {
+  char text[32];
   printf("%-*s  %-*s", w->op, op, w->target, target);
-  for (int c = 0; c < STAT_COLUMNS; ++c)
-    printf("  %*lld", w->v[c], (long long)v[c]);
+  for (int c = 0; c < STAT_COLUMNS; ++c) {
+    format_stat(c, v[c], text, sizeof(text));
+    printf("  %*s", w->v[c], text);
+  }
   putchar('\n');
 }
 
-static void print_stats_text(const char *path, const group_table *t) {
+/* "disk tier: read-write" or "disk tier: off (why)", then "size: 1.2 MiB of 1.0 GiB". */
+static void print_tier_lines(int64_t bytes, const jitops_cache_settings *settings) {
+  char used[32], limit[32];
+  printf("disk tier: %s%s%s%s\n", state_name(settings->state), settings->reason[0] ? " (" : "",
+         settings->reason, settings->reason[0] ? ")" : "");
+  format_size(bytes, used, sizeof(used));
+  if (settings->max_bytes < 0) {
+    printf("size: %s (no limit)\n", used);
+    return;
+  }
+  format_size(settings->max_bytes, limit, sizeof(limit));
+  printf("size: %s of %s (%.0f%%)\n", used, limit,
+         settings->max_bytes > 0 ? 100.0 * (double)bytes / (double)settings->max_bytes : 0.0);
+}
+
+static void print_stats_text(const char *path, const group_table *t,
+                             const jitops_cache_settings *settings) {
   int64_t totals[STAT_COLUMNS];
   group_totals(t, totals);
   stats_widths w = {.op = 2, .target = 6};
@@ -525,6 +592,7 @@ static void print_stats_text(const char *path, const group_table *t) {
     widen(&w, t->rows[i].op, t->rows[i].target, t->rows[i].v);
   widen(&w, "total", "", totals);
   printf("database: %s\n", path);
+  print_tier_lines(totals[STAT_BYTES], settings);
   printf("%-*s  %-*s", w.op, "OP", w.target, "TARGET");
   for (int c = 0; c < STAT_COLUMNS; ++c)
     printf("  %*s", w.v[c], stat_titles[c]);
@@ -539,14 +607,17 @@ static int cmd_stats(const options *opts) {
   if (open_cache_for_reading(opts, &cache) != 0)
     return EXIT_FAILED;
   group_table t = {0};
-  jitops_status st = cache ? jitops_cache_stats(cache, collect_group, &t) : JITOPS_SUCCESS;
+  jitops_cache_settings settings;
+  jitops_status st = jitops_cache_settings_get(opts->dir, &settings);
+  if (st == JITOPS_SUCCESS && cache != NULL)
+    st = jitops_cache_stats(cache, collect_group, &t);
   int rc = 0;
   if (st != JITOPS_SUCCESS)
     rc = lib_error(st, "reading the statistics");
   else if (opts->json)
-    print_stats_json(report_path(cache), &t);
+    print_stats_json(report_path(cache), &t, &settings);
   else
-    print_stats_text(report_path(cache), &t);
+    print_stats_text(report_path(cache), &t, &settings);
   free_groups(&t);
   jitops_cache_close(cache);
   return rc;
@@ -682,7 +753,7 @@ static int cmd_list(const options *opts) {
 
 static int cmd_clear(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_EXISTING, &cache) != 0)
     return EXIT_FAILED;
   int64_t removed = 0;
   jitops_status st = jitops_cache_clear(cache, opts->op, opts->older_than_days, &removed);
@@ -697,7 +768,7 @@ static int cmd_clear(const options *opts) {
 
 static int cmd_verify(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_EXISTING, &cache) != 0)
     return EXIT_FAILED;
   int64_t checked = 0, dropped = 0;
   jitops_status st = jitops_cache_verify(cache, &checked, &dropped);
@@ -706,7 +777,7 @@ static int cmd_verify(const options *opts) {
     rc = lib_error(st, "verifying the cache");
   } else {
     printf("checked %lld, dropped %lld\n", (long long)checked, (long long)dropped);
-    rc = dropped != 0 ? EXIT_FAILED : 0;
+    rc = dropped != 0 || jitops_cache_recovered_from(cache)[0] != '\0' ? EXIT_FAILED : 0;
   }
   jitops_cache_close(cache);
   return rc;
@@ -724,7 +795,7 @@ static int cmd_export(const options *opts) {
     return EXIT_FAILED;
   }
   jitops_cache_t *cache;
-  if (open_cache(opts, 0, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_READONLY, &cache) != 0)
     return EXIT_FAILED;
   int64_t count = 0;
   jitops_status st = jitops_cache_list(cache, NULL, NULL, count_entry, &count);
@@ -746,7 +817,7 @@ static int cmd_import(const options *opts) {
     return EXIT_FAILED;
   }
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_CREATE, &cache) != 0)
     return EXIT_FAILED;
   int64_t imported = 0, rejected = 0;
   jitops_status st = jitops_cache_import(cache, opts->file, &imported, &rejected);
@@ -779,8 +850,11 @@ typedef struct prewarm_job {
   prewarm_result *results;
   atomic_size_t next; /* the next position in `indices` to take */
   size_t done;        /* guarded by `lock` */
-  int progress;       /* 1: a \r progress line on stderr */
-  int verbose;        /* 1: one line per entry on stderr */
+  size_t failed;      /* guarded by `lock` */
+  size_t tenths;      /* tenths of the entries reported so far (off a terminal) */
+  double start;
+  int progress; /* 1: a \r progress line on stderr */
+  int verbose;  /* 1: one line per entry on stderr */
   pthread_mutex_t lock;
 } prewarm_job;
 
@@ -802,11 +876,18 @@ static void report_progress(prewarm_job *job, size_t position) {
   const prewarm_result *r = &job->results[position];
   pthread_mutex_lock(&job->lock);
   size_t done = ++job->done;
+  job->failed += r->status != JITOPS_SUCCESS;
   if (job->progress) {
     fprintf(stderr, "\r\033[K[%zu/%zu] %s %s: %s", done, job->count, job->arch, op, description);
   } else if (job->verbose) {
     fprintf(stderr, "[%zu/%zu] %s %s: %s: %s (%.1f ms)\n", done, job->count, job->arch, op,
             description, r->status == JITOPS_SUCCESS ? "ok" : "FAILED", r->ms);
+  } else if (done * 10 / job->count > job->tenths || done < 10) {
+    /* Off a terminal (a batch job's log), a line at each tenth of the entries: a long
+     * prewarm shows it is alive without a line per entry. */
+    job->tenths = done * 10 / job->count;
+    fprintf(stderr, "prewarm %s: %zu/%zu entries, %zu failed (%.1f s)\n", job->arch, done,
+            job->count, job->failed, now_seconds() - job->start);
   }
   fflush(stderr);
   pthread_mutex_unlock(&job->lock);
@@ -875,7 +956,7 @@ static int check_cache_writable(jitops_runtime_t *runtime, const char *arch) {
  * reason before any compile. */
 static int check_cache_usable(const options *opts) {
   jitops_cache_t *cache;
-  if (open_cache(opts, 1, &cache) != 0)
+  if (open_cache(opts, JITOPS_CACHE_OPEN_CREATE, &cache) != 0)
     return EXIT_FAILED;
   jitops_cache_close(cache);
   return 0;
@@ -934,6 +1015,7 @@ static long prewarm_arch(const options *opts, const char *arch, const size_t *in
   job.verbose = opts->verbose;
   pthread_mutex_init(&job.lock, NULL);
   double start = now_seconds();
+  job.start = start;
   run_workers(&job, jobs);
   size_t failed = summarize_arch(&job, now_seconds() - start);
   pthread_mutex_destroy(&job.lock);
@@ -1168,20 +1250,21 @@ static const option_spec *find_option(const char *arg) {
 static int parse_option(int argc, char **argv, int *i, const subcommand *sub, options *opts) {
   const char *arg = argv[*i];
   const option_spec *spec = find_option(arg);
-  const char *where = sub != NULL ? sub->name : PROG;
+  /* Messages name the subcommand; before one, usage_error's program name is enough. */
+  const char *where = sub != NULL ? sub->name : "", *colon = sub != NULL ? ": " : "";
   if (spec == NULL)
-    return usage_error("%s: unknown option '%s'", where, arg);
+    return usage_error("%s%sunknown option '%s'", where, colon, arg);
   if (sub != NULL && spec->flag != 0 && (sub->allowed & spec->flag) == 0)
-    return usage_error("%s: option '%s' does not apply here", where, spec->name);
+    return usage_error("%s%soption '%s' does not apply here", where, colon, spec->name);
   if (!spec->takes_value) {
     set_flag(opts, spec->flag);
     return 0;
   }
   const char *value = option_value(argc, argv, i, spec->name);
   if (value == NULL)
-    return usage_error("%s: option '%s' needs a value", where, spec->name);
+    return usage_error("%s%soption '%s' needs a value", where, colon, spec->name);
   if (value[0] == '\0')
-    return usage_error("%s: option '%s' needs a non-empty value", where, spec->name);
+    return usage_error("%s%soption '%s' needs a non-empty value", where, colon, spec->name);
   int rc = value_option(opts, spec->name, value);
   return rc < 0 ? 0 : rc;
 }
@@ -1240,7 +1323,7 @@ static int parse_global(int argc, char **argv, options *opts) {
       return -1;
     }
     if (strcmp(argv[i], "--version") == 0) {
-      printf(PROG " (libjitops %s)\n", jitops_version_string());
+      printf(PROG " (libjitops %s)\nLicense: MIT\n", jitops_version_string());
       return -1;
     }
     if (!is_option(argv[i], "--dir") && strcmp(argv[i], "--json") != 0)

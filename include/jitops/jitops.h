@@ -10,15 +10,19 @@
  * Conventions, for every entry point:
  *   - Every function returns a jitops_status. JITOPS_SUCCESS is 0; anything else is a failure
  *     whose details jitops_last_error() returns on the same thread.
- *   - The library never aborts, exits or prints. JITOPS_LOG=error|warn|info|debug sends its
- *     log to stderr.
+ *   - The library never aborts or exits. It logs through JITOPS_LOG (off|error|warn|info|
+ *     debug, default warn) to stderr, or to the application's jitops_set_log_callback; at the
+ *     default it speaks only when something the user configured cannot be honoured (a disk
+ *     tier turned off, an environment value it does not understand), once per process.
  *   - Every function is thread-safe. Handles are opaque and come in create/destroy pairs.
  *   - Tensors are DLPack DLTensors: strides are in elements (NULL means compact row-major),
  *     byte_offset is honoured, and device tensors must live on the runtime's device.
  *   - Kernels run on the stream the caller passes (NULL is the legacy default stream) and
  *     the library never synchronizes unless an entry point says so.
  *   - A problem with the disk cache never fails a call: the cache is a speed-up, and the
- *     library falls back to compiling in memory, with one warning in the log.
+ *     library falls back to compiling in memory, with one warning in the log. A busy cache
+ *     (another process writing, an import) never holds a call up for long: each step of the
+ *     disk tier waits at most 2 seconds for another process's lock, then goes on without it.
  */
 #ifndef JITOPS_JITOPS_H
 #define JITOPS_JITOPS_H
@@ -78,13 +82,43 @@ JITOPS_API const char *jitops_last_error(void);
 JITOPS_API const char *jitops_version_string(void);
 
 /* ------------------------------------------------------------------------------------------
+ * Logging
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum jitops_log_level {
+  JITOPS_LOG_ERROR = 1, /* something failed that the library could not work around */
+  JITOPS_LOG_WARN = 2,  /* something configured cannot be honoured; the default threshold */
+  JITOPS_LOG_INFO = 3,  /* compile times */
+  JITOPS_LOG_DEBUG = 4  /* cache decisions */
+} jitops_log_level;
+
+/* Receives one log message: `level` is a jitops_log_level, `message` one line without a
+ * trailing newline or prefix, valid only during the call. */
+typedef void (*jitops_log_callback)(void *user, int level, const char *message);
+
+/* Routes the library's log to `callback` instead of stderr, for the whole process (as SQLite's
+ * SQLITE_CONFIG_LOG); NULL restores stderr. Which messages come is unchanged: those at or
+ * above the threshold of $JITOPS_LOG (default warn; "off" sends none).
+ *
+ * Contract for `callback`:
+ *   - It runs synchronously on the thread whose call into the library logs, and may run on
+ *     several threads at once: it must be thread-safe.
+ *   - It may run while the library holds internal locks: it must return promptly and must not
+ *     call any jitops_ function (jitops_set_log_callback included), which may deadlock.
+ *   - Warnings given once per process are not repeated for a callback installed later.
+ * This function may be called from any thread at any time. When it returns, the previous
+ * callback is not running and will never be called again, so its `user` may be freed.
+ * Returns JITOPS_SUCCESS. */
+JITOPS_API jitops_status jitops_set_log_callback(jitops_log_callback callback, void *user);
+
+/* ------------------------------------------------------------------------------------------
  * Runtime: one per CUDA device
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct jitops_runtime jitops_runtime_t;
 
 typedef enum jitops_cache_mode {
-  JITOPS_CACHE_MODE_DEFAULT = 0,   /* $JITOPS_CACHE: "off", "readonly", else read-write */
+  JITOPS_CACHE_MODE_DEFAULT = 0,   /* $JITOPS_CACHE: off, readonly, else read-write */
   JITOPS_CACHE_MODE_READWRITE = 1, /* look up, and store what is compiled */
   JITOPS_CACHE_MODE_READONLY = 2,  /* look up only; compiled kernels live in memory */
   JITOPS_CACHE_MODE_OFF = 3        /* no disk tier at all */
@@ -102,7 +136,8 @@ typedef struct jitops_runtime_config {
   const char *cache_dir;
   jitops_cache_mode cache_mode;
   /* Upper bound of the database's blob bytes; least recently used kernels go first.
-   * 0: $JITOPS_CACHE_MAX_BYTES, else 1 GiB. Negative: unbounded. */
+   * 0: $JITOPS_CACHE_MAX_BYTES (a byte count with an optional binary suffix K, M, G or T:
+   * "512M", "1G"), else 1 GiB. Negative: unbounded. */
   int64_t cache_max_bytes;
   /* A shipped, read-only second tier (a file made by `jitops-cache export`), opened
    * immutable and consulted after the main database. NULL: $JITOPS_CACHE_SHIPPED, if set;
@@ -125,15 +160,35 @@ JITOPS_API jitops_status jitops_runtime_create(const jitops_runtime_config *conf
  * The caller must have finished (or synchronized) all work it launched. NULL is a no-op. */
 JITOPS_API void jitops_runtime_destroy(jitops_runtime_t *runtime);
 
+/* What the main disk database is to a runtime now. */
+typedef enum jitops_cache_state {
+  JITOPS_CACHE_STATE_OFF = 0,      /* not used (a shipped tier may still answer) */
+  JITOPS_CACHE_STATE_READONLY = 1, /* kernels are looked up, never stored */
+  JITOPS_CACHE_STATE_READWRITE = 2 /* kernels are looked up, and stored when compiled */
+} jitops_cache_state;
+
+/* ABI: fields are only ever appended to this struct, and jitops_runtime_get_info fills all of
+ * it, so a program compiled against an older jitops.h (before cache_state) must be rebuilt
+ * before it calls a newer library; the 0.x series promises source compatibility only. */
 typedef struct jitops_runtime_info {
-  int device;            /* -1 for a compile-only runtime */
-  int has_device;        /* 1 when launches can run */
-  int arch;              /* 90 for sm_90 */
-  int nvrtc_version;     /* 1300 for NVRTC 13.0 */
-  char arch_name[16];    /* "sm_90" */
-  char device_name[256]; /* "" without a device */
-  char cache_path[1024]; /* the database in use, "" when the disk tier is off */
-  int cache_writable;    /* 1 when compiled kernels are stored on disk */
+  int device;                     /* -1 for a compile-only runtime */
+  int has_device;                 /* 1 when launches can run */
+  int arch;                       /* 90 for sm_90 */
+  int nvrtc_version;              /* 1300 for NVRTC 13.0 */
+  char arch_name[16];             /* "sm_90" */
+  char device_name[256];          /* "" without a device */
+  char cache_path[1024];          /* the database in use (the shipped tier's when the main one is
+                                     off), "" when there is none */
+  int cache_writable;             /* 1 when compiled kernels are stored on disk */
+  jitops_cache_state cache_state; /* the main database's state now */
+  /* 1 when the library turned the main database off or read-only itself, for a reason
+   * nobody asked for (an unsafe or read-only directory, damage it could not repair); it
+   * warned about it once, at the default log level. */
+  int cache_degraded;
+  /* Why cache_state is not read-write, asked for ("JITOPS_CACHE asks for no disk tier") or
+   * not ("cache directory ... is writable by others ..."); "" when it is read-write. */
+  char cache_reason[512];
+  int64_t cache_max_bytes; /* the size bound in force; -1: unbounded */
 } jitops_runtime_info;
 
 JITOPS_API jitops_status jitops_runtime_get_info(const jitops_runtime_t *runtime,
@@ -163,7 +218,16 @@ JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtim
 /* Registers CUDA C++ source text under `name` in this runtime. Sources may include each other
  * and the built-in headers by name (#include "jitops/common.cuh"). Registering the same
  * contents again is a no-op; other contents under a used name give JITOPS_ERR_ALREADY_EXISTS.
- * The text is copied. Names are at most 255 bytes of [A-Za-z0-9_./-]. */
+ * The text is copied. Names are at most 255 bytes of [A-Za-z0-9_./-].
+ *
+ * Registered sources are all NVRTC ever reads, so that a kernel's cache key covers every byte
+ * of its input and a header changed on disk can never be served stale from the cache:
+ * jitops_kernel_get refuses (JITOPS_ERR_INVALID_ARGUMENT) a kernel whose sources include a file
+ * by an absolute path or through a macro (#include WHERE), anywhere in their text, and options
+ * that make NVRTC read files (-I, --include-path, -include, --pre-include, the precompiled-
+ * header options). A relative include that names no registered source fails to compile
+ * (JITOPS_ERR_COMPILE): NVRTC is given no directory to look in. Register such headers and
+ * include them by their registered names. */
 JITOPS_API jitops_status jitops_source_register(jitops_runtime_t *runtime, const char *name,
                                                 const char *source);
 
@@ -174,7 +238,8 @@ typedef struct jitops_kernel jitops_kernel_t;
  * options such as "-DTILE=64"; the library adds the target and its own defaults). The first
  * request compiles or loads from disk; later ones cost one hash and one table probe. The
  * kernel belongs to the runtime and lives as long as it does.
- * Errors: JITOPS_ERR_INVALID_ARGUMENT, JITOPS_ERR_NOT_FOUND (no such source),
+ * Errors: JITOPS_ERR_INVALID_ARGUMENT (also: an include of, or an option that reads, a file
+ * on disk; see jitops_source_register), JITOPS_ERR_NOT_FOUND (no such source),
  * JITOPS_ERR_COMPILE (the NVRTC log is in jitops_last_error()), JITOPS_ERR_DRIVER. On a
  * compile-only runtime the kernel is compiled and cached but cannot be launched. */
 JITOPS_API jitops_status jitops_kernel_get(jitops_runtime_t *runtime, const char *source_name,
@@ -259,15 +324,46 @@ JITOPS_API jitops_status jitops_catalogue_compile(jitops_runtime_t *runtime, siz
 
 typedef struct jitops_cache jitops_cache_t;
 
-/* Opens the cache database in `dir` (NULL: the default location) for administration. Unlike
- * the runtime, it reports problems: JITOPS_ERR_CACHE (unusable, unsafe or corrupt database),
- * JITOPS_ERR_IO. `writable` 0 opens read-only, and gives JITOPS_ERR_NOT_FOUND when there is
- * no cache there yet; `writable` 1 creates it. */
-JITOPS_API jitops_status jitops_cache_open(const char *dir, int writable, jitops_cache_t **out);
+/* How jitops_cache_open opens a cache (its `mode`; 0 and 1 keep their meaning of old, when
+ * the argument was named `writable`). */
+typedef enum jitops_cache_open_mode {
+  JITOPS_CACHE_OPEN_READONLY = 0, /* JITOPS_ERR_NOT_FOUND when there is no cache; leaves no
+                                     -wal or -shm file behind */
+  JITOPS_CACHE_OPEN_CREATE = 1,   /* read-write; creates the directory and database */
+  JITOPS_CACHE_OPEN_EXISTING = 2  /* read-write; JITOPS_ERR_NOT_FOUND when there is no cache */
+} jitops_cache_open_mode;
+
+/* Opens the cache database in `dir` (NULL: the default location) for administration, as
+ * `mode` (a jitops_cache_open_mode) says. Unlike the runtime, it reports problems:
+ * JITOPS_ERR_CACHE (unusable or unsafe database), JITOPS_ERR_IO, JITOPS_ERR_NOT_FOUND.
+ * A damaged database (one SQLite reports corrupt, a header it refuses or that makes it
+ * read-only, our table names with a foreign schema) is set aside as
+ * "kernels.db.corrupt-...", as the runtime does, when the directory is writable: a writable
+ * open then starts a new, empty database (see jitops_cache_recovered_from), and a read-only
+ * one gives JITOPS_ERR_NOT_FOUND. */
+JITOPS_API jitops_status jitops_cache_open(const char *dir, int mode, jitops_cache_t **out);
 JITOPS_API void jitops_cache_close(jitops_cache_t *cache);
 
-/* The database file. */
+/* The database file (its real path: symlinks on the way are resolved). */
 JITOPS_API const char *jitops_cache_path(const jitops_cache_t *cache);
+
+/* Where the open set aside a damaged database before starting a new one; "" when it found
+ * none. */
+JITOPS_API const char *jitops_cache_recovered_from(const jitops_cache_t *cache);
+
+/* What a runtime created now with the default cache settings would make of the disk cache in
+ * `dir` (NULL: the default location), from the environment (JITOPS_CACHE,
+ * JITOPS_CACHE_MAX_BYTES) and the directory, creating and changing nothing: the fields mean
+ * what jitops_runtime_info's cache_* fields mean. A directory that does not exist yet reads
+ * as what the runtime would create. ABI: as jitops_runtime_info, this struct only grows. */
+typedef struct jitops_cache_settings {
+  jitops_cache_state state;
+  int degraded;
+  char reason[512];
+  int64_t max_bytes; /* -1: unbounded */
+} jitops_cache_settings;
+
+JITOPS_API jitops_status jitops_cache_settings_get(const char *dir, jitops_cache_settings *out);
 
 /* An entry is a compiled kernel, or a choice made by timing on a GPU (the cuBLASLt algorithm
  * that runs one of fused linear cross-entropy's GEMM shapes fastest): such an entry has an
@@ -318,14 +414,23 @@ JITOPS_API jitops_status jitops_cache_stats(jitops_cache_t *cache,
 JITOPS_API jitops_status jitops_cache_clear(jitops_cache_t *cache, const char *op,
                                             double older_than_days, int64_t *removed);
 
-/* Recomputes every blob's hash and deletes the rows that do not match. */
+/* Checks every row and deletes those that fail: a row's stored hash must match its blob
+ * and all that selects code from it (key, kind, target, lowered name), and its other
+ * columns must be sane. `checked` and `dropped` (may be NULL) count them. */
 JITOPS_API jitops_status jitops_cache_verify(jitops_cache_t *cache, int64_t *checked,
                                              int64_t *dropped);
 
-/* Writes a compact copy of the database to `file`, which must not exist. */
+/* Writes a compact copy of the database to `file`, which must not exist; it is created with
+ * mode 0600, like the cache. */
 JITOPS_API jitops_status jitops_cache_export(jitops_cache_t *cache, const char *file);
 
-/* Adds the entries of an exported file that verify and are not present yet. */
+/* Adds the entries of an exported file that are not present yet. Nothing in the file is
+ * trusted: a row is rejected (and counted in `rejected`) unless it passes the checks of
+ * jitops_cache_verify, with its size equal to its blob's length, a known kind, a target such
+ * as sm_90 and text of sane lengths. The hash guards against damage and mix-ups, not against
+ * a forger: import only files you would run code from. The import commits in batches (so a
+ * runtime storing a kernel meanwhile waits for one batch at most); after a failure the
+ * entries already committed stay, and `imported` counts them. */
 JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file,
                                              int64_t *imported, int64_t *rejected);
 
