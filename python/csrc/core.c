@@ -35,7 +35,8 @@ static PyObject *runtime_destroy(PyObject *self, PyObject *arg) {
 }
 
 /* runtime_info(runtime) -> (device, has_device, arch, nvrtc_version, arch_name, device_name,
- *                           cache_path, cache_writable) */
+ *                           cache_path, cache_writable, cache_state, cache_degraded,
+ *                           cache_reason, cache_max_bytes) */
 static PyObject *runtime_info(PyObject *self, PyObject *arg) {
   void *runtime;
   jitops_runtime_info info;
@@ -44,8 +45,10 @@ static PyObject *runtime_info(PyObject *self, PyObject *arg) {
   jitops_status status = jitops_runtime_get_info(runtime, &info);
   if (status != JITOPS_SUCCESS)
     return jp_raise(status);
-  return Py_BuildValue("(iiiisssi)", info.device, info.has_device, info.arch, info.nvrtc_version,
-                       info.arch_name, info.device_name, info.cache_path, info.cache_writable);
+  return Py_BuildValue("(iiiisssiiisL)", info.device, info.has_device, info.arch,
+                       info.nvrtc_version, info.arch_name, info.device_name, info.cache_path,
+                       info.cache_writable, (int)info.cache_state, info.cache_degraded,
+                       info.cache_reason, (long long)info.cache_max_bytes);
 }
 
 /* runtime_stats(runtime) -> (memory_hits, disk_hits, misses, compiles, compile_errors, waits,

@@ -36,6 +36,10 @@ class RuntimeInfo:
     device_name: str
     cache_path: str  # "" when the disk tier is off
     cache_writable: bool
+    cache_state: str  # "off", "readonly" or "readwrite"
+    cache_degraded: bool  # lower than configured (an unsafe directory, a read-only disk, ...)
+    cache_reason: str  # why, when degraded
+    cache_max_bytes: int
 
 
 @dataclass(frozen=True)
@@ -124,8 +128,10 @@ class Runtime:
 
     @property
     def info(self) -> RuntimeInfo:
-        device, has_device, arch, nvrtc, arch_name, device_name, path, writable = C.runtime_info(self._live())
-        return RuntimeInfo(device, bool(has_device), arch, nvrtc, arch_name, device_name, path, bool(writable))
+        (device, has_device, arch, nvrtc, arch_name, device_name, path, writable, state, degraded, reason,
+         max_bytes) = C.runtime_info(self._live())
+        return RuntimeInfo(device, bool(has_device), arch, nvrtc, arch_name, device_name, path, bool(writable),
+                           ("off", "readonly", "readwrite")[state], bool(degraded), reason, max_bytes)
 
     @property
     def device(self) -> int:

@@ -29,6 +29,7 @@ def test_compile_only_runtime_describes_itself(runtime, cache_dir):
     info = runtime.info
     assert (info.device, info.has_device, info.arch, info.arch_name) == (-1, False, 90, "sm_90")
     assert info.cache_path.startswith(cache_dir) and info.cache_writable
+    assert (info.cache_state, info.cache_degraded, info.cache_reason) == ("readwrite", False, "")
     assert "compile-only" in repr(runtime)
 
 
@@ -117,7 +118,7 @@ def test_stream_handles():
 
 def test_private_runtimes_close(cache_dir):
     rt = jitops.Runtime(arch="sm_90", cache_dir=cache_dir, cache_mode="off")
-    assert rt.info.cache_path == ""
+    assert rt.info.cache_path == "" and rt.info.cache_state == "off"
     rt.close()
     with pytest.raises(ValueError, match="closed"):
         rt.stats()
