@@ -26,8 +26,9 @@
  * back to the dtype. grad_weight of a 16-bit dtype is accumulated across chunks in f32
  * (or produced by one GEMM over all rows) and rounded once at the end; grad_bias likewise.
  *
- * Determinism: every reduction has a fixed order and the cuBLASLt algorithm for a shape is
- * chosen once per runtime, so reruns on the same GPU are bit-identical.
+ * Determinism: every reduction has a fixed order, and the cuBLASLt algorithm for a shape is
+ * chosen once per machine (by timing, unless JITOPS_TUNE=0) and kept in the kernel cache, so
+ * reruns on the same GPU, in this process or the next, are bit-identical.
  *
  * No host synchronization: the count of non-ignored rows stays on the device, and the
  * mean's division happens in a kernel that reads it. The ops can be captured in a graph.
