@@ -127,6 +127,10 @@ typedef enum jitops_cache_mode {
   JITOPS_CACHE_MODE_OFF = 3        /* no disk tier at all */
 } jitops_cache_mode;
 
+/* ABI: fields are only ever appended (remote_cache and remote_cache_key came last). Fill it
+ * with jitops_runtime_config_init before setting fields, so that fields a program does not
+ * know take their defaults; the library reads the whole struct, so a program built against an
+ * older jitops.h must be rebuilt (the 0.x series promises source compatibility only). */
 typedef struct jitops_runtime_config {
   /* CUDA device ordinal. -1 makes a compile-only runtime, which needs `arch`: it compiles
    * and caches, and every launch returns JITOPS_ERR_NO_DEVICE. */
