@@ -1,6 +1,7 @@
-/* A kernel request, end to end: the memory registry, then the disk tier, then NVRTC; and the
- * launch. The hot path (a registry hit) is one hash over the request's strings, one probe
- * under a read lock and one relaxed counter increment. */
+/* A kernel request, end to end: the memory registry, then the disk tier (main database and
+ * shipped tier), then the remote tier, then NVRTC; and the launch. The hot path (a registry
+ * hit) is one hash over the request's strings, one probe under a read lock and one relaxed
+ * counter increment. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
