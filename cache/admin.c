@@ -12,6 +12,7 @@
 #include "cache/damage.h"
 #include "cache/entry.h"
 #include "cache/location.h"
+#include "cache/remote.h"
 #include "cache/settings.h"
 #include "common/error.h"
 
@@ -102,6 +103,12 @@ jitops_status jitops_cache_settings_get(const char *dir, jitops_cache_settings *
   out->degraded = plan.degraded;
   snprintf(out->reason, sizeof out->reason, "%s", plan.reason);
   out->max_bytes = plan.max_bytes;
+  jitops__remote_plan remote;
+  jitops__remote_plan_make(NULL, NULL, &remote);
+  out->remote_state = remote.state;
+  out->remote_signed = remote.is_signed;
+  snprintf(out->remote_address, sizeof out->remote_address, "%s", remote.shown);
+  snprintf(out->remote_reason, sizeof out->remote_reason, "%s", remote.reason);
   return JITOPS_SUCCESS;
 }
 
@@ -172,7 +179,8 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
   if (jitops__db_prepare(
           cache->db.handle,
           "SELECT g.op, g.target, COALESCE(k.n, 0), COALESCE(k.b, 0), COALESCE(u.memory_hits, 0),"
-          " COALESCE(u.disk_hits, 0), COALESCE(u.misses, 0), COALESCE(u.compiles, 0)"
+          " COALESCE(u.disk_hits, 0), COALESCE(u.misses, 0), COALESCE(u.compiles, 0),"
+          " COALESCE(u.remote_hits, 0), COALESCE(u.remote_misses, 0), COALESCE(u.remote_errors, 0)"
           " FROM (SELECT op, target FROM kernels UNION SELECT op, target FROM usage) g"
           " LEFT JOIN (SELECT op, target, count(*) AS n, sum(size) AS b FROM kernels"
           "   GROUP BY op, target) k ON k.op = g.op AND k.target = g.target"
@@ -181,10 +189,11 @@ jitops_status jitops_cache_stats(jitops_cache_t *cache,
     return sql_fail(cache, fn, "preparing the statistics");
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    jitops_cache_group_stats g = {text_or_empty(stmt, 0),        text_or_empty(stmt, 1),
-                                  sqlite3_column_int64(stmt, 2), sqlite3_column_int64(stmt, 3),
-                                  sqlite3_column_int64(stmt, 4), sqlite3_column_int64(stmt, 5),
-                                  sqlite3_column_int64(stmt, 6), sqlite3_column_int64(stmt, 7)};
+    jitops_cache_group_stats g = {
+        text_or_empty(stmt, 0),        text_or_empty(stmt, 1),        sqlite3_column_int64(stmt, 2),
+        sqlite3_column_int64(stmt, 3), sqlite3_column_int64(stmt, 4), sqlite3_column_int64(stmt, 5),
+        sqlite3_column_int64(stmt, 6), sqlite3_column_int64(stmt, 7), sqlite3_column_int64(stmt, 8),
+        sqlite3_column_int64(stmt, 9), sqlite3_column_int64(stmt, 10)};
     if (visit(&g, user) != 0) {
       rc = SQLITE_DONE;
       break;

@@ -15,6 +15,7 @@
 
 #include "cache/process.h"
 #include "cache/store_internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 enum {
@@ -142,11 +143,6 @@ static claim_step try_claim(jitops__store *store, const uint8_t key[16], jitops_
   return step == CLAIM_ROW_FOUND ? CLAIM_ROW_FOUND : CLAIM_FAILED;
 }
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 jitops__claim jitops__store_claim(jitops__store *store, const uint8_t key[16], jitops__blob *found,
                                   int *waited) {
   memset(found, 0, sizeof *found);
@@ -164,7 +160,7 @@ jitops__claim jitops__store_claim(jitops__store *store, const uint8_t key[16], j
     if (step != CLAIM_HELD_ELSEWHERE || jitops__store_now_ms() - start > CLAIM_WAIT_MS)
       return JITOPS__CLAIM_COMPILE;
     *waited = 1;
-    sleep_ms(pause);
+    jitops__sleep_ms(pause);
     pause = pause < 50 ? pause * 2 : 50;
   }
 }

@@ -3,23 +3,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cache/damage.h"
 #include "cache/schema.h"
+#include "common/clock.h"
 #include "common/error.h"
-
-static int64_t monotonic_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&pause, NULL);
-}
 
 int jitops__db_prepare(sqlite3 *handle, const char *sql, sqlite3_stmt **stmt) {
   return sqlite3_prepare_v2(handle, sql, -1, stmt, NULL);
@@ -39,12 +28,12 @@ static int is_busy(int rc) {
  * wait has lasted the connection's bound. */
 static int busy_wait(void *context, int count) {
   jitops__db *db = context;
-  int64_t now = monotonic_ms();
+  int64_t now = jitops__monotonic_ms();
   if (count == 0)
     db->busy_since_ms = now;
   if (now - db->busy_since_ms >= db->busy_ms)
     return 0;
-  sleep_ms(count < 2 ? 1 << count : 4);
+  jitops__sleep_ms(count < 2 ? 1 << count : 4);
   return 1;
 }
 
@@ -52,10 +41,10 @@ static int busy_wait(void *context, int count) {
  * SQLite answers SQLITE_BUSY without calling the busy handler (a switch to WAL that meets
  * another connection opening the same new file; a lock taken while WAL is recovered). */
 static int exec_bounded(jitops__db *db, const char *sql) {
-  int64_t start = monotonic_ms();
+  int64_t start = jitops__monotonic_ms();
   int rc = jitops__db_exec(db, sql);
-  while (is_busy(rc) && monotonic_ms() - start < db->busy_ms) {
-    sleep_ms(2);
+  while (is_busy(rc) && jitops__monotonic_ms() - start < db->busy_ms) {
+    jitops__sleep_ms(2);
     rc = jitops__db_exec(db, sql);
   }
   return rc;

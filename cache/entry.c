@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cache/schema.h"
+#include "cache/store_internal.h"
 #include "common/hash.h"
 
 #define XXH_INLINE_ALL
@@ -44,17 +45,15 @@ void jitops__entry_hash(const uint8_t key[16], int kind, const char *target,
 
 /* ---- soundness ------------------------------------------------------------------------- */
 
-/* Text of `min`..`max` bytes with no NUL inside. */
-static int text_within(sqlite3_stmt *stmt, int column, int min, int max) {
+/* Each check asks a column's type before reading its value: a read that converts the value
+ * leaves its type undefined. */
+static int is_text_without_nul(sqlite3_stmt *stmt, int column) {
   if (sqlite3_column_type(stmt, column) != SQLITE_TEXT)
     return 0;
   const char *text = (const char *)sqlite3_column_text(stmt, column);
-  int bytes = sqlite3_column_bytes(stmt, column);
-  return text != NULL && bytes >= min && bytes <= max && (int)strlen(text) == bytes;
+  return text != NULL && (int)strlen(text) == sqlite3_column_bytes(stmt, column);
 }
 
-/* Each check asks a column's type before reading its value: a read that converts the value
- * leaves its type undefined. */
 static int integer_within(sqlite3_stmt *stmt, int column, int64_t min, int64_t max) {
   if (sqlite3_column_type(stmt, column) != SQLITE_INTEGER)
     return 0;
@@ -62,12 +61,9 @@ static int integer_within(sqlite3_stmt *stmt, int column, int64_t min, int64_t m
   return value >= min && value <= max;
 }
 
-static int duration_is_valid(sqlite3_stmt *stmt, int column) {
+static int is_number(sqlite3_stmt *stmt, int column) {
   int type = sqlite3_column_type(stmt, column);
-  if (type != SQLITE_FLOAT && type != SQLITE_INTEGER)
-    return 0;
-  double ms = sqlite3_column_double(stmt, column);
-  return isfinite(ms) && ms >= 0;
+  return type == SQLITE_FLOAT || type == SQLITE_INTEGER;
 }
 
 /* "sm_90", "compute_89", "sm_90a": what NVRTC's --gpu-architecture takes. */
@@ -80,6 +76,29 @@ static int target_is_valid(const char *target) {
   size_t n = strspn(digits, "0123456789");
   const char *rest = digits + n;
   return n >= 2 && n <= 3 && (rest[0] == 0 || (strchr("af", rest[0]) && rest[1] == 0));
+}
+
+static int length_within(const char *text, size_t min, size_t max) {
+  size_t length = strlen(text);
+  return length >= min && length <= max;
+}
+
+const char *jitops__entry_row_fault(const jitops__store_row *row) {
+  if (!length_within(row->op, 1, MAX_OP_BYTES) ||
+      !length_within(row->name_expression, 1, MAX_TEXT_BYTES) ||
+      !length_within(row->lowered_name, 0, MAX_TEXT_BYTES) ||
+      !length_within(row->options, 0, MAX_TEXT_BYTES))
+    return "a name or the options are not text of a sane length";
+  if (!length_within(row->target, 1, MAX_TARGET_BYTES) || !target_is_valid(row->target))
+    return "the target is not one such as sm_90";
+  if (row->nvrtc_version < 1 || row->nvrtc_version > MAX_NVRTC_VERSION ||
+      (unsigned)row->kind >= KIND_COUNT)
+    return "the NVRTC version or the kind is unknown";
+  if (row->size < 1 || (int64_t)row->size > MAX_BLOB_BYTES)
+    return "the blob is empty or larger than any kernel";
+  if (!isfinite(row->compile_ms) || row->compile_ms < 0)
+    return "a time or a count is negative";
+  return NULL;
 }
 
 enum {
@@ -100,32 +119,58 @@ enum {
   COL_USE_COUNT
 };
 
-/* The first column out of bounds, or NULL. */
-static const char *column_fault(sqlite3_stmt *s) {
+/* The first column of the wrong type or shape, or NULL. Bounds on the values are
+ * jitops__entry_row_fault's, shared with rows from the remote tier. */
+static const char *type_fault(sqlite3_stmt *s) {
+  static const int texts[] = {COL_OP, COL_NAME_EXPR, COL_LOWERED, COL_TARGET, COL_OPTIONS};
   if (sqlite3_column_type(s, COL_KEY) != SQLITE_BLOB || sqlite3_column_bytes(s, COL_KEY) != 16)
     return "the key is not 16 bytes";
-  if (!text_within(s, COL_OP, 1, MAX_OP_BYTES) ||
-      !text_within(s, COL_NAME_EXPR, 1, MAX_TEXT_BYTES) ||
-      !text_within(s, COL_LOWERED, 0, MAX_TEXT_BYTES) ||
-      !text_within(s, COL_OPTIONS, 0, MAX_TEXT_BYTES))
-    return "a name or the options are not text of a sane length";
-  if (!text_within(s, COL_TARGET, 1, MAX_TARGET_BYTES) ||
-      !target_is_valid((const char *)sqlite3_column_text(s, COL_TARGET)))
-    return "the target is not one such as sm_90";
-  if (!integer_within(s, COL_NVRTC, 1, MAX_NVRTC_VERSION) ||
-      !integer_within(s, COL_KIND, 0, KIND_COUNT - 1))
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; ++i)
+    if (!is_text_without_nul(s, texts[i]))
+      return "a name, the target or the options are not text";
+  if (sqlite3_column_type(s, COL_NVRTC) != SQLITE_INTEGER ||
+      !integer_within(s, COL_KIND, 0, INT32_MAX))
     return "the NVRTC version or the kind is unknown";
   if (sqlite3_column_type(s, COL_BLOB) != SQLITE_BLOB ||
       sqlite3_column_type(s, COL_HASH) != SQLITE_BLOB || sqlite3_column_bytes(s, COL_HASH) != 16)
     return "the blob or its hash is not a blob";
-  if (!integer_within(s, COL_SIZE, 1, MAX_BLOB_BYTES) ||
+  if (sqlite3_column_type(s, COL_SIZE) != SQLITE_INTEGER ||
       sqlite3_column_int64(s, COL_SIZE) != sqlite3_column_bytes(s, COL_BLOB))
     return "the size is not the blob's length";
-  if (!duration_is_valid(s, COL_COMPILE_MS) || !integer_within(s, COL_CREATED, 0, INT64_MAX) ||
+  if (!is_number(s, COL_COMPILE_MS) || !integer_within(s, COL_CREATED, 0, INT64_MAX) ||
       !integer_within(s, COL_LAST_USED, 0, INT64_MAX) ||
       !integer_within(s, COL_USE_COUNT, 0, INT64_MAX))
     return "a time or a count is negative";
   return NULL;
+}
+
+static const char *text_of(sqlite3_stmt *s, int column) {
+  return (const char *)sqlite3_column_text(s, column);
+}
+
+void jitops__entry_row_read(sqlite3_stmt *s, jitops__store_row *row) {
+  memcpy(row->key, sqlite3_column_blob(s, COL_KEY), 16);
+  row->op = text_of(s, COL_OP);
+  row->name_expression = text_of(s, COL_NAME_EXPR);
+  row->lowered_name = text_of(s, COL_LOWERED);
+  row->target = text_of(s, COL_TARGET);
+  int64_t nvrtc = sqlite3_column_int64(s, COL_NVRTC);
+  row->nvrtc_version = nvrtc < 1 || nvrtc > MAX_NVRTC_VERSION ? 0 : (int)nvrtc;
+  row->options = text_of(s, COL_OPTIONS);
+  row->kind = (jitops__blob_kind)sqlite3_column_int(s, COL_KIND);
+  row->image = sqlite3_column_blob(s, COL_BLOB);
+  row->size = (size_t)sqlite3_column_bytes(s, COL_BLOB);
+  row->compile_ms = sqlite3_column_double(s, COL_COMPILE_MS);
+}
+
+/* The first column out of bounds, or NULL. */
+static const char *column_fault(sqlite3_stmt *s) {
+  const char *fault = type_fault(s);
+  if (fault != NULL)
+    return fault;
+  jitops__store_row row;
+  jitops__entry_row_read(s, &row);
+  return jitops__entry_row_fault(&row);
 }
 
 int jitops__entry_is_sound(sqlite3_stmt *stmt, const char **fault) {
@@ -141,4 +186,39 @@ int jitops__entry_is_sound(sqlite3_stmt *stmt, const char **fault) {
   if (memcmp(sqlite3_column_blob(stmt, COL_HASH), expected, 16) != 0)
     *fault = "its hash does not match";
   return *fault == NULL;
+}
+
+/* ---- writing --------------------------------------------------------------------------- */
+
+int jitops__entry_insert(sqlite3 *handle, const jitops__store_row *row, int replace) {
+  sqlite3_stmt *stmt = NULL;
+  int rc = jitops__db_prepare(handle,
+                              replace ? "INSERT OR REPLACE INTO kernels(" JITOPS__ENTRY_COLUMNS ")"
+                                        " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+                                      : "INSERT OR IGNORE INTO kernels(" JITOPS__ENTRY_COLUMNS ")"
+                                        " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                              &stmt);
+  if (rc != SQLITE_OK)
+    return rc;
+  uint8_t hash[16];
+  jitops__entry_hash(row->key, (int)row->kind, row->target, row->lowered_name, row->image,
+                     row->size, hash);
+  int64_t now = jitops__store_now_ms();
+  sqlite3_bind_blob(stmt, 1, row->key, 16, SQLITE_STATIC);
+  sqlite3_bind_text(stmt, 2, row->op, -1, SQLITE_STATIC);
+  sqlite3_bind_text(stmt, 3, row->name_expression, -1, SQLITE_STATIC);
+  sqlite3_bind_text(stmt, 4, row->lowered_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(stmt, 5, row->target, -1, SQLITE_STATIC);
+  sqlite3_bind_int(stmt, 6, row->nvrtc_version);
+  sqlite3_bind_text(stmt, 7, row->options, -1, SQLITE_STATIC);
+  sqlite3_bind_int(stmt, 8, (int)row->kind);
+  sqlite3_bind_blob64(stmt, 9, row->image, row->size, SQLITE_STATIC);
+  sqlite3_bind_blob(stmt, 10, hash, 16, SQLITE_STATIC);
+  sqlite3_bind_int64(stmt, 11, (int64_t)row->size);
+  sqlite3_bind_double(stmt, 12, row->compile_ms);
+  sqlite3_bind_int64(stmt, 13, now);
+  sqlite3_bind_int64(stmt, 14, now);
+  rc = sqlite3_step(stmt);
+  sqlite3_finalize(stmt);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/store.h"
+
 void jitops__entry_hash(const uint8_t key[16], int kind, const char *target,
                         const char *lowered_name, const void *blob, size_t size, uint8_t out[16]);
 
@@ -33,5 +35,18 @@ enum {
  * sm_90, size equal to the blob's length, text of bounded length without NULs, counts and
  * times not negative) and its hash right. 0 and the first fault in *fault otherwise. */
 int jitops__entry_is_sound(sqlite3_stmt *stmt, const char **fault);
+
+/* The first value of `row` out of the bounds above (texts, target, NVRTC version, kind, size,
+ * compile time), or NULL: what a row from outside that is not a database's (a record of the
+ * remote tier) must pass too. */
+const char *jitops__entry_row_fault(const jitops__store_row *row);
+
+/* The current row of `stmt` (selected as JITOPS__ENTRY_COLUMNS, and sound: see above) as a
+ * jitops__store_row, whose strings and image are the statement's until its next step. */
+void jitops__entry_row_read(sqlite3_stmt *stmt, jitops__store_row *row);
+
+/* Inserts `row` with its hash, created and last used now, used 0 times: replacing a row of
+ * the same key when `replace`, else leaving it. SQLite's result. */
+int jitops__entry_insert(sqlite3 *handle, const jitops__store_row *row, int replace);
 
 #endif

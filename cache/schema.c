@@ -22,7 +22,8 @@ static const char *const schema_sql =
     "CREATE TABLE IF NOT EXISTS usage(op TEXT NOT NULL, target TEXT NOT NULL,"
     "  memory_hits INTEGER NOT NULL DEFAULT 0, disk_hits INTEGER NOT NULL DEFAULT 0,"
     "  misses INTEGER NOT NULL DEFAULT 0, compiles INTEGER NOT NULL DEFAULT 0,"
-    "  PRIMARY KEY(op, target));";
+    "  remote_hits INTEGER NOT NULL DEFAULT 0, remote_misses INTEGER NOT NULL DEFAULT 0,"
+    "  remote_errors INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(op, target));";
 
 static const char *const drop_sql = "DROP TABLE IF EXISTS kernels; DROP TABLE IF EXISTS claims;"
                                     "DROP TABLE IF EXISTS usage; DROP TABLE IF EXISTS meta;";

@@ -13,8 +13,9 @@
 
 /* Bump whenever the tables change or a stored value changes meaning: every database of
  * another version is rebuilt. 2: blob_hash covers the key, kind, target and lowered name
- * (cache/entry.h); claims record the holder's identity (cache/claims.c). */
-#define JITOPS__SCHEMA_VERSION 2
+ * (cache/entry.h); claims record the holder's identity (cache/claims.c). 3: usage counts the
+ * remote tier's hits, misses and errors. */
+#define JITOPS__SCHEMA_VERSION 3
 
 /* For a writable database: creates the schema in a new one, rebuilds one of another version,
  * and checks the rest. JITOPS_ERR_CACHE on failure, with db->damaged set for a foreign

@@ -1,10 +1,12 @@
 #include "cache/settings.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cache/location.h"
+#include "cache/remote.h"
 #include "common/env.h"
 #include "common/error.h"
 
@@ -21,6 +23,23 @@ jitops_cache_mode jitops__cache_mode_from_env(void) {
 
 int64_t jitops__cache_max_bytes_from_env(void) {
   return jitops__env_size("JITOPS_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES, JITOPS__SIZE_LIMIT);
+}
+
+static const char *nonempty_or_null(const char *text) {
+  return text != NULL && text[0] != 0 ? text : NULL;
+}
+
+const char *jitops__remote_url_setting(const char *configured) {
+  return nonempty_or_null(configured != NULL ? configured : getenv("JITOPS_CACHE_REMOTE"));
+}
+
+const char *jitops__remote_key_setting(const char *configured) {
+  return nonempty_or_null(configured != NULL ? configured : getenv("JITOPS_CACHE_REMOTE_KEY"));
+}
+
+int jitops__remote_timeout_ms_from_env(void) {
+  return (int)jitops__env_integer("JITOPS_CACHE_REMOTE_TIMEOUT_MS", JITOPS__REMOTE_TIMEOUT_MS, 1,
+                                  60000, "a number of milliseconds from 1 to 60000");
 }
 
 /* The state a mode asks for, and why, when it is not read-write. */

@@ -15,6 +15,18 @@ jitops_cache_mode jitops__cache_mode_from_env(void);
  * ("512M", "1G"), negative for no limit (-1); unset, empty or not understood: 1 GiB. */
 int64_t jitops__cache_max_bytes_from_env(void);
 
+/* The remote tier's address: `configured` when not NULL, else $JITOPS_CACHE_REMOTE. NULL when
+ * there is none (unset, or ""). */
+const char *jitops__remote_url_setting(const char *configured);
+
+/* The fleet's signing key: `configured` when not NULL, else $JITOPS_CACHE_REMOTE_KEY. NULL
+ * when there is none (unset, or ""): records are then neither signed nor checked. */
+const char *jitops__remote_key_setting(const char *configured);
+
+/* $JITOPS_CACHE_REMOTE_TIMEOUT_MS: the bound of a connect and of a request to the remote tier
+ * (default JITOPS__REMOTE_TIMEOUT_MS, see cache/remote.h), 1 to 60000. */
+int jitops__remote_timeout_ms_from_env(void);
+
 /* What the main database can be here, decided before it is opened: by a store, which then
  * opens it (and may still find it damaged or missing), and by jitops_cache_settings_get,
  * which only reports. */

@@ -93,6 +93,7 @@ typedef struct jitops__usage {
   const char *op;
   const char *target;
   uint64_t memory_hits, disk_hits, misses, compiles;
+  uint64_t remote_hits, remote_misses, remote_errors;
 } jitops__usage;
 
 /* Adds usage to the rows' use counts and last-use times, and to the per-(op, target)

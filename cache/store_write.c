@@ -7,39 +7,6 @@
 #include "cache/store_internal.h"
 #include "common/log.h"
 
-static int insert_row(jitops__store *store, const jitops__store_row *row) {
-  sqlite3_stmt *stmt = NULL;
-  int rc = jitops__db_prepare(
-      store->main.handle,
-      "INSERT OR REPLACE INTO kernels(key, op, name_expr, lowered_name, target, nvrtc_version,"
-      " options, kind, blob, blob_hash, size, compile_ms, created, last_used, use_count)"
-      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-      &stmt);
-  if (rc != SQLITE_OK)
-    return rc;
-  uint8_t hash[16];
-  jitops__entry_hash(row->key, (int)row->kind, row->target, row->lowered_name, row->image,
-                     row->size, hash);
-  int64_t now = jitops__store_now_ms();
-  sqlite3_bind_blob(stmt, 1, row->key, 16, SQLITE_STATIC);
-  sqlite3_bind_text(stmt, 2, row->op, -1, SQLITE_STATIC);
-  sqlite3_bind_text(stmt, 3, row->name_expression, -1, SQLITE_STATIC);
-  sqlite3_bind_text(stmt, 4, row->lowered_name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(stmt, 5, row->target, -1, SQLITE_STATIC);
-  sqlite3_bind_int(stmt, 6, row->nvrtc_version);
-  sqlite3_bind_text(stmt, 7, row->options, -1, SQLITE_STATIC);
-  sqlite3_bind_int(stmt, 8, (int)row->kind);
-  sqlite3_bind_blob64(stmt, 9, row->image, row->size, SQLITE_STATIC);
-  sqlite3_bind_blob(stmt, 10, hash, 16, SQLITE_STATIC);
-  sqlite3_bind_int64(stmt, 11, (int64_t)row->size);
-  sqlite3_bind_double(stmt, 12, row->compile_ms);
-  sqlite3_bind_int64(stmt, 13, now);
-  sqlite3_bind_int64(stmt, 14, now);
-  rc = sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
 static int64_t total_bytes(jitops__store *store) {
   sqlite3_stmt *stmt = NULL;
   int64_t total = 0;
@@ -99,7 +66,7 @@ void jitops__store_put(jitops__store *store, const jitops__store_row *row) {
   if (store->writable && store->main.handle != NULL) {
     int rc = jitops__db_begin_write(&store->main);
     if (rc == SQLITE_OK)
-      rc = insert_row(store, row);
+      rc = jitops__entry_insert(store->main.handle, row, 1);
     if (rc == SQLITE_OK)
       rc = evict(store, row->key);
     if (rc == SQLITE_OK)
@@ -129,7 +96,8 @@ static int flush_one(jitops__store *store, const jitops__usage *u, int64_t now) 
                               &stmt);
   if (rc != SQLITE_OK)
     return rc;
-  sqlite3_bind_int64(stmt, 1, (int64_t)(u->memory_hits + u->disk_hits + u->misses));
+  sqlite3_bind_int64(stmt, 1,
+                     (int64_t)(u->memory_hits + u->disk_hits + u->remote_hits + u->misses));
   sqlite3_bind_int64(stmt, 2, now);
   sqlite3_bind_blob(stmt, 3, u->key, 16, SQLITE_STATIC);
   rc = sqlite3_step(stmt);
@@ -137,12 +105,16 @@ static int flush_one(jitops__store *store, const jitops__usage *u, int64_t now) 
   if (rc != SQLITE_DONE)
     return rc;
   rc = jitops__db_prepare(store->main.handle,
-                          "INSERT INTO usage(op, target, memory_hits, disk_hits, misses, compiles)"
-                          " VALUES(?, ?, ?, ?, ?, ?) ON CONFLICT(op, target) DO UPDATE SET"
+                          "INSERT INTO usage(op, target, memory_hits, disk_hits, misses, compiles,"
+                          " remote_hits, remote_misses, remote_errors)"
+                          " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(op, target) DO UPDATE SET"
                           " memory_hits = memory_hits + excluded.memory_hits,"
                           " disk_hits = disk_hits + excluded.disk_hits,"
                           " misses = misses + excluded.misses,"
-                          " compiles = compiles + excluded.compiles",
+                          " compiles = compiles + excluded.compiles,"
+                          " remote_hits = remote_hits + excluded.remote_hits,"
+                          " remote_misses = remote_misses + excluded.remote_misses,"
+                          " remote_errors = remote_errors + excluded.remote_errors",
                           &stmt);
   if (rc != SQLITE_OK)
     return rc;
@@ -152,6 +124,9 @@ static int flush_one(jitops__store *store, const jitops__usage *u, int64_t now) 
   sqlite3_bind_int64(stmt, 4, (int64_t)u->disk_hits);
   sqlite3_bind_int64(stmt, 5, (int64_t)u->misses);
   sqlite3_bind_int64(stmt, 6, (int64_t)u->compiles);
+  sqlite3_bind_int64(stmt, 7, (int64_t)u->remote_hits);
+  sqlite3_bind_int64(stmt, 8, (int64_t)u->remote_misses);
+  sqlite3_bind_int64(stmt, 9, (int64_t)u->remote_errors);
   rc = sqlite3_step(stmt);
   sqlite3_finalize(stmt);
   return rc == SQLITE_DONE ? SQLITE_OK : rc;

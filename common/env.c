@@ -130,3 +130,17 @@ int64_t jitops__env_size(const char *name, int64_t fallback, jitops__size_rule r
                        : "a size such as 0, 512M or 1G, with a binary suffix K, M, G or T");
   return fallback;
 }
+
+int64_t jitops__env_integer(const char *name, int64_t fallback, int64_t min, int64_t max,
+                            const char *expected) {
+  const char *value = env_value(name);
+  if (value == NULL)
+    return fallback;
+  char *end = NULL;
+  long long number = strtoll(value, &end, 10);
+  if (end != value && *end == 0 && isdigit((unsigned char)value[value[0] == '-']) &&
+      number >= min && number <= max)
+    return number;
+  jitops__env_warn(name, value, expected);
+  return fallback;
+}

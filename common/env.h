@@ -36,6 +36,11 @@ typedef enum jitops__size_rule {
  * a warning when not understood or outside `rule`. */
 int64_t jitops__env_size(const char *name, int64_t fallback, jitops__size_rule rule);
 
+/* A whole decimal number in [min, max], `fallback` when unset or empty, and `fallback` with a
+ * warning (naming `expected`) when not understood or outside the range. */
+int64_t jitops__env_integer(const char *name, int64_t fallback, int64_t min, int64_t max,
+                            const char *expected);
+
 /* Parses a byte count: decimal digits, optionally signed, then optionally one binary suffix
  * K, M, G or T (1K = 1024 bytes), which may be followed by "iB" or "B" ("512M", "1GiB",
  * "64KB"), in any case. 1 and *out on success; 0 when malformed or beyond INT64_MAX. */

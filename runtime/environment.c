@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "cache/remote.h"
 #include "cache/settings.h"
 #include "common/env.h"
 #include "common/log.h"
@@ -28,6 +29,10 @@ static void check_all(void) {
   jitops__env_tuning();
   jitops__env_dependent_launches();
   jitops__env_scratch_keep_bytes();
+  jitops__remote_timeout_ms_from_env();
+  jitops__remote_plan remote;
+  jitops__remote_plan_make(NULL, NULL, &remote);
+  jitops__remote_plan_warn(&remote);
 }
 
 void jitops__environment_check(void) {

@@ -1,6 +1,7 @@
-/* A kernel request, end to end: the memory registry, then the disk tier, then NVRTC; and the
- * launch. The hot path (a registry hit) is one hash over the request's strings, one probe
- * under a read lock and one relaxed counter increment. */
+/* A kernel request, end to end: the memory registry, then the disk tier (main database and
+ * shipped tier), then the remote tier, then NVRTC; and the launch. The hot path (a registry
+ * hit) is one hash over the request's strings, one probe under a read lock and one relaxed
+ * counter increment. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,8 +167,25 @@ typedef struct request {
   option_list options;
 } request;
 
+/* The row this runtime stores for `req`: its own op, name expression and options (joined into
+ * `joined`), under `key`. The caller fills in the image, its kind, lowered name and compile
+ * time. */
+static void row_for(const jitops_runtime_t *rt, const jitops_kernel_t *k, const request *req,
+                    const uint8_t key[16], char *joined, size_t joined_size,
+                    jitops__store_row *row) {
+  join_options(&req->options, joined, joined_size);
+  memset(row, 0, sizeof *row);
+  memcpy(row->key, key, 16);
+  row->op = k->op;
+  row->name_expression = req->name_expression;
+  row->target = rt->target.name;
+  row->nvrtc_version = rt->nvrtc_version;
+  row->options = joined;
+  row->kind = rt->target.emit_ptx ? JITOPS__BLOB_PTX : JITOPS__BLOB_CUBIN;
+}
+
 static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k, const request *req,
-                                       uint8_t key[16]) {
+                                       uint8_t key[16], jitops__remote_outcome *remote) {
   jitops__compiled compiled;
   jitops_status status =
       jitops__compile((const jitops__source *const *)req->closure, req->closure_count,
@@ -175,6 +193,7 @@ static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k,
   if (status != JITOPS_SUCCESS) {
     __atomic_fetch_add(&rt->compile_errors, 1, __ATOMIC_RELAXED);
     jitops__store_unclaim(rt->store, key);
+    jitops__remote_unclaim(rt->remote, key, remote);
     return status;
   }
   __atomic_fetch_add(&rt->compiles, 1, __ATOMIC_RELAXED);
@@ -185,31 +204,27 @@ static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k,
   k->lowered_name = compiled.lowered_name;
   compiled.lowered_name = NULL;
   char joined[MAX_OPTION_BYTES + 64];
-  join_options(&req->options, joined, sizeof joined);
-  jitops__store_row row = {{0},
-                           k->op,
-                           req->name_expression,
-                           k->lowered_name,
-                           rt->target.name,
-                           rt->nvrtc_version,
-                           joined,
-                           rt->target.emit_ptx ? JITOPS__BLOB_PTX : JITOPS__BLOB_CUBIN,
-                           compiled.image,
-                           compiled.size,
-                           compiled.compile_ms};
-  memcpy(row.key, key, 16);
+  jitops__store_row row;
+  row_for(rt, k, req, key, joined, sizeof joined, &row);
+  row.lowered_name = k->lowered_name;
+  row.image = compiled.image;
+  row.size = compiled.size;
+  row.compile_ms = compiled.compile_ms;
   jitops__store_put(rt->store, &row);
+  jitops__remote_publish(rt->remote, &row, remote);
   status = load_image(rt, k, compiled.image);
   jitops__compiled_free(&compiled);
   return status;
 }
 
-/* Loads a blob found on disk. A blob the driver refuses is treated as a miss. */
-static int use_disk_blob(jitops_runtime_t *rt, jitops_kernel_t *k, jitops__blob *blob) {
-  k->lowered_name = blob->lowered_name;
-  blob->lowered_name = NULL;
-  jitops_status status = load_image(rt, k, blob->image);
-  jitops__blob_free(blob);
+/* Loads a blob found on disk or on the server. A blob the driver refuses is treated as a
+ * miss. */
+static int use_blob(jitops_runtime_t *rt, jitops_kernel_t *k, const char *lowered_name,
+                    const void *image) {
+  k->lowered_name = strdup(lowered_name);
+  jitops_status status = k->lowered_name != NULL ? load_image(rt, k, image)
+                                                 : jitops__fail(JITOPS_ERR_OUT_OF_MEMORY,
+                                                                "%s: out of host memory", fn_get);
   if (status == JITOPS_SUCCESS)
     return 1;
   jitops__log(JITOPS__LOG_WARN, "a cached kernel did not load (%s): recompiling it",
@@ -219,7 +234,63 @@ static int use_disk_blob(jitops_runtime_t *rt, jitops_kernel_t *k, jitops__blob 
   return 0;
 }
 
-/* Disk tier, then NVRTC. The kernel is pending and owned by this thread. */
+/* The disk tier: the main database, the shipped tier, then the claim (which may find the row
+ * another process stored meanwhile). A miss leaves the key claimed by this process. */
+static int from_disk(jitops_runtime_t *rt, jitops_kernel_t *k, const request *req,
+                     const uint8_t key[16]) {
+  if (rt->store == NULL)
+    return 0;
+  jitops__blob blob;
+  int waited = 0;
+  int found = jitops__store_get(rt->store, key, &blob) ||
+              jitops__store_claim(rt->store, key, &blob, &waited) == JITOPS__CLAIM_FOUND;
+  if (waited)
+    __atomic_fetch_add(&rt->waits, 1, __ATOMIC_RELAXED);
+  int used = found && use_blob(rt, k, blob.lowered_name, blob.image);
+  if (found)
+    jitops__blob_free(&blob);
+  if (!used)
+    return 0;
+  jitops__log(JITOPS__LOG_DEBUG, "disk hit: %s for %s%s", req->name_expression, rt->target.name,
+              waited ? " (after waiting for another process)" : "");
+  __atomic_fetch_add(&rt->disk_hits, 1, __ATOMIC_RELAXED);
+  k->disk_hits = 1;
+  return 1;
+}
+
+/* The remote tier. A hit, already verified, is stored on disk (which releases this process's
+ * claim there) under this request's own names. */
+static int from_remote(jitops_runtime_t *rt, jitops_kernel_t *k, const request *req,
+                       const uint8_t key[16], jitops__remote_outcome *outcome) {
+  char joined[MAX_OPTION_BYTES + 64];
+  jitops__store_row row;
+  row_for(rt, k, req, key, joined, sizeof joined, &row);
+  jitops__remote_expect expect = {rt->target.name, rt->nvrtc_version, row.kind};
+  jitops__remote_found found;
+  jitops__remote_result result = jitops__remote_fetch(rt->remote, key, &expect, &found, outcome);
+  if (outcome->waited)
+    __atomic_fetch_add(&rt->waits, 1, __ATOMIC_RELAXED);
+  int used =
+      result == JITOPS__REMOTE_HIT && use_blob(rt, k, found.row.lowered_name, found.row.image);
+  if (used) {
+    row.lowered_name = found.row.lowered_name;
+    row.image = found.row.image;
+    row.size = found.row.size;
+    row.compile_ms = found.row.compile_ms;
+    jitops__store_put(rt->store, &row);
+    jitops__log(JITOPS__LOG_DEBUG, "remote hit: %s for %s%s", req->name_expression, rt->target.name,
+                outcome->waited ? " (after waiting for another node)" : "");
+    __atomic_fetch_add(&rt->remote_hits, 1, __ATOMIC_RELAXED);
+    k->remote_hits = 1;
+  } else if (result != JITOPS__REMOTE_SKIPPED) {
+    __atomic_fetch_add(&rt->remote_misses, 1, __ATOMIC_RELAXED);
+    k->remote_misses = 1;
+  }
+  jitops__remote_found_free(&found);
+  return used;
+}
+
+/* Disk tier, remote tier, then NVRTC. The kernel is pending and owned by this thread. */
 static jitops_status build(jitops_runtime_t *rt, jitops_kernel_t *k, request *req) {
   jitops__cache_key_inputs inputs = {rt->target.name,      rt->nvrtc_version,  {0, 0},
                                      req->name_expression, req->options.items, req->options.count};
@@ -228,26 +299,19 @@ static jitops_status build(jitops_runtime_t *rt, jitops_kernel_t *k, request *re
   k->cache_key = jitops__cache_key(&inputs);
   uint8_t key[16];
   jitops__key_to_bytes(k->cache_key, key);
-  jitops__blob blob;
-  int waited = 0;
-  if (rt->store != NULL) {
-    int found = jitops__store_get(rt->store, key, &blob) ||
-                jitops__store_claim(rt->store, key, &blob, &waited) == JITOPS__CLAIM_FOUND;
-    if (waited)
-      __atomic_fetch_add(&rt->waits, 1, __ATOMIC_RELAXED);
-    if (found && use_disk_blob(rt, k, &blob)) {
-      jitops__log(JITOPS__LOG_DEBUG, "disk hit: %s for %s%s", req->name_expression, rt->target.name,
-                  waited ? " (after waiting for another process)" : "");
-      __atomic_fetch_add(&rt->disk_hits, 1, __ATOMIC_RELAXED);
-      k->disk_hits = 1;
-      return JITOPS_SUCCESS;
-    }
+  if (from_disk(rt, k, req, key))
+    return JITOPS_SUCCESS;
+  jitops__remote_outcome remote;
+  jitops_status status = JITOPS_SUCCESS;
+  if (!from_remote(rt, k, req, key, &remote)) {
+    jitops__log(JITOPS__LOG_DEBUG, "miss: compiling %s for %s", req->name_expression,
+                rt->target.name);
+    __atomic_fetch_add(&rt->misses, 1, __ATOMIC_RELAXED);
+    k->misses = 1;
+    status = compile_and_store(rt, k, req, key, &remote);
   }
-  jitops__log(JITOPS__LOG_DEBUG, "miss: compiling %s for %s", req->name_expression,
-              rt->target.name);
-  __atomic_fetch_add(&rt->misses, 1, __ATOMIC_RELAXED);
-  k->misses = 1;
-  return compile_and_store(rt, k, req, key);
+  k->remote_errors = remote.errors;
+  return status;
 }
 
 static jitops_kernel_t *new_kernel(jitops_runtime_t *rt, jitops__key lookup_key,

@@ -28,6 +28,7 @@ struct jitops_kernel {
   uint32_t shared_optin;  /* the dynamic shared memory limit set on `function` so far */
   /* Usage since creation, flushed to disk when the runtime is destroyed. */
   uint64_t memory_hits, disk_hits, misses, compiles;
+  uint64_t remote_hits, remote_misses, remote_errors;
 };
 
 #endif

@@ -17,6 +17,9 @@ void jitops_runtime_config_init(jitops_runtime_config *config) {
   memset(config, 0, sizeof *config);
   config->device = 0;
   config->cache_mode = JITOPS_CACHE_MODE_DEFAULT;
+  config->shipped_cache = NULL;    /* $JITOPS_CACHE_SHIPPED */
+  config->remote_cache = NULL;     /* $JITOPS_CACHE_REMOTE */
+  config->remote_cache_key = NULL; /* $JITOPS_CACHE_REMOTE_KEY */
 }
 
 /* "sm_90" -> 90; 0 when malformed. */
@@ -144,6 +147,7 @@ static jitops_status init_tiers(jitops_runtime_t *rt, const jitops_runtime_confi
   jitops__store_options store_options = {c->cache_dir, c->cache_mode, c->cache_max_bytes,
                                          c->shipped_cache};
   rt->store = jitops__store_open(&store_options);
+  rt->remote = jitops__remote_open(c->remote_cache, c->remote_cache_key);
   jitops__log(JITOPS__LOG_DEBUG, "runtime for %s (%s): disk cache %s%s", rt->target.name,
               rt->device >= 0 ? rt->device_name : "compile-only",
               rt->store && jitops__store_path(rt->store)[0] ? jitops__store_path(rt->store) : "off",
@@ -204,6 +208,9 @@ static void flush_usage(jitops_runtime_t *rt) {
     u->disk_hits = k->disk_hits;
     u->misses = k->misses;
     u->compiles = k->compiles;
+    u->remote_hits = k->remote_hits;
+    u->remote_misses = k->remote_misses;
+    u->remote_errors = k->remote_errors;
   }
   jitops__store_flush(rt->store, usage, n);
   free(usage);
@@ -240,6 +247,7 @@ void jitops_runtime_destroy(jitops_runtime_t *rt) {
     if (rt->states[slot] != NULL && rt->state_destroy[slot] != NULL)
       rt->state_destroy[slot](rt, rt->states[slot]);
   jitops__store_close(rt->store);
+  jitops__remote_close(rt->remote);
   if (rt->sources.items != NULL)
     jitops__sources_free(&rt->sources);
   if (rt->context != NULL)
@@ -261,6 +269,7 @@ jitops_status jitops_runtime_get_info(const jitops_runtime_t *rt, jitops_runtime
   snprintf(out->arch_name, sizeof out->arch_name, "sm_%d", rt->props.arch);
   snprintf(out->device_name, sizeof out->device_name, "%s", rt->device_name);
   jitops__store_describe(rt->store, out);
+  jitops__remote_describe(rt->remote, out);
   return JITOPS_SUCCESS;
 }
 
@@ -275,6 +284,9 @@ jitops_status jitops_runtime_get_stats(const jitops_runtime_t *rt, jitops_stats 
   out->waits = __atomic_load_n(&rt->waits, __ATOMIC_RELAXED);
   out->disk_errors = jitops__store_errors(rt->store);
   out->compile_ms = (double)__atomic_load_n(&rt->compile_us, __ATOMIC_RELAXED) / 1000.0;
+  out->remote_hits = __atomic_load_n(&rt->remote_hits, __ATOMIC_RELAXED);
+  out->remote_misses = __atomic_load_n(&rt->remote_misses, __ATOMIC_RELAXED);
+  out->remote_errors = jitops__remote_errors(rt->remote);
   return JITOPS_SUCCESS;
 }
 

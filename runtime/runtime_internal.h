@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "cache/remote.h"
 #include "cache/store.h"
 #include "runtime/compiler.h"
 #include "runtime/device.h"
@@ -35,7 +36,8 @@ struct jitops_runtime {
   jitops__registry registry;
   pthread_mutex_t build_lock; /* guards kernel state changes; build_done signals them */
   pthread_cond_t build_done;
-  jitops__store *store; /* NULL without a disk tier */
+  jitops__store *store;   /* NULL without a disk tier */
+  jitops__remote *remote; /* NULL without a remote tier */
 
   /* The application's scratch allocator (jitops_runtime_set_allocator): `allocator` is written
    * once, before `has_allocator` is set (release); readers check the flag (acquire). */
@@ -48,6 +50,7 @@ struct jitops_runtime {
 
   /* Counters (atomic). */
   uint64_t memory_hits, disk_hits, misses, compiles, compile_errors, waits;
+  uint64_t remote_hits, remote_misses;
   uint64_t compile_us;
 };
 

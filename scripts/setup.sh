@@ -9,7 +9,9 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 
 need_packages() {
   local missing=()
-  for pkg in cmake make gcc g++ pkg-config libsqlite3-dev libxxhash-dev libdlpack-dev; do
+  # libhiredis-dev builds the remote (Redis) tier; redis-server runs its loopback tests.
+  for pkg in cmake make gcc g++ pkg-config libsqlite3-dev libxxhash-dev libdlpack-dev \
+    libhiredis-dev redis-server; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-venv)

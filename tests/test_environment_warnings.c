@@ -1,9 +1,9 @@
 /* A configuration mistake is never silent: an environment value the library does not
- * understand (JITOPS_CACHE=of, JITOPS_CACHE_MAX_BYTES=abc, JITOPS_LOG=verbose, and the GPU
- * variables, which are checked even where no GPU reads them) and a disk tier turned off for
- * a reason nobody asked for each give one warning at the default log level, on stderr or to
- * the application's log callback; JITOPS_LOG=off silences them, and what was asked for
- * (JITOPS_CACHE=off) is not warned about. Sizes take binary suffixes (1K, 512M, 1G).
+ * understand (JITOPS_CACHE=of, JITOPS_CACHE_MAX_BYTES=abc, JITOPS_LOG=verbose, a remote tier's
+ * address or timeout, and the GPU variables, which are checked even where no GPU reads them) and a
+ * disk tier turned off for a reason nobody asked for each give one warning at the default log
+ * level, on stderr or to the application's log callback; JITOPS_LOG=off silences them, and what was
+ * asked for (JITOPS_CACHE=off) is not warned about. Sizes take binary suffixes (1K, 512M, 1G).
  *
  * Warnings are once per process, so each case runs in a fresh process: this program runs
  * itself with the case's name and environment, and reads what it wrote to stderr. */
@@ -137,6 +137,10 @@ static void bad_values_warn_once(void) {
   expect_warning("plain", launches, "JITOPS_DEPENDENT_LAUNCHES=fast");
   const char *const keep[] = {"JITOPS_SCRATCH_KEEP_BYTES=lots", NULL};
   expect_warning("plain", keep, "JITOPS_SCRATCH_KEEP_BYTES=lots");
+  const char *const remote[] = {"JITOPS_CACHE_REMOTE=http://cache:6379", NULL};
+  expect_warning("twice", remote, "does not start with redis://");
+  const char *const timeout[] = {"JITOPS_CACHE_REMOTE_TIMEOUT_MS=soon", NULL};
+  expect_warning("twice", timeout, "JITOPS_CACHE_REMOTE_TIMEOUT_MS=soon");
 }
 
 static void good_values_are_quiet(void) {

@@ -20,6 +20,11 @@
  *   - verify and clear need an existing cache: a mistyped --dir is an error, never a new,
  *     empty cache. import and prewarm create the cache they fill.
  *   - Every subcommand sets a damaged database aside, as the library does, and says so.
+ *   - push and pull talk to the remote tier named by --remote, else $JITOPS_CACHE_REMOTE, and
+ *     sign or check with $JITOPS_CACHE_REMOTE_KEY. push opens the cache read-only and sends
+ *     every sound kernel (replacing the server's copy); pull creates the cache it fills and,
+ *     like import, fails (1) when it rejected a record. stats reads the remote tier's settings
+ *     only: it never contacts the server.
  */
 #include <errno.h>
 #include <math.h>
@@ -55,6 +60,7 @@ enum {
   OPT_JOBS = 1u << 5,
   OPT_VERBOSE = 1u << 6,
   OPT_DRY_RUN = 1u << 7,
+  OPT_REMOTE = 1u << 8,
 };
 
 typedef struct options {
@@ -69,6 +75,7 @@ typedef struct options {
   int verbose;
   int dry_run;
   const char *file;
+  const char *remote; /* NULL: $JITOPS_CACHE_REMOTE */
 } options;
 
 typedef struct subcommand {
@@ -121,6 +128,8 @@ static const char global_help[] =
     "  verify                               check every row and drop bad ones\n"
     "  export FILE                          write a compact copy of the cache to FILE\n"
     "  import FILE                          add the valid entries of an exported FILE\n"
+    "  push [--remote URL]                  copy every kernel to the remote tier (Redis)\n"
+    "  pull [--remote URL]                  add the remote tier's kernels to the cache\n"
     "  prewarm [--arch sm_XY]... [--jobs N] [--op OP] [--verbose] [--dry-run]\n"
     "                                       compile the catalogue of common kernels\n"
     "  help [SUBCOMMAND]                    this text, or a subcommand's\n"
@@ -142,10 +151,13 @@ static const char stats_help[] =
     "Usage: " PROG " [--dir DIR] stats [--json]\n"
     "\n"
     "Shows, for each (op, target) group: entries, bytes, and the hits and misses that\n"
-    "runtimes recorded when they were destroyed (memory hits, disk hits, misses, compiles),\n"
-    "then the totals and the database path.\n"
+    "runtimes recorded when they were destroyed (memory hits, disk hits, misses, compiles,\n"
+    "and the remote tier's hits, misses and errors: R_HITS, R_MISSES, R_ERRORS), then the\n"
+    "totals, the database path, and the remote tier that $JITOPS_CACHE_REMOTE names (it is\n"
+    "not contacted).\n"
     "\n"
-    "  --json   one JSON object: {\"database\", \"groups\": [...], \"totals\"}\n"
+    "  --json   one JSON object: {\"database\", \"groups\": [...], \"totals\", \"disk_tier\",\n"
+    "           \"remote_tier\"}\n"
     "\n"
     "Exit status: 0 success, 1 the cache could not be read, 2 usage error.\n";
 
@@ -200,6 +212,29 @@ static const char import_help[] =
     "commits in batches, so runtimes using the cache meanwhile are never held up for long.\n"
     "\n"
     "Exit status: 0 success, 1 the import failed or rejected entries, 2 usage error.\n";
+
+static const char push_help[] =
+    "Usage: " PROG " [--dir DIR] push [--remote URL]\n"
+    "\n"
+    "Copies every kernel of the cache that passes verify's checks to the remote tier,\n"
+    "replacing the server's copy of each, signed when $JITOPS_CACHE_REMOTE_KEY is set, and\n"
+    "prints how many. Timed choices (the fastest cuBLASLt algorithm of a GPU) stay local.\n"
+    "\n"
+    "  --remote URL   redis://[user:password@]host[:port][/db] (default: $JITOPS_CACHE_REMOTE)\n"
+    "\n"
+    "Exit status: 0 success, 1 the server or the cache failed, 2 usage error.\n";
+
+static const char pull_help[] =
+    "Usage: " PROG " [--dir DIR] pull [--remote URL]\n"
+    "\n"
+    "Adds the remote tier's kernels that the cache does not hold, for every target, and\n"
+    "prints how many were pulled and rejected. Each record is checked as a runtime checks a\n"
+    "remote hit: its hash, and its signature when $JITOPS_CACHE_REMOTE_KEY is set.\n"
+    "\n"
+    "  --remote URL   redis://[user:password@]host[:port][/db] (default: $JITOPS_CACHE_REMOTE)\n"
+    "\n"
+    "Exit status: 0 success, 1 the server or the cache failed or records were rejected,\n"
+    "2 usage error.\n";
 
 static const char prewarm_help[] =
     "Usage: " PROG " [--dir DIR] prewarm [--arch sm_XY]... [--jobs N] [--op OP] [--verbose]\n"
@@ -425,18 +460,22 @@ static const char *report_path(const jitops_cache_t *cache) {
  * stats
  * ---------------------------------------------------------------------------------------- */
 
-enum { STAT_COLUMNS = 6, STAT_BYTES = 1 };
+enum { STAT_COLUMNS = 9, STAT_BYTES = 1 };
 
 typedef struct group_row {
   char *op;
   char *target;
-  int64_t v[STAT_COLUMNS]; /* entries, bytes, memory hits, disk hits, misses, compiles */
+  /* entries, bytes, memory hits, disk hits, misses, compiles, and the remote tier's hits,
+   * misses and errors */
+  int64_t v[STAT_COLUMNS];
 } group_row;
 
-static const char *const stat_names[STAT_COLUMNS] = {"entries",   "bytes",  "memory_hits",
-                                                     "disk_hits", "misses", "compiles"};
-static const char *const stat_titles[STAT_COLUMNS] = {"ENTRIES",   "SIZE",   "MEM_HITS",
-                                                      "DISK_HITS", "MISSES", "COMPILES"};
+static const char *const stat_names[STAT_COLUMNS] = {
+    "entries",  "bytes",       "memory_hits",   "disk_hits",    "misses",
+    "compiles", "remote_hits", "remote_misses", "remote_errors"};
+static const char *const stat_titles[STAT_COLUMNS] = {"ENTRIES",   "SIZE",     "MEM_HITS",
+                                                      "DISK_HITS", "MISSES",   "COMPILES",
+                                                      "R_HITS",    "R_MISSES", "R_ERRORS"};
 
 typedef struct group_table {
   group_row *rows;
@@ -453,8 +492,9 @@ static int collect_group(const jitops_cache_group_stats *g, void *user) {
   group_row *r = &t->rows[t->count++];
   r->op = xstrdup(g->op);
   r->target = xstrdup(g->target);
-  int64_t values[STAT_COLUMNS] = {g->entries,   g->bytes,  g->memory_hits,
-                                  g->disk_hits, g->misses, g->compiles};
+  int64_t values[STAT_COLUMNS] = {g->entries,     g->bytes,         g->memory_hits,
+                                  g->disk_hits,   g->misses,        g->compiles,
+                                  g->remote_hits, g->remote_misses, g->remote_errors};
   memcpy(r->v, values, sizeof(values));
   return 0;
 }
@@ -486,6 +526,23 @@ static const char *state_name(jitops_cache_state state) {
                                                 : "off";
 }
 
+static const char *remote_state_name(jitops_remote_state state) {
+  return state == JITOPS_REMOTE_STATE_ON            ? "on"
+         : state == JITOPS_REMOTE_STATE_UNAVAILABLE ? "unavailable"
+         : state == JITOPS_REMOTE_STATE_SUSPENDED   ? "suspended"
+                                                    : "off";
+}
+
+static void print_remote_json(const jitops_cache_settings *settings) {
+  fputs(", \"remote_tier\": {", stdout);
+  json_str_field(stdout, "state", remote_state_name(settings->remote_state), 1);
+  json_str_field(stdout, "address", settings->remote_address, 0);
+  json_key(stdout, "signed", 0);
+  fputs(settings->remote_signed ? "true" : "false", stdout);
+  json_str_field(stdout, "reason", settings->remote_reason, 0);
+  fputs("}", stdout);
+}
+
 static void print_stats_json(const char *path, const group_table *t,
                              const jitops_cache_settings *settings) {
   int64_t totals[STAT_COLUMNS];
@@ -509,7 +566,9 @@ static void print_stats_json(const char *path, const group_table *t,
   json_key(stdout, "degraded", 0);
   fputs(settings->degraded ? "true" : "false", stdout);
   json_str_field(stdout, "reason", settings->reason, 0);
-  fputs("}}\n", stdout);
+  fputs("}", stdout);
+  print_remote_json(settings);
+  fputs("}\n", stdout);
 }
 
 /* "512 B", "12.3 KiB", "1.0 GiB": binary multiples, as JITOPS_CACHE_MAX_BYTES takes them. */
@@ -581,6 +640,18 @@ static void print_tier_lines(int64_t bytes, const jitops_cache_settings *setting
          settings->max_bytes > 0 ? 100.0 * (double)bytes / (double)settings->max_bytes : 0.0);
 }
 
+/* "remote tier: off", "remote tier: redis://host:6379/0 (signed)", or "remote tier:
+ * unavailable (why)". */
+static void print_remote_line(const jitops_cache_settings *settings) {
+  if (settings->remote_state == JITOPS_REMOTE_STATE_OFF)
+    printf("remote tier: off\n");
+  else if (settings->remote_state == JITOPS_REMOTE_STATE_UNAVAILABLE)
+    printf("remote tier: unavailable (%s)\n", settings->remote_reason);
+  else
+    printf("remote tier: %s (%s)\n", settings->remote_address,
+           settings->remote_signed ? "signed" : "unsigned: the server is trusted");
+}
+
 static void print_stats_text(const char *path, const group_table *t,
                              const jitops_cache_settings *settings) {
   int64_t totals[STAT_COLUMNS];
@@ -593,6 +664,7 @@ static void print_stats_text(const char *path, const group_table *t,
   widen(&w, "total", "", totals);
   printf("database: %s\n", path);
   print_tier_lines(totals[STAT_BYTES], settings);
+  print_remote_line(settings);
   printf("%-*s  %-*s", w.op, "OP", w.target, "TARGET");
   for (int c = 0; c < STAT_COLUMNS; ++c)
     printf("  %*s", w.v[c], stat_titles[c]);
@@ -748,7 +820,7 @@ static int cmd_list(const options *opts) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * clear, verify, export, import
+ * clear, verify, export, import, push, pull
  * ---------------------------------------------------------------------------------------- */
 
 static int cmd_clear(const options *opts) {
@@ -830,6 +902,44 @@ static int cmd_import(const options *opts) {
   }
   jitops_cache_close(cache);
   return rc;
+}
+
+/* push and pull: the call, its report, and the exit status. */
+static int push_to(jitops_cache_t *cache, const options *opts) {
+  int64_t pushed = 0;
+  jitops_status st = jitops_cache_push(cache, opts->remote, NULL, &pushed);
+  if (st != JITOPS_SUCCESS)
+    return lib_error(st, "pushing (%lld sent before the failure)", (long long)pushed);
+  printf("pushed %lld %s\n", (long long)pushed, pushed == 1 ? "kernel" : "kernels");
+  return 0;
+}
+
+static int pull_from(jitops_cache_t *cache, const options *opts) {
+  int64_t pulled = 0, rejected = 0;
+  jitops_status st = jitops_cache_pull(cache, opts->remote, NULL, &pulled, &rejected);
+  if (st != JITOPS_SUCCESS)
+    return lib_error(st, "pulling (%lld added before the failure)", (long long)pulled);
+  printf("pulled %lld, rejected %lld\n", (long long)pulled, (long long)rejected);
+  return rejected != 0 ? EXIT_FAILED : 0;
+}
+
+/* Opens the cache as `mode`, runs `work` on it and closes it. */
+static int with_cache(const options *opts, jitops_cache_open_mode mode,
+                      int (*work)(jitops_cache_t *, const options *)) {
+  jitops_cache_t *cache;
+  if (open_cache(opts, mode, &cache) != 0)
+    return EXIT_FAILED;
+  int rc = work(cache, opts);
+  jitops_cache_close(cache);
+  return rc;
+}
+
+static int cmd_push(const options *opts) {
+  return with_cache(opts, JITOPS_CACHE_OPEN_READONLY, push_to);
+}
+
+static int cmd_pull(const options *opts) {
+  return with_cache(opts, JITOPS_CACHE_OPEN_CREATE, pull_from);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1127,6 +1237,8 @@ static const subcommand subcommands[] = {
     {"verify", cmd_verify, 0, 0, verify_help},
     {"export", cmd_export, 0, 1, export_help},
     {"import", cmd_import, 0, 1, import_help},
+    {"push", cmd_push, OPT_REMOTE, 0, push_help},
+    {"pull", cmd_pull, OPT_REMOTE, 0, pull_help},
     {"prewarm", cmd_prewarm, OPT_ARCH | OPT_JOBS | OPT_OP | OPT_VERBOSE | OPT_DRY_RUN, 0,
      prewarm_help},
 };
@@ -1203,6 +1315,8 @@ static int value_option(options *opts, const char *name, const char *value) {
       return usage_error("--jobs: '%s' is not a whole number from 1 to %d", value, MAX_JOBS);
   } else if (strcmp(name, "--arch") == 0) {
     return add_archs(opts, value);
+  } else if (strcmp(name, "--remote") == 0) {
+    opts->remote = value;
   } else {
     return -1;
   }
@@ -1226,6 +1340,7 @@ static const option_spec option_specs[] = {
     {"--verbose", OPT_VERBOSE, 0},
     {"-v", OPT_VERBOSE, 0},
     {"--dry-run", OPT_DRY_RUN, 0},
+    {"--remote", OPT_REMOTE, 1},
 };
 
 static void set_flag(options *opts, unsigned flag) {

@@ -23,6 +23,9 @@
  *     library falls back to compiling in memory, with one warning in the log. A busy cache
  *     (another process writing, an import) never holds a call up for long: each step of the
  *     disk tier waits at most 2 seconds for another process's lock, then goes on without it.
+ *   - Nor does a problem with the remote tier (Redis, shared by a fleet: see "The remote tier"
+ *     below): a server that is down, slow, full or answering garbage leaves the library
+ *     compiling locally, after a few short timeouts at most and one warning.
  */
 #ifndef JITOPS_JITOPS_H
 #define JITOPS_JITOPS_H
@@ -124,6 +127,10 @@ typedef enum jitops_cache_mode {
   JITOPS_CACHE_MODE_OFF = 3        /* no disk tier at all */
 } jitops_cache_mode;
 
+/* ABI: fields are only ever appended (remote_cache and remote_cache_key came last). Fill it
+ * with jitops_runtime_config_init before setting fields, so that fields a program does not
+ * know take their defaults; the library reads the whole struct, so a program built against an
+ * older jitops.h must be rebuilt (the 0.x series promises source compatibility only). */
 typedef struct jitops_runtime_config {
   /* CUDA device ordinal. -1 makes a compile-only runtime, which needs `arch`: it compiles
    * and caches, and every launch returns JITOPS_ERR_NO_DEVICE. */
@@ -143,7 +150,57 @@ typedef struct jitops_runtime_config {
    * immutable and consulted after the main database. NULL: $JITOPS_CACHE_SHIPPED, if set;
    * "": none. */
   const char *shipped_cache;
+  /* The remote tier, shared by a fleet (see "The remote tier" below):
+   * "redis://[user:password@]host[:port][/db]". NULL: $JITOPS_CACHE_REMOTE, if set; "": none. */
+  const char *remote_cache;
+  /* The fleet's key for signing the remote tier's blobs (HMAC-SHA256), any bytes; use 32 random
+   * ones. NULL: $JITOPS_CACHE_REMOTE_KEY, if set; "": none (blobs are neither signed nor
+   * checked, and the server must be trusted). */
+  const char *remote_cache_key;
 } jitops_runtime_config;
+
+/* ------------------------------------------------------------------------------------------
+ * The remote tier
+ *
+ * A kernel that is in neither memory nor a local database (main or shipped) is asked of a
+ * Redis server shared by many machines, before it is compiled:
+ *   - A hit is verified as a local row is (cache format, target, NVRTC version, the integrity
+ *     hash over key, kind, target, lowered name and blob) and, with a key, its signature; then
+ *     it is stored in the local database, so that the next process finds it on disk.
+ *   - A miss takes the fleet's claim on the key (SET NX with a 30 s expiry), compiles, and
+ *     publishes the blob (SET, then the claim is released). A node that finds the claim taken
+ *     polls for the blob (5 ms, doubling to 100 ms) for at most 60 s, and takes the claim over
+ *     when it expires or is released without a blob; after 60 s it compiles by itself. So a
+ *     fleet compiles each kernel once, and a node killed mid-compile costs the others its
+ *     claim's expiry at most. Within one machine, the disk tier's claim comes first: one
+ *     process of a cache directory asks the server, the others wait for its row.
+ *   - Never a failure and never a stall: a connect and each request are bounded by
+ *     $JITOPS_CACHE_REMOTE_TIMEOUT_MS (default 50 ms; a request moving a large blob gets 1 ms
+ *     more per 16 KiB). 3 consecutive failed requests (no connection, a timeout, a reply that
+ *     is not Redis's, an error reply such as OOM) open a circuit breaker: the tier is skipped
+ *     for 5 s, then one request tries it again; each failed retry doubles the pause, up to 60 s,
+ *     and a success closes the breaker. The first failure is warned about once per process;
+ *     the rest go to the log at debug. A host name is resolved once per runtime, by the system
+ *     resolver, which no timeout bounds: give an address where that matters.
+ *   - Keys on the server: "jitops:<format>.<schema>:kernel:<32 hex digits>" holds a record (the
+ *     row's fields, its hash and its signature: cache/remote_record.h), and
+ *     "jitops:<format>.<schema>:claim:<hex>" a claim. Records do not expire: run the server with
+ *     a memory bound and an eviction policy (maxmemory, maxmemory-policy allkeys-lru).
+ *   - With a key ($JITOPS_CACHE_REMOTE_KEY or remote_cache_key), every record is signed with
+ *     HMAC-SHA256 under it, over all its bytes, and an unsigned or wrongly signed record is
+ *     refused (counted in remote_errors, warned about once, and recompiled). Without a key the
+ *     server must be trusted like the cache directory: anybody who can write to it chooses the
+ *     code your GPUs run. Use Redis AUTH and ACLs either way.
+ *   - A build without hiredis (or an address this library does not understand) reports the
+ *     tier as JITOPS_REMOTE_STATE_UNAVAILABLE, warns once, and compiles locally.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum jitops_remote_state {
+  JITOPS_REMOTE_STATE_OFF = 0,         /* no remote tier configured */
+  JITOPS_REMOTE_STATE_UNAVAILABLE = 1, /* configured, but it cannot be used: remote_reason */
+  JITOPS_REMOTE_STATE_ON = 2,          /* consulted on every local miss */
+  JITOPS_REMOTE_STATE_SUSPENDED = 3    /* repeated failures opened its breaker: skipped for now */
+} jitops_remote_state;
 
 /* Fills `config` with the defaults: device 0, everything else from the environment. */
 JITOPS_API void jitops_runtime_config_init(jitops_runtime_config *config);
@@ -189,14 +246,19 @@ typedef struct jitops_runtime_info {
    * not ("cache directory ... is writable by others ..."); "" when it is read-write. */
   char cache_reason[512];
   int64_t cache_max_bytes; /* the size bound in force; -1: unbounded */
+  jitops_remote_state remote_state;
+  int remote_signed;        /* 1 when records are signed and checked with a key */
+  char remote_address[320]; /* "redis://user@host:port/db", never the password; "" if none */
+  char remote_reason[512];  /* why remote_state is UNAVAILABLE or SUSPENDED; "" otherwise */
 } jitops_runtime_info;
 
 JITOPS_API jitops_status jitops_runtime_get_info(const jitops_runtime_t *runtime,
                                                  jitops_runtime_info *out);
 
 /* Counters since the runtime was created. Every kernel request is exactly one of a memory
- * hit, a disk hit or a miss. A miss compiles, unless another process compiled the same key
- * while this one waited for it, which counts as a disk hit after a wait. */
+ * hit, a disk hit, a remote hit or a miss. A miss compiles, unless another process compiled
+ * the same key while this one waited for it, which counts as a disk (or remote) hit after a
+ * wait. ABI: fields are only ever appended. */
 typedef struct jitops_stats {
   uint64_t memory_hits;
   uint64_t disk_hits;
@@ -206,6 +268,9 @@ typedef struct jitops_stats {
   uint64_t waits;          /* misses that waited for another process's compile */
   uint64_t disk_errors;    /* cache problems survived (corruption, I/O, full disk) */
   double compile_ms;       /* total NVRTC time */
+  uint64_t remote_hits;    /* kernels taken, verified, from the remote tier */
+  uint64_t remote_misses;  /* misses the remote tier was asked about and could not serve */
+  uint64_t remote_errors;  /* failed requests, and records refused (bad hash or signature) */
 } jitops_stats;
 
 JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtime,
@@ -361,6 +426,12 @@ typedef struct jitops_cache_settings {
   int degraded;
   char reason[512];
   int64_t max_bytes; /* -1: unbounded */
+  /* The remote tier, from $JITOPS_CACHE_REMOTE and $JITOPS_CACHE_REMOTE_KEY, as
+   * jitops_runtime_info's remote_* fields (never SUSPENDED: nothing is contacted). */
+  jitops_remote_state remote_state;
+  int remote_signed;
+  char remote_address[320];
+  char remote_reason[512];
 } jitops_cache_settings;
 
 JITOPS_API jitops_status jitops_cache_settings_get(const char *dir, jitops_cache_settings *out);
@@ -400,6 +471,9 @@ typedef struct jitops_cache_group_stats {
   int64_t disk_hits;
   int64_t misses;
   int64_t compiles;
+  int64_t remote_hits; /* appended: jitops_stats's remote counters, as flushed */
+  int64_t remote_misses;
+  int64_t remote_errors;
 } jitops_cache_group_stats;
 
 /* Calls `visit` once per (op, target) group. */
@@ -433,6 +507,23 @@ JITOPS_API jitops_status jitops_cache_export(jitops_cache_t *cache, const char *
  * entries already committed stay, and `imported` counts them. */
 JITOPS_API jitops_status jitops_cache_import(jitops_cache_t *cache, const char *file,
                                              int64_t *imported, int64_t *rejected);
+
+/* Copies every kernel of `cache` to the remote tier at `remote` (NULL: $JITOPS_CACHE_REMOTE),
+ * signed with `key` (NULL: $JITOPS_CACHE_REMOTE_KEY; "": unsigned), replacing what the server
+ * holds under the same keys. Rows that fail jitops_cache_verify's checks, and timed choices,
+ * are not sent. `pushed` (may be NULL) counts what was sent. Unlike a runtime, it reports the
+ * server's problems: JITOPS_ERR_IO (it cannot be reached, or refused a command; the kernels
+ * sent before stay), JITOPS_ERR_INVALID_ARGUMENT (no or a malformed address),
+ * JITOPS_ERR_UNSUPPORTED (a build without hiredis). Waits up to 2 s for each request. */
+JITOPS_API jitops_status jitops_cache_push(jitops_cache_t *cache, const char *remote,
+                                           const char *key, int64_t *pushed);
+
+/* Adds to `cache` (opened writable) every kernel of the remote tier that it does not hold,
+ * for any target. Each record is checked as a runtime checks a remote hit (and, with a key,
+ * its signature); one that fails is counted in `rejected` and skipped. Errors as
+ * jitops_cache_push's, and JITOPS_ERR_CACHE for the database. */
+JITOPS_API jitops_status jitops_cache_pull(jitops_cache_t *cache, const char *remote,
+                                           const char *key, int64_t *pulled, int64_t *rejected);
 
 #ifdef __cplusplus
 }
