@@ -66,9 +66,10 @@ static int visit_group(const jitops_cache_group_stats *g, void *user) {
   rows *r = user;
   PyEval_RestoreThread(r->save);
   PyObject *row =
-      Py_BuildValue("(ssLLLLLL)", g->op, g->target, (long long)g->entries, (long long)g->bytes,
+      Py_BuildValue("(ssLLLLLLLLL)", g->op, g->target, (long long)g->entries, (long long)g->bytes,
                     (long long)g->memory_hits, (long long)g->disk_hits, (long long)g->misses,
-                    (long long)g->compiles);
+                    (long long)g->compiles, (long long)g->remote_hits, (long long)g->remote_misses,
+                    (long long)g->remote_errors);
   int stop = append_row(r, row) < 0;
   r->save = PyEval_SaveThread();
   return stop;
@@ -99,7 +100,8 @@ static PyObject *cache_list(PyObject *self, PyObject *const *args, Py_ssize_t na
   return finish_rows(&r, jitops_cache_list(cache, op, target, visit_entry, &r));
 }
 
-/* stats(cache) -> [(op, target, entries, bytes, memory_hits, disk_hits, misses, compiles)] */
+/* stats(cache) -> [(op, target, entries, bytes, memory_hits, disk_hits, misses, compiles,
+ *                   remote_hits, remote_misses, remote_errors)] */
 static PyObject *cache_stats(PyObject *self, PyObject *arg) {
   jitops_cache_t *cache;
   if (open_cache_arg(arg, &cache) < 0)
@@ -173,7 +175,41 @@ static PyObject *cache_import(PyObject *self, PyObject *const *args, Py_ssize_t 
   return Py_BuildValue("(LL)", (long long)imported, (long long)rejected);
 }
 
-PyMethodDef jp_cache_methods[] = {{"cache_open", JP_FASTCALL(cache_open), METH_FASTCALL, NULL},
+/* push(cache, remote, key) -> pushed: remote and key None take the environment's. */
+static PyObject *cache_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  jitops_cache_t *cache;
+  const char *remote, *key;
+  if (jp_arg_count("cache_push", nargs, 3) < 0 || open_cache_arg(args[0], &cache) < 0 ||
+      jp_arg_string(args[1], "remote", &remote) < 0 || jp_arg_string(args[2], "key", &key) < 0)
+    return NULL;
+  int64_t pushed = 0;
+  PyThreadState *save = PyEval_SaveThread();
+  jitops_status status = jitops_cache_push(cache, remote, key, &pushed);
+  PyEval_RestoreThread(save);
+  if (status != JITOPS_SUCCESS)
+    return jp_raise(status);
+  return PyLong_FromLongLong(pushed);
+}
+
+/* pull(cache, remote, key) -> (pulled, rejected) */
+static PyObject *cache_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  jitops_cache_t *cache;
+  const char *remote, *key;
+  if (jp_arg_count("cache_pull", nargs, 3) < 0 || open_cache_arg(args[0], &cache) < 0 ||
+      jp_arg_string(args[1], "remote", &remote) < 0 || jp_arg_string(args[2], "key", &key) < 0)
+    return NULL;
+  int64_t pulled = 0, rejected = 0;
+  PyThreadState *save = PyEval_SaveThread();
+  jitops_status status = jitops_cache_pull(cache, remote, key, &pulled, &rejected);
+  PyEval_RestoreThread(save);
+  if (status != JITOPS_SUCCESS)
+    return jp_raise(status);
+  return Py_BuildValue("(LL)", (long long)pulled, (long long)rejected);
+}
+
+PyMethodDef jp_cache_methods[] = {{"cache_push", JP_FASTCALL(cache_push), METH_FASTCALL, NULL},
+                                  {"cache_pull", JP_FASTCALL(cache_pull), METH_FASTCALL, NULL},
+                                  {"cache_open", JP_FASTCALL(cache_open), METH_FASTCALL, NULL},
                                   {"cache_close", cache_close, METH_O, NULL},
                                   {"cache_path", cache_path, METH_O, NULL},
                                   {"cache_list", JP_FASTCALL(cache_list), METH_FASTCALL, NULL},

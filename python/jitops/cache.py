@@ -1,6 +1,6 @@
 """The kernel cache, as the ``jitops-cache`` tool sees it: statistics, entries, clearing,
-verification, export and import, and prewarming the built-in ops' common kernels. None of it
-needs a GPU. ``dir`` None means the default location ($JITOPS_CACHE_DIR, else
+verification, export and import, push to and pull from the remote tier, and prewarming the
+built-in ops' common kernels. None of it needs a GPU. ``dir`` None means the default location ($JITOPS_CACHE_DIR, else
 $XDG_CACHE_HOME/jitops, else ~/.cache/jitops).
 
 Reading calls (:func:`stats`, :func:`entries`) on a directory without a cache return
@@ -53,6 +53,9 @@ class GroupStats:
     disk_hits: int
     misses: int
     compiles: int
+    remote_hits: int
+    remote_misses: int
+    remote_errors: int
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,23 @@ def import_(file: str, dir: Optional[str] = None) -> tuple[int, int]:
     rejected). (``import`` is a Python keyword.)"""
     with _opened(dir, True) as handle:
         return C.cache_import(handle, os.fspath(file))
+
+
+def push(remote: Optional[str] = None, key: Optional[str] = None, dir: Optional[str] = None) -> int:
+    """Publishes every kernel of the local cache that the remote tier (Redis) lacks, signed
+    when there is a key; returns how many. ``remote`` and ``key`` None take
+    $JITOPS_CACHE_REMOTE and $JITOPS_CACHE_REMOTE_KEY."""
+    with _opened(dir, False) as handle:
+        if handle is None:
+            raise errors.NotFoundError(f"push: there is no cache in {dir or 'the default location'}")
+        return C.cache_push(handle, remote, key)
+
+
+def pull(remote: Optional[str] = None, key: Optional[str] = None, dir: Optional[str] = None) -> tuple[int, int]:
+    """Adds every kernel of the remote tier that the local cache lacks and that verifies (and,
+    with a key, is signed with it); returns (pulled, rejected)."""
+    with _opened(dir, True) as handle:
+        return C.cache_pull(handle, remote, key)
 
 
 def catalogue() -> list[tuple[str, str]]:

@@ -55,6 +55,9 @@ class RuntimeStats:
     waits: int
     disk_errors: int
     compile_ms: float
+    remote_hits: int  # kernels taken, verified, from the remote tier (Redis)
+    remote_misses: int
+    remote_errors: int  # failed requests, and records refused
 
 
 def device_index(device: Optional[Device]) -> int:

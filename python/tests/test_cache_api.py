@@ -73,3 +73,43 @@ def test_cache_errors_name_the_problem(tmp_path):
 def test_catalogue_lists_every_family():
     ops = {op for op, _ in jitops.cache.catalogue()}
     assert {"ctc", "scan", "segment", "repeat", "flce", "example"} <= ops
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A redis-server of the test's own on a free loopback port."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(tmp_path)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_push_then_pull_moves_every_kernel_through_redis(cache_dir, tmp_path, redis_url):
+    [result] = jitops.cache.prewarm(["sm_90"], op="example", dir=cache_dir)
+    assert jitops.cache.push(remote=redis_url, key="a shared fleet key", dir=cache_dir) == result.entries
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    assert jitops.cache.pull(remote=redis_url, key="another key", dir=str(other)) == (0, result.entries)
+    assert jitops.cache.pull(remote=redis_url, key="a shared fleet key", dir=str(other)) == (result.entries, 0)
+    assert {e.key for e in jitops.cache.entries(dir=str(other))} == {e.key for e in jitops.cache.entries(dir=cache_dir)}
