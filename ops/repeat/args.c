@@ -62,6 +62,9 @@ static jitops_status check_pair(const char *fn, jitops_runtime_t *runtime, const
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s has dtype %s but %s has %s", fn,
                         backward ? small_arg : big_arg, jitops__dtype_name(backward ? ds : db),
                         lead_arg, jitops__dtype_name(lead));
+  /* The core's addressability rule first: it bounds every later product of sizes and strides. */
+  JITOPS__TRY(jitops__check_addressable(fn, small_arg, small));
+  JITOPS__TRY(jitops__check_addressable(fn, big_arg, big));
   JITOPS__TRY(jitops__check_aligned(fn, small_arg, small));
   JITOPS__TRY(jitops__check_aligned(fn, big_arg, big));
   JITOPS__TRY(

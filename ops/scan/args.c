@@ -51,7 +51,10 @@ static jitops_status check_peer(const char *fn, const char *arg, const DLTensor 
   return JITOPS_SUCCESS;
 }
 
+/* Before its strides or pointer are used, every tensor passes the core's addressability rule
+ * (element count, byte extent and addresses that fit), which bounds the plan's arithmetic. */
 static jitops_status check_layout(const char *fn, const char *arg, const DLTensor *t, int output) {
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   JITOPS__TRY(jitops__check_aligned(fn, arg, t));
   if (output)
     JITOPS__TRY(jitops__check_no_self_overlap(fn, arg, t));

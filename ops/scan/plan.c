@@ -183,7 +183,7 @@ void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops_
 typedef struct batch_dim {
   int64_t size;
   int64_t stride[JITOPS__SCAN_MAX_TENSORS];
-  int64_t weight; /* Σ |stride|: the sort key */
+  uint64_t weight; /* Σ |stride| (each below 2^62, so the sum fits): the sort key */
 } batch_dim;
 
 void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *const *tensors,
@@ -209,7 +209,7 @@ void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *co
     dims[n].weight = 0;
     for (int k = 0; k < ntens; ++k) {
       dims[n].stride[k] = strides[k][d];
-      dims[n].weight += strides[k][d] < 0 ? -strides[k][d] : strides[k][d];
+      dims[n].weight += strides[k][d] < 0 ? 0 - (uint64_t)strides[k][d] : (uint64_t)strides[k][d];
     }
     ++n;
   }
