@@ -11,7 +11,7 @@
  * all on the caller's stream, with scratch from the workspace or stream-ordered memory. */
 #include <string.h>
 
-#include "runtime/ops/segment_internal.h"
+#include "ops/segment/internal.h"
 
 /* Everything a launch sequence needs, resolved once. */
 typedef struct fwd_ctx {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/ops/segment_internal.h"
+#include "ops/segment/internal.h"
 
 #define SRC_SORT     "jitops/segment_sort.cuh"
 #define SRC_REDUCE   "jitops/segment_reduce.cuh"

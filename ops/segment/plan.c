@@ -2,7 +2,7 @@
  * positions are chunked, how many radix passes the ids need, and where each scratch buffer
  * lives. Pure arithmetic on the validated call and the device's properties, so the
  * workspace-size queries and the prewarm catalogue reach the same decisions as the calls. */
-#include "runtime/ops/segment_internal.h"
+#include "ops/segment/internal.h"
 
 #include <string.h>
 

@@ -5,8 +5,8 @@
  * segment_plan.c turns the call into a plan (pure arithmetic, no device work, so the
  * workspace-size queries and the prewarm catalogue use it too); segment_kernels.c gets every
  * kernel the plan needs; segment_forward.c / segment_backward.c launch them. */
-#ifndef JITOPS_RUNTIME_OPS_SEGMENT_INTERNAL_H
-#define JITOPS_RUNTIME_OPS_SEGMENT_INTERNAL_H
+#ifndef JITOPS_OPS_SEGMENT_INTERNAL_H
+#define JITOPS_OPS_SEGMENT_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/ops/segment_internal.h"
+#include "ops/segment/internal.h"
 
 /* Tensors of rows may have any rank up to this; the trailing dims are flattened anyway. */
 #define SEG_MAX_NDIM 16

@@ -7,7 +7,7 @@
  * all on the caller's stream. */
 #include <string.h>
 
-#include "runtime/ops/segment_internal.h"
+#include "ops/segment/internal.h"
 
 typedef struct bwd_ctx {
   jitops_runtime_t *runtime;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ops/catalogue_family.h"
-#include "runtime/ops/segment_internal.h"
+#include "ops/segment/internal.h"
 
 static const jitops__dtype value_types[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_F16,
                                             JITOPS__DTYPE_BF16};
