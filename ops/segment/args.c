@@ -1,17 +1,18 @@
-/* Argument validation for the segment family: every tensor, scalar and option is checked on
- * the host, before any device work, into a seg_call. Host-memory ids are checked value by
- * value here too (range, and order for the sorted variant), and uploaded by
- * jitops__segment_upload_host_ids. */
+/* Argument validation for the segment family (args.h). Host-memory ids are checked value by
+ * value here too (range, and order for the sorted variant); run.c uploads them. */
+#include "ops/segment/args.h"
+
 #include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include "ops/segment/internal.h"
 
 /* Tensors of rows may have any rank up to this; the trailing dims are flattened anyway. */
 #define SEG_MAX_NDIM 16
+/* Positions are int in the kernels, and a radix tile may run 64 Ki past the last row. */
+#define SEG_MAX_ROWS ((int64_t)INT32_MAX - 65536)
+/* Radix keys go up to S + 1 and offsets have S + 1 entries, all int. */
+#define SEG_MAX_SEGMENTS ((int64_t)INT32_MAX - 1)
 
 void jitops_segment_options_init(jitops_segment_options *options) {
   if (options == NULL)
@@ -58,7 +59,7 @@ static jitops_status check_flag(const char *fn, const char *name, int value) {
 }
 
 static jitops_status check_counter(const char *fn, jitops_runtime_t *runtime, const DLTensor *t,
-                                   seg_call *call) {
+                                   jitops__segment_call *call) {
   JITOPS__TRY(jitops__tensor_check(fn, "options->dropped_count", t, runtime, SEG_MAX_NDIM));
   if (jitops__tensor_numel(t) != 1)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
@@ -78,7 +79,8 @@ static jitops_status check_counter(const char *fn, jitops_runtime_t *runtime, co
 }
 
 static jitops_status check_options(const char *fn, jitops_runtime_t *runtime,
-                                   const jitops_segment_options *options, seg_call *call) {
+                                   const jitops_segment_options *options,
+                                   jitops__segment_call *call) {
   jitops_segment_options defaults;
   if (options == NULL) {
     jitops_segment_options_init(&defaults);
@@ -123,7 +125,7 @@ static jitops_status check_options(const char *fn, jitops_runtime_t *runtime,
 /* A float tensor of rows: rank >= 1, compact trailing dims, any leading stride (>= the row
  * length when `writable`, so that rows do not overlap), element-aligned. */
 static jitops_status check_rows(const char *fn, const char *arg, const DLTensor *t,
-                                jitops_runtime_t *runtime, bool writable, seg_rows *out,
+                                jitops_runtime_t *runtime, bool writable, jitops__segment_rows *out,
                                 jitops__dtype *dtype) {
   if (t == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, arg);
@@ -208,7 +210,7 @@ static int64_t host_id(const DLTensor *ids, jitops__dtype d, int64_t stride, int
 
 /* Host ids can be checked where device ids cannot: an id >= S is an error, and so is a
  * decrease when the caller promises sorted ids. */
-static jitops_status check_host_id_values(const char *fn, const seg_call *call,
+static jitops_status check_host_id_values(const char *fn, const jitops__segment_call *call,
                                           const DLTensor *ids) {
   int64_t prev = INT64_MIN;
   for (int64_t i = 0; i < call->rows; ++i) {
@@ -229,7 +231,7 @@ static jitops_status check_host_id_values(const char *fn, const seg_call *call,
 }
 
 static jitops_status check_ids(const char *fn, jitops_runtime_t *runtime, const DLTensor *ids,
-                               seg_call *call) {
+                               jitops__segment_call *call) {
   if (ids == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: segment_ids is NULL", fn);
   const bool host = jitops__tensor_in_host_memory(ids);
@@ -279,7 +281,7 @@ static jitops_status check_rows_limit(const char *fn, int64_t rows) {
 
 /* The widest packed access (in elements, at most 16 bytes) that the tensor's first element
  * and leading stride allow. */
-static int fit_vec(int vec, const seg_rows *r, int64_t rows, size_t elem) {
+static int fit_vec(int vec, const jitops__segment_rows *r, int64_t rows, size_t elem) {
   while (vec > 1) {
     const bool aligned = (uintptr_t)r->ptr % ((size_t)vec * elem) == 0;
     const bool strided = rows <= 1 || r->stride % vec == 0;
@@ -306,7 +308,7 @@ static jitops_status check_cols_limit(const char *fn, int64_t cols) {
   return JITOPS_SUCCESS;
 }
 
-static void begin_call(seg_call *call, const char *fn, bool backward,
+static void begin_call(jitops__segment_call *call, const char *fn, bool backward,
                        jitops_segment_reduction reduction) {
   memset(call, 0, sizeof *call);
   call->fn = fn;
@@ -318,7 +320,8 @@ jitops_status jitops__segment_check_forward(const char *fn, jitops_runtime_t *ru
                                             jitops_segment_reduction reduction,
                                             const DLTensor *data, const DLTensor *segment_ids,
                                             int64_t num_segments, const DLTensor *out,
-                                            const jitops_segment_options *options, seg_call *call) {
+                                            const jitops_segment_options *options,
+                                            jitops__segment_call *call) {
   begin_call(call, fn, false, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
@@ -350,7 +353,7 @@ jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *r
                                              const DLTensor *out, const DLTensor *segment_ids,
                                              int64_t num_segments, const DLTensor *grad_data,
                                              const jitops_segment_options *options,
-                                             seg_call *call) {
+                                             jitops__segment_call *call) {
   begin_call(call, fn, true, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
@@ -392,28 +395,6 @@ jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *r
   }
   call->vec_max = vec;
   return JITOPS_SUCCESS;
-}
-
-jitops_status jitops__segment_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
-                                              void *device_copy, void *stream) {
-  const size_t elem = jitops__dtype_size(call->id_dtype);
-  const size_t bytes = (size_t)call->rows * elem;
-  if (bytes == 0)
-    return JITOPS_SUCCESS;
-  const char *src = (const char *)jitops__tensor_ptr(call->host_ids);
-  if (call->id_stride == 1)
-    return jitops__memcpy_async(runtime, device_copy, src, bytes, stream);
-  /* Strided host ids are packed first. The copy from pageable memory is staged before
-   * cuMemcpyAsync returns, so the packed buffer can be freed right after. */
-  char *packed = malloc(bytes);
-  if (packed == NULL)
-    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes to pack host ids",
-                        call->fn, bytes);
-  for (int64_t i = 0; i < call->rows; ++i)
-    memcpy(packed + (size_t)i * elem, src + (size_t)(i * call->id_stride) * elem, elem);
-  jitops_status status = jitops__memcpy_async(runtime, device_copy, packed, bytes, stream);
-  free(packed);
-  return status;
 }
 
 jitops_status jitops__segment_check_workspace(const char *fn, const jitops_workspace *workspace) {

@@ -1,17 +1,21 @@
 // jitops/segment_common.cuh — what the segment reduction kernels share: the algebra of the
 // four reductions (identity, combine, finish), the mapping of raw ids to sort keys, packed
-// loads and stores, and the dropped-id counter.
+// loads and stores, the dropped-id counter, and the kernels' arguments (segment_abi.h).
 //
 // Determinism: every kernel of the family either reduces in an order fixed by the row order
 // (sum, mean and the sort path of max/min) or uses integer atomics, whose result does not
 // depend on their order (counts, and max/min through an order-preserving integer encoding).
 #pragma once
 #include "jitops/common.cuh"
+#include "jitops/segment_abi.h"
 
 namespace jitops {
 namespace segment {
 
 enum { SUM = 0, MEAN = 1, MAX = 2, MIN = 3 };
+
+// Threads a block of the kernels without a shape of their own.
+constexpr int THREADS = JITOPS__SEGMENT_THREADS;
 
 template <int OP, class A> __device__ __forceinline__ A identity() {
   if (OP == MAX)
@@ -138,6 +142,14 @@ __device__ __forceinline__ void store_pack_stream(T *p, const acc_t<T> (&in)[VEC
     asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(p), "h"(r.h) : "memory");
 }
 
+// What empty segments get, in the accumulation type A (float or double).
+template <class A> __device__ __forceinline__ A fill_value(const jitops__segment_fill &fill) {
+  if constexpr (sizeof(A) == 8)
+    return fill.f64;
+  else
+    return fill.f32;
+}
+
 // Adds n to the caller's dropped-id counter: int64 (c64) or int32 (c32), or neither.
 __device__ __forceinline__ void add_to_counter(unsigned long long *c64, unsigned *c32, int n) {
   if (n == 0)
@@ -176,8 +188,8 @@ template <int G> __device__ __forceinline__ unsigned group_mask() {
 }
 
 // The radix sort's digits (segment_sort.cuh): at most 8 bits a pass.
-constexpr int SORT_RADIX_BITS = 8;
-constexpr int SORT_RADIX_MAX = 1 << SORT_RADIX_BITS;
+constexpr int SORT_RADIX_BITS = JITOPS__SEGMENT_SORT_RADIX_BITS;
+constexpr int SORT_RADIX_MAX = JITOPS__SEGMENT_SORT_RADIX_MAX;
 
 // Whether a kernel behind the digit path's fallback runs: always without a flag (every other
 // path), else only when the digit path's scatter raised it (segment_digit.cuh). Read after

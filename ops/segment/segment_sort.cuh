@@ -23,12 +23,12 @@
 namespace jitops {
 namespace segment {
 
-constexpr int SORT_THREADS = 256;
-constexpr int SORT_ITEMS = 16;
-constexpr int SORT_TILE = SORT_THREADS * SORT_ITEMS;
+constexpr int SORT_THREADS = JITOPS__SEGMENT_SORT_THREADS;
+constexpr int SORT_ITEMS = JITOPS__SEGMENT_SORT_ITEMS;
+constexpr int SORT_TILE = JITOPS__SEGMENT_SORT_TILE;
 constexpr int SORT_WARPS = SORT_THREADS / 32;
-constexpr int SORT_PASSES_MAX = 4; // keys are below 2^31
-constexpr int HIST_ITEMS = 16;
+constexpr int SORT_PASSES_MAX = JITOPS__SEGMENT_SORT_PASSES_MAX; // keys are below 2^31
+constexpr int HIST_ITEMS = JITOPS__SEGMENT_HIST_ITEMS;
 // Predecessor tiles a look-back reads per round trip: with every tile of a small sort in flight
 // at once, one at a time would make the last tile wait for hundreds of round trips.
 constexpr int LOOKBACK_BATCH = 32;
@@ -49,9 +49,14 @@ __device__ __forceinline__ int digit_of_pass(int key, int p, int bits, int mask)
 // starts from, which that path leaves out of its memset.
 template <class I>
 __global__ void __launch_bounds__(SORT_THREADS)
-    segment_sort_histogram(const I *__restrict__ ids, i64 id_stride, int N, int S, int passes,
-                           int bits, int *__restrict__ hist, const int *__restrict__ fallback,
-                           int *__restrict__ seg_start, int *__restrict__ seg_end) {
+    segment_sort_histogram(const jitops__segment_sort_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, passes = a.passes, bits = a.bits;
+  int *__restrict__ hist = a.hist;
+  const int *__restrict__ fallback = a.fallback;
+  int *__restrict__ seg_start = a.seg_start;
+  int *__restrict__ seg_end = a.seg_end;
   __shared__ int local[SORT_PASSES_MAX * SORT_RADIX_MAX];
   const int tid = threadIdx.x, mask = (1 << bits) - 1;
   wait_for_previous_grid();
@@ -285,21 +290,19 @@ sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__
       lookback_clear[(i64)tile * SORT_RADIX_MAX + d] = 0;
 }
 
-// A pass of the radix sort; behind the digit path's fallback flag when `fallback` is given.
+// A pass of the radix sort (a.pass); behind the digit path's fallback flag when `fallback` is
+// given. The first pass reads the ids (and with CARRY the data), later ones a.pass.keys_in.
 template <class I, class T, bool FIRST, bool CARRY>
 __global__ void __launch_bounds__(SORT_THREADS, 2)
-    segment_sort_pass(const I *__restrict__ ids, i64 id_stride, const T *__restrict__ data,
-                      i64 data_stride, const int *__restrict__ keys_in,
-                      const int *__restrict__ vals_in, int N, int S, int shift, int bits,
-                      const int *__restrict__ hist, u64 *lookback, u64 *lookback_clear,
-                      int *tile_counter, int *__restrict__ keys_out, int *__restrict__ vals_out,
-                      const int *__restrict__ fallback) {
+    segment_sort_pass(const jitops__segment_sort_args a) {
+  const jitops__segment_sort_pass &p = a.pass;
   wait_for_previous_grid();
-  if (!fallback_runs(fallback))
+  if (!fallback_runs(a.fallback))
     return;
-  sort_pass_tile<I, T, CARRY>(FIRST, ids, id_stride, data, data_stride, keys_in, vals_in, N, S,
-                              shift, bits, hist, lookback, lookback_clear, tile_counter, keys_out,
-                              vals_out);
+  sort_pass_tile<I, T, CARRY>(FIRST, (const I *)a.ids.ptr, a.ids.stride, (const T *)a.data,
+                              a.data_stride, p.keys_in, p.vals_in, a.ids.rows, a.ids.segments,
+                              p.shift, a.bits, p.hist, p.lookback, p.lookback_clear, p.tile_counter,
+                              p.keys_out, p.vals_out);
 }
 
 } // namespace segment

@@ -18,15 +18,18 @@
 namespace jitops {
 namespace segment {
 
-constexpr int TILE_SLOTS = SORT_TILE / SORT_THREADS; // slots a thread adds up, in order
-constexpr int COMBINE_SPLITS = 8;                    // warps of a combine block
+constexpr int TILE_SLOTS = SORT_TILE / SORT_THREADS;           // slots a thread adds up, in order
+constexpr int COMBINE_SPLITS = JITOPS__SEGMENT_COMBINE_SPLITS; // warps of a combine block
 
 template <class T, class I, bool COUNTS>
 __global__ void __launch_bounds__(SORT_THREADS, 2)
-    segment_tile_sums(const T *__restrict__ data, i64 data_stride, const I *__restrict__ ids,
-                      i64 id_stride, int N, int S, int passes, int bits, float *__restrict__ sums,
-                      int *__restrict__ counts, unsigned long long *counter64,
-                      unsigned *counter32) {
+    segment_tile_sums(const jitops__segment_tiles_args a) {
+  const T *__restrict__ data = (const T *)a.data;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 data_stride = a.data_stride, id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, passes = a.passes, bits = a.bits;
+  float *__restrict__ sums = a.sums;
+  int *__restrict__ counts = a.counts;
   __shared__ int warp_digits[SORT_WARPS][SORT_RADIX_MAX];
   __shared__ int tile_start[SORT_RADIX_MAX];
   __shared__ u64 warp_sums[SORT_WARPS];
@@ -60,7 +63,7 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
   }
   too_large = warp_sum(too_large);
   if (lane == 0)
-    add_to_counter(counter64, counter32, too_large);
+    add_to_counter(a.counter.count64, a.counter.count32, too_large);
 
   for (int pass = 0; pass < passes; ++pass) {
     const int shift = pass * bits;
@@ -166,8 +169,12 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
 // (w+1)*tiles/SPLITS) of them, and the SPLITS partial sums are added in order.
 template <class T, bool MEAN>
 __global__ void __launch_bounds__(32 * COMBINE_SPLITS)
-    segment_tile_combine(const float *__restrict__ sums, const int *__restrict__ counts, int tiles,
-                         int S, T *__restrict__ out, i64 out_stride) {
+    segment_tile_combine(const jitops__segment_tiles_args a) {
+  const float *__restrict__ sums = a.sums;
+  const int *__restrict__ counts = a.counts;
+  const int tiles = a.tiles, S = a.ids.segments;
+  T *__restrict__ out = (T *)a.out;
+  const i64 out_stride = a.out_stride;
   __shared__ float part_sum[COMBINE_SPLITS][32];
   __shared__ int part_count[COMBINE_SPLITS][32];
   constexpr int U = 8; // loads in flight
