@@ -1,5 +1,9 @@
 /* Argument validation for the segment family (args.h). Host-memory ids are checked value by
- * value here too (range, and order for the sorted variant); run.c uploads them. */
+ * value here too (range, and order for the sorted variant); run.c uploads them. Every tensor
+ * passes the core's addressability rule (jitops__check_addressable) before its strides or its
+ * data pointer enter any arithmetic, so no size, offset or address computed from it overflows;
+ * a row length that overflows is refused before that (an empty tensor's compact strides would
+ * multiply its trailing dims). */
 #include "ops/segment/args.h"
 
 #include <float.h>
@@ -61,6 +65,7 @@ static jitops_status check_flag(const char *fn, const char *name, int value) {
 static jitops_status check_counter(const char *fn, jitops_runtime_t *runtime, const DLTensor *t,
                                    jitops__segment_call *call) {
   JITOPS__TRY(jitops__tensor_check(fn, "options->dropped_count", t, runtime, SEG_MAX_NDIM));
+  JITOPS__TRY(jitops__check_addressable(fn, "options->dropped_count", t));
   if (jitops__tensor_numel(t) != 1)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
                         "%s: options->dropped_count has %" PRId64 " elements; expected 1", fn,
@@ -122,11 +127,23 @@ static jitops_status check_options(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
+/* The product of the trailing dims (a row's length), from the shape alone so that zero-row
+ * tensors have it too. */
+static jitops_status row_length(const char *fn, const char *arg, const DLTensor *t, int64_t *cols) {
+  int64_t n = 1;
+  for (int k = t->ndim - 1; k >= 1; --k)
+    if (!jitops__mul_i64(n, t->shape[k], &n))
+      return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's row length overflows", fn, arg);
+  *cols = n;
+  return JITOPS_SUCCESS;
+}
+
 /* A float tensor of rows: rank >= 1, compact trailing dims, any leading stride (>= the row
- * length when `writable`, so that rows do not overlap), element-aligned. */
+ * length when `writable`, so that rows do not overlap), addressable, element-aligned. Sets its
+ * rows, its dtype and its row length. */
 static jitops_status check_rows(const char *fn, const char *arg, const DLTensor *t,
                                 jitops_runtime_t *runtime, bool writable, jitops__segment_rows *out,
-                                jitops__dtype *dtype) {
+                                jitops__dtype *dtype, int64_t *row_len) {
   if (t == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, arg);
   JITOPS__TRY(jitops__tensor_check(fn, arg, t, runtime, SEG_MAX_NDIM));
@@ -140,26 +157,28 @@ static jitops_status check_rows(const char *fn, const char *arg, const DLTensor 
                         "%s: %s has dtype %s; expected f32, f64, f16 or bf16", fn, arg,
                         dtype_text(t->dtype, buf, sizeof buf));
   }
+  int64_t cols = 0;
+  JITOPS__TRY(row_length(fn, arg, t, &cols));
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   int64_t strides[SEG_MAX_NDIM];
   jitops__tensor_strides(t, strides);
-  int64_t expected = 1;
+  int64_t expected = 1; /* a partial product of the row length: no overflow */
   for (int k = t->ndim - 1; k >= 1; --k) {
     if (t->shape[k] != 1 && strides[k] != expected)
       return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                           "%s: %s's dim %d has stride %" PRId64 "; the dims after the first "
                           "must be compact (expected %" PRId64 ")",
                           fn, arg, k, strides[k], expected);
-    if (t->shape[k] > 0 && expected > INT64_MAX / t->shape[k])
-      return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's row length overflows", fn, arg);
     expected *= t->shape[k];
   }
-  const int64_t rows = t->shape[0], cols = expected;
-  int64_t lead = rows > 1 ? strides[0] : cols;
+  const int64_t rows = t->shape[0];
+  const int64_t lead = rows > 1 ? strides[0] : cols;
   if (writable && rows > 1 && cols > 0 && lead < cols)
     return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                         "%s: %s's rows overlap: its leading stride %" PRId64
                         " is below its row length %" PRId64,
                         fn, arg, lead, cols);
+  *row_len = cols;
   out->ptr = jitops__tensor_ptr(t);
   out->stride = lead;
   /* Rows that hold no element are never read. */
@@ -254,6 +273,7 @@ static jitops_status check_ids(const char *fn, jitops_runtime_t *runtime, const 
                         "%s: segment_ids has %" PRId64 " entries; expected one per row (%" PRId64
                         ")",
                         fn, ids->shape[0], call->rows);
+  JITOPS__TRY(jitops__check_addressable(fn, "segment_ids", ids));
   int64_t stride = 1;
   jitops__tensor_strides(ids, &stride);
   call->id_stride = call->rows > 1 ? stride : 1;
@@ -292,14 +312,6 @@ static int fit_vec(int vec, const jitops__segment_rows *r, int64_t rows, size_t 
   return vec;
 }
 
-/* The trailing dims' product, computed from the shape so that zero-row tensors have it too. */
-static int64_t row_length(const DLTensor *t) {
-  int64_t cols = 1;
-  for (int k = 1; k < t->ndim; ++k)
-    cols *= t->shape[k];
-  return cols;
-}
-
 static jitops_status check_cols_limit(const char *fn, int64_t cols) {
   if (cols > INT32_MAX)
     return jitops__fail(JITOPS_ERR_UNSUPPORTED,
@@ -327,11 +339,11 @@ jitops_status jitops__segment_check_forward(const char *fn, jitops_runtime_t *ru
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
   JITOPS__TRY(check_reduction(fn, reduction));
   jitops__dtype out_dtype;
-  JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->data, &call->dtype));
-  JITOPS__TRY(check_rows(fn, "out", out, runtime, true, &call->out, &out_dtype));
+  int64_t out_cols;
+  JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->data, &call->dtype, &call->cols));
+  JITOPS__TRY(check_rows(fn, "out", out, runtime, true, &call->out, &out_dtype, &out_cols));
   JITOPS__TRY(check_segments(fn, num_segments));
   call->rows = data->shape[0];
-  call->cols = row_length(data);
   call->segments = num_segments;
   JITOPS__TRY(check_rows_limit(fn, call->rows));
   JITOPS__TRY(check_cols_limit(fn, call->cols));
@@ -359,11 +371,13 @@ jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *r
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
   JITOPS__TRY(check_reduction(fn, reduction));
   jitops__dtype dx_dtype, other;
-  JITOPS__TRY(check_rows(fn, "grad_out", grad_out, runtime, false, &call->dy, &call->dtype));
-  JITOPS__TRY(check_rows(fn, "grad_data", grad_data, runtime, true, &call->dx, &dx_dtype));
+  int64_t other_cols;
+  JITOPS__TRY(
+      check_rows(fn, "grad_out", grad_out, runtime, false, &call->dy, &call->dtype, &other_cols));
+  JITOPS__TRY(
+      check_rows(fn, "grad_data", grad_data, runtime, true, &call->dx, &dx_dtype, &call->cols));
   JITOPS__TRY(check_segments(fn, num_segments));
   call->rows = grad_data->shape[0];
-  call->cols = row_length(grad_data);
   call->segments = num_segments;
   JITOPS__TRY(check_rows_limit(fn, call->rows));
   JITOPS__TRY(check_cols_limit(fn, call->cols));
@@ -376,10 +390,10 @@ jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *r
                           "%s: %s is NULL; the max and min backward needs the forward's input "
                           "(data) and result (out)",
                           fn, data == NULL ? "data" : "out");
-    JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->x, &other));
+    JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->x, &other, &other_cols));
     JITOPS__TRY(check_like(fn, "data", data, other, call->rows, "grad_data's rows", "grad_data",
                            grad_data, call->dtype));
-    JITOPS__TRY(check_rows(fn, "out", out, runtime, false, &call->y, &other));
+    JITOPS__TRY(check_rows(fn, "out", out, runtime, false, &call->y, &other, &other_cols));
     JITOPS__TRY(check_like(fn, "out", out, other, num_segments, "num_segments", "grad_out",
                            grad_out, call->dtype));
   }

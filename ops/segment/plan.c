@@ -79,8 +79,8 @@ _Static_assert(JITOPS__SEGMENT_DIGIT_PART_SEGMENTS_MAX <= 65536, "a part's segme
 size_t jitops__segment_take(jitops__segment_scratch_cursor *cursor, size_t count, size_t size) {
   const size_t at = cursor->end;
   size_t bytes, end;
-  if (__builtin_mul_overflow(count, size, &bytes) || __builtin_add_overflow(at, bytes, &end) ||
-      __builtin_add_overflow(end, (size_t)255, &end)) {
+  if (!jitops__mul_size(count, size, &bytes) || !jitops__add_size(at, bytes, &end) ||
+      !jitops__add_size(end, 255, &end)) {
     cursor->overflow = true;
     return 0;
   }

@@ -37,7 +37,8 @@ static jitops_status device_ids(jitops_runtime_t *runtime, const jitops__segment
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes to pack host ids",
                         call->fn, bytes);
   for (int64_t i = 0; i < call->rows; ++i)
-    memcpy(packed + (size_t)i * elem, src + (size_t)(i * call->id_stride) * elem, elem);
+    memcpy(packed + (size_t)i * elem, src + (ptrdiff_t)(i * call->id_stride) * (ptrdiff_t)elem,
+           elem); /* addressable (args.c): no product overflows, a negative stride reads down */
   jitops_status status = jitops__memcpy_async(runtime, copy, packed, bytes, stream);
   free(packed);
   return status;
