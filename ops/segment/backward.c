@@ -6,6 +6,13 @@
  *            otherwise over rows grouped by segment: sort (unsorted ids) -> mark -> fix */
 #include "ops/segment/launches.h"
 
+/* The call's tensors, as the kernels take them (x and y are NULL for sum and mean). */
+static jitops__segment_backward_tensors tensors_of(const jitops__segment_call *call) {
+  return (jitops__segment_backward_tensors){call->x.ptr,    call->x.stride, call->y.ptr,
+                                            call->y.stride, call->dy.ptr,   call->dy.stride,
+                                            call->dx.ptr,   call->dx.stride};
+}
+
 static jitops_status run_gather(const jitops__segment_launch *l,
                                 const jitops__segment_backward_plan *p,
                                 const jitops__segment_backward_kernels *k,
@@ -19,12 +26,8 @@ static jitops_status run_sum_or_mean(const jitops__segment_launch *l,
                                      const jitops__segment_backward_plan *p,
                                      const jitops__segment_backward_kernels *k) {
   const jitops__segment_call *call = l->call;
-  jitops__segment_gather_args args = {.dy = call->dy.ptr,
-                                      .dy_stride = call->dy.stride,
-                                      .dx = call->dx.ptr,
-                                      .dx_stride = call->dx.stride,
-                                      .ids = l->ids,
-                                      .cols = (int32_t)call->cols};
+  jitops__segment_gather_args args = {
+      .tensors = tensors_of(call), .ids = l->ids, .cols = (int32_t)call->cols};
   if (call->reduction == JITOPS_SEGMENT_SUM)
     return run_gather(l, p, k, &args);
   args.counts = (int32_t *)(l->scratch + p->counts);
@@ -48,14 +51,7 @@ static jitops_status run_tie_table(const jitops__segment_launch *l,
   const jitops__segment_call *call = l->call;
   int32_t *ties = (int32_t *)(l->scratch + p->ties);
   jitops__segment_extreme_args args = {
-      .x = call->x.ptr,
-      .x_stride = call->x.stride,
-      .y = call->y.ptr,
-      .y_stride = call->y.stride,
-      .dy = call->dy.ptr,
-      .dy_stride = call->dy.stride,
-      .dx = call->dx.ptr,
-      .dx_stride = call->dx.stride,
+      .tensors = tensors_of(call),
       .ids = l->ids,
       .ties = ties,
       .first_row = call->first_occurrence ? (int32_t *)(l->scratch + p->first_row) : NULL,
@@ -90,14 +86,7 @@ static jitops_status run_runs(const jitops__segment_launch *l,
     ids.ptr = NULL; /* unsorted ids are read through the sorted keys */
     ids.stride = 0;
   }
-  jitops__segment_runs_args args = {.x = call->x.ptr,
-                                    .x_stride = call->x.stride,
-                                    .y = call->y.ptr,
-                                    .y_stride = call->y.stride,
-                                    .dy = call->dy.ptr,
-                                    .dy_stride = call->dy.stride,
-                                    .dx = call->dx.ptr,
-                                    .dx_stride = call->dx.stride,
+  jitops__segment_runs_args args = {.tensors = tensors_of(call),
                                     .ids = ids,
                                     .keys = sorted.keys,
                                     .perm = sorted.rows,

@@ -19,6 +19,12 @@ static jitops__segment_counter counter_of(const jitops__segment_call *call) {
   return c;
 }
 
+/* The call's data and out rows, as the kernels take them. */
+static jitops__segment_forward_tensors tensors_of(const jitops__segment_call *call) {
+  return (jitops__segment_forward_tensors){call->data.ptr, call->data.stride, call->out.ptr,
+                                           call->out.stride};
+}
+
 /* What empty segments get, in both accumulation types. */
 static jitops__segment_fill fill_of(const jitops__segment_call *call) {
   return (jitops__segment_fill){.f64 = call->empty_value, .f32 = (float)call->empty_value};
@@ -48,10 +54,7 @@ static jitops_status run_grouped(const jitops__segment_launch *l,
                                  const jitops__segment_forward_kernels *k,
                                  const jitops__segment_sorted *sorted, const int32_t *fallback) {
   const jitops__segment_call *call = l->call;
-  jitops__segment_reduce_args args = {.data = call->data.ptr,
-                                      .data_stride = call->data.stride,
-                                      .out = call->out.ptr,
-                                      .out_stride = call->out.stride,
+  jitops__segment_reduce_args args = {.tensors = tensors_of(call),
                                       .ids = l->ids,
                                       .keys = sorted->keys,
                                       .perm = sorted->rows,
@@ -103,10 +106,7 @@ static jitops_status run_atomic(const jitops__segment_launch *l,
                                 const jitops__segment_forward_plan *p,
                                 const jitops__segment_forward_kernels *k) {
   const jitops__segment_call *call = l->call;
-  jitops__segment_atomic_args args = {.data = call->data.ptr,
-                                      .data_stride = call->data.stride,
-                                      .out = call->out.ptr,
-                                      .out_stride = call->out.stride,
+  jitops__segment_atomic_args args = {.tensors = tensors_of(call),
                                       .ids = l->ids,
                                       .table = l->scratch + p->codes,
                                       .cols = (int32_t)call->cols,
@@ -131,10 +131,7 @@ static jitops_status run_buckets(const jitops__segment_launch *l,
                                  const jitops__segment_forward_kernels *k) {
   const jitops__segment_call *call = l->call;
   char *w = l->scratch;
-  jitops__segment_bucket_args args = {.data = call->data.ptr,
-                                      .data_stride = call->data.stride,
-                                      .out = call->out.ptr,
-                                      .out_stride = call->out.stride,
+  jitops__segment_bucket_args args = {.tensors = tensors_of(call),
                                       .ids = l->ids,
                                       .cols = (int32_t)call->cols,
                                       .bucket_segments = (int32_t)p->bucket_segments,
@@ -174,10 +171,7 @@ static jitops_status run_tiles(const jitops__segment_launch *l,
                                const jitops__segment_forward_kernels *k) {
   const jitops__segment_call *call = l->call;
   jitops__segment_tiles_args args = {
-      .data = call->data.ptr,
-      .data_stride = call->data.stride,
-      .out = call->out.ptr,
-      .out_stride = call->out.stride,
+      .tensors = tensors_of(call),
       .ids = l->ids,
       .sums = (float *)(l->scratch + p->tile_sums),
       .counts = p->tile_counts != 0 ? (int32_t *)(l->scratch + p->tile_counts) : NULL,
@@ -201,10 +195,7 @@ static jitops_status run_digit(const jitops__segment_launch *l,
                                const jitops__segment_forward_kernels *k) {
   const jitops__segment_call *call = l->call;
   JITOPS__TRY(clear_scratch(l, p));
-  jitops__segment_digit_args args = {.data = call->data.ptr,
-                                     .data_stride = call->data.stride,
-                                     .out = call->out.ptr,
-                                     .out_stride = call->out.stride,
+  jitops__segment_digit_args args = {.tensors = tensors_of(call),
                                      .ids = l->ids,
                                      .cols = (int32_t)call->cols,
                                      .part_log2 = p->digit_part_log2,

@@ -150,6 +150,27 @@ typedef struct jitops__segment_counter {
   uint32_t *count32;
 } jitops__segment_counter;
 
+/* The forward's tensors: `data` rows in, `out` rows out. */
+typedef struct jitops__segment_forward_tensors {
+  const void *data;
+  int64_t data_stride;
+  void *out;
+  int64_t out_stride;
+} jitops__segment_forward_tensors;
+
+/* The backward's: `x` (the forward's data), `y` (its out) and `dy` (grad_out) in, `dx`
+ * (grad_data) out. */
+typedef struct jitops__segment_backward_tensors {
+  const void *x;
+  int64_t x_stride;
+  const void *y;
+  int64_t y_stride;
+  const void *dy;
+  int64_t dy_stride;
+  void *dx;
+  int64_t dx_stride;
+} jitops__segment_backward_tensors;
+
 /* What empty segments get (0 for sum and mean, the fill for max and min), in each accumulation
  * type: f64 for double data, f32 for the others. */
 typedef struct jitops__segment_fill {
@@ -193,10 +214,7 @@ typedef struct jitops__segment_sort_args {
  * in `chunks` chunks of `chunk_rows` positions; `partials` holds two accumulator rows a chunk,
  * seg_start/seg_end each segment's bounds; the fixup's warps take `fixup_segments` segments. */
 typedef struct jitops__segment_reduce_args {
-  const void *data;
-  int64_t data_stride;
-  void *out;
-  int64_t out_stride;
+  jitops__segment_forward_tensors tensors;
   jitops__segment_ids ids;
   const int32_t *keys, *perm;
   int32_t cols, chunk_rows, chunks, fixup_segments;
@@ -215,10 +233,7 @@ typedef struct jitops__segment_count_args {
 
 /* segment_atomic_extreme and segment_atomic_finalize: the S x `cols` table of codes. */
 typedef struct jitops__segment_atomic_args {
-  const void *data;
-  int64_t data_stride;
-  void *out;
-  int64_t out_stride;
+  jitops__segment_forward_tensors tensors;
   jitops__segment_ids ids;
   void *table;
   int32_t cols;
@@ -230,10 +245,7 @@ typedef struct jitops__segment_atomic_args {
 /* segment_tile_sums and segment_tile_combine: `tiles` tiles sorted in `passes` passes of `bits`
  * bits, into the tiles x S table of sums (and of row counts for mean, else NULL). */
 typedef struct jitops__segment_tiles_args {
-  const void *data;
-  int64_t data_stride;
-  void *out;
-  int64_t out_stride;
+  jitops__segment_forward_tensors tensors;
   jitops__segment_ids ids;
   float *sums;
   int32_t *counts;
@@ -246,10 +258,7 @@ typedef struct jitops__segment_tiles_args {
  * in the blocks x buckets `matrix`, the buckets' rows in `counts`, the reduction's tickets in
  * `done`); the entries, and the tiles of at most `tile_rows` rows (`tile_count` of them). */
 typedef struct jitops__segment_bucket_args {
-  const void *data;
-  int64_t data_stride;
-  void *out;
-  int64_t out_stride;
+  jitops__segment_forward_tensors tensors;
   jitops__segment_ids ids;
   int32_t cols, bucket_segments, buckets, block_rows, tile_rows, blocks;
   int32_t *matrix, *counts;
@@ -265,10 +274,7 @@ typedef struct jitops__segment_bucket_args {
  * with its rows' count (`part_rows`, zeroed) and its region of DIGIT_CAP entries; `fallback`
  * (zeroed) goes up when a region overflows. */
 typedef struct jitops__segment_digit_args {
-  const void *data;
-  int64_t data_stride;
-  void *out;
-  int64_t out_stride;
+  jitops__segment_forward_tensors tensors;
   jitops__segment_ids ids;
   int32_t cols, part_log2, parts, unused;
   int32_t *part_rows;
@@ -281,10 +287,7 @@ typedef struct jitops__segment_digit_args {
 /* The sum and mean backward: segment_count_rows, segment_offsets (`counts` holds S + 1
  * offsets of sorted ids) and segment_backward_gather. */
 typedef struct jitops__segment_gather_args {
-  const void *dy;
-  int64_t dy_stride;
-  void *dx;
-  int64_t dx_stride;
+  jitops__segment_backward_tensors tensors; /* dy and dx */
   jitops__segment_ids ids;
   int32_t *counts;
   int32_t cols;
@@ -295,14 +298,7 @@ typedef struct jitops__segment_gather_args {
  * (data), `y` (out), `dy` and `dx`; `ties` holds S x cols counts and then the tie flag
  * (`tie_flag`), `first_row` (first occurrence, else NULL) S x cols rows. */
 typedef struct jitops__segment_extreme_args {
-  const void *x;
-  int64_t x_stride;
-  const void *y;
-  int64_t y_stride;
-  const void *dy;
-  int64_t dy_stride;
-  void *dx;
-  int64_t dx_stride;
+  jitops__segment_backward_tensors tensors;
   jitops__segment_ids ids;
   int32_t *ties, *first_row, *tie_flag;
   int32_t cols;
@@ -314,14 +310,7 @@ typedef struct jitops__segment_extreme_args {
  * ([chunks][2][tiles][lanes]), the segment each chunk owns (`owned`, -1 for none) and where it
  * starts, each crossing segment's end, and the chunks' lists of tied whole segments. */
 typedef struct jitops__segment_runs_args {
-  const void *x;
-  int64_t x_stride;
-  const void *y;
-  int64_t y_stride;
-  const void *dy;
-  int64_t dy_stride;
-  void *dx;
-  int64_t dx_stride;
+  jitops__segment_backward_tensors tensors;
   jitops__segment_ids ids;
   const int32_t *keys, *perm;
   int32_t cols, chunk_rows, chunks, unused;
@@ -341,6 +330,9 @@ JITOPS__ABI_SIZE(jitops__segment_ids, 24);
 JITOPS__ABI_SIZE(jitops__segment_counter, 16);
 JITOPS__ABI_OFFSET(jitops__segment_fill, f32, 8);
 JITOPS__ABI_SIZE(jitops__segment_fill, 16);
+JITOPS__ABI_SIZE(jitops__segment_forward_tensors, 32);
+JITOPS__ABI_OFFSET(jitops__segment_backward_tensors, dx, 48);
+JITOPS__ABI_SIZE(jitops__segment_backward_tensors, 64);
 JITOPS__ABI_OFFSET(jitops__segment_sort_pass, shift, 64);
 JITOPS__ABI_SIZE(jitops__segment_sort_pass, 72);
 JITOPS__ABI_OFFSET(jitops__segment_sort_args, passes, 40);
@@ -360,8 +352,8 @@ JITOPS__ABI_OFFSET(jitops__segment_bucket_args, counter, 128);
 JITOPS__ABI_SIZE(jitops__segment_bucket_args, 160);
 JITOPS__ABI_OFFSET(jitops__segment_digit_args, part_rows, 72);
 JITOPS__ABI_SIZE(jitops__segment_digit_args, 128);
-JITOPS__ABI_OFFSET(jitops__segment_gather_args, counts, 56);
-JITOPS__ABI_SIZE(jitops__segment_gather_args, 72);
+JITOPS__ABI_OFFSET(jitops__segment_gather_args, counts, 88);
+JITOPS__ABI_SIZE(jitops__segment_gather_args, 104);
 JITOPS__ABI_OFFSET(jitops__segment_extreme_args, ids, 64);
 JITOPS__ABI_OFFSET(jitops__segment_extreme_args, cols, 112);
 JITOPS__ABI_SIZE(jitops__segment_extreme_args, 120);

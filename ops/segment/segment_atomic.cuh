@@ -73,9 +73,9 @@ __global__ void __launch_bounds__(THREADS)
   typedef acc_t<T> A;
   typedef typename ordered<A>::type K;
   constexpr int ROWS_IN_FLIGHT = JITOPS__SEGMENT_ATOMIC_ROWS_IN_FLIGHT;
-  const T *__restrict__ data = (const T *)a.data;
+  const T *__restrict__ data = (const T *)a.tensors.data;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
-  const i64 data_stride = a.data_stride, id_stride = a.ids.stride;
+  const i64 data_stride = a.tensors.data_stride, id_stride = a.ids.stride;
   const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
   K *__restrict__ table = (K *)a.table;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -140,8 +140,8 @@ __global__ void __launch_bounds__(THREADS)
   typedef typename ordered<A>::type K;
   const K *__restrict__ table = (const K *)a.table;
   const int S = a.ids.segments, D = a.cols;
-  T *__restrict__ out = (T *)a.out;
-  const i64 out_stride = a.out_stride;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const i64 out_stride = a.tensors.out_stride;
   const A fill = fill_value<A>(a.fill);
   const int nch = D / VEC;
   const int lane = threadIdx.x % G;

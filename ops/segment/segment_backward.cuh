@@ -63,11 +63,12 @@ template <class T, class I, int OP, int VEC, int G, bool OFFSETS>
 __global__ void __launch_bounds__(THREADS)
     segment_backward_gather(const jitops__segment_gather_args a) {
   typedef acc_t<T> A;
-  const T *__restrict__ dy = (const T *)a.dy;
+  const T *__restrict__ dy = (const T *)a.tensors.dy;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
   const int *__restrict__ counts = a.counts;
-  T *__restrict__ dx = (T *)a.dx;
-  const i64 dy_stride = a.dy_stride, id_stride = a.ids.stride, dx_stride = a.dx_stride;
+  T *__restrict__ dx = (T *)a.tensors.dx;
+  const i64 dy_stride = a.tensors.dy_stride, id_stride = a.ids.stride,
+            dx_stride = a.tensors.dx_stride;
   const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
   const int nch = D / VEC;
   const int lane = threadIdx.x % G;
@@ -124,16 +125,15 @@ template <class T, class I, int VEC, int G, bool FIRST, int RF>
 __global__ void __launch_bounds__(THREADS, (mark_min_blocks<VEC, RF>::value))
     segment_backward_extreme_mark(const jitops__segment_extreme_args a) {
   typedef acc_t<T> A;
-  const T *__restrict__ x = (const T *)a.x;
-  const T *__restrict__ y = (const T *)a.y;
-  const T *__restrict__ dy = (const T *)a.dy;
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
-  T *__restrict__ dx = (T *)a.dx;
-  int *__restrict__ ties = a.ties;
-  int *__restrict__ first_row = a.first_row;
-  int *__restrict__ tie_flag = a.tie_flag;
-  const i64 x_stride = a.x_stride, y_stride = a.y_stride, dy_stride = a.dy_stride;
-  const i64 id_stride = a.ids.stride, dx_stride = a.dx_stride;
+  int *__restrict__ ties = a.ties, *__restrict__ first_row = a.first_row,
+                    *__restrict__ tie_flag = a.tie_flag;
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
   const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
   constexpr int B = BATCH / RF;
   const int nch = D / VEC;
@@ -207,16 +207,16 @@ template <class T, class I, int VEC, int G, bool FIRST>
 __global__ void __launch_bounds__(THREADS)
     segment_backward_extreme_split(const jitops__segment_extreme_args a) {
   typedef acc_t<T> A;
-  const T *__restrict__ x = (const T *)a.x;
-  const T *__restrict__ y = (const T *)a.y;
-  const T *__restrict__ dy = (const T *)a.dy;
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
-  T *__restrict__ dx = (T *)a.dx;
-  const int *__restrict__ ties = a.ties;
-  const int *__restrict__ first_row = a.first_row;
-  const int *__restrict__ tie_flag = a.tie_flag;
-  const i64 x_stride = a.x_stride, y_stride = a.y_stride, dy_stride = a.dy_stride;
-  const i64 id_stride = a.ids.stride, dx_stride = a.dx_stride;
+  const int *__restrict__ ties = a.ties, *__restrict__ first_row = a.first_row,
+                          *__restrict__ tie_flag =
+                              a.tie_flag; /* the mark pass's counts, read-only here */
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
   const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
   if (*tie_flag == 0)
     return;

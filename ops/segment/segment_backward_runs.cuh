@@ -182,20 +182,18 @@ __device__ __forceinline__ void run_extent(const I *ids, i64 id_stride, const in
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
 __global__ void __launch_bounds__(RUNS_THREADS, (runs_shape<T, CPL * VEC>::min_blocks))
     segment_backward_runs_mark(const jitops__segment_runs_args a) {
-  const T *__restrict__ x = (const T *)a.x;
-  const T *__restrict__ y = (const T *)a.y;
-  const T *__restrict__ dy = (const T *)a.dy;
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
-  const int *__restrict__ keys = a.keys;
-  const int *__restrict__ perm = a.perm;
-  T *__restrict__ dx = (T *)a.dx;
+  const int *__restrict__ keys = a.keys, *__restrict__ perm = a.perm;
   tie_bits *__restrict__ bits = a.bits;
-  int *__restrict__ owned = a.owned;
-  int *__restrict__ own_start = a.own_start;
-  int *__restrict__ seg_end = a.seg_end;
+  int *__restrict__ owned = a.owned, *__restrict__ own_start = a.own_start,
+                    *__restrict__ seg_end = a.seg_end;
   const tied_list tied = a.tied;
-  const i64 x_stride = a.x_stride, y_stride = a.y_stride, dy_stride = a.dy_stride;
-  const i64 id_stride = a.ids.stride, dx_stride = a.dx_stride;
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
   const int N = a.ids.rows, S = a.ids.segments, D = a.cols, CH = a.chunk_rows, nchunks = a.chunks;
   wait_for_previous_grid();
   typedef acc_t<T> A;
@@ -415,21 +413,20 @@ rewrite_chunk_ties(const T *__restrict__ x, i64 x_stride, const T *__restrict__ 
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
 __global__ void __launch_bounds__(THREADS)
     segment_backward_runs_fix(const jitops__segment_runs_args a) {
-  const T *__restrict__ x = (const T *)a.x;
-  const T *__restrict__ y = (const T *)a.y;
-  const T *__restrict__ dy = (const T *)a.dy;
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
-  const int *__restrict__ keys = a.keys;
-  const int *__restrict__ perm = a.perm;
-  T *__restrict__ dx = (T *)a.dx;
-  const tie_bits *__restrict__ bits = a.bits;
-  const int *__restrict__ owned = a.owned;
-  const int *__restrict__ own_start = a.own_start;
-  const int *__restrict__ seg_end = a.seg_end;
-  const tied_list tied = a.tied;
-  const i64 x_stride = a.x_stride, y_stride = a.y_stride, dy_stride = a.dy_stride;
-  const i64 id_stride = a.ids.stride, dx_stride = a.dx_stride;
+  const int *__restrict__ keys = a.keys, *__restrict__ perm = a.perm;
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
   const int N = a.ids.rows, S = a.ids.segments, D = a.cols, CH = a.chunk_rows, nchunks = a.chunks;
+  /* The mark pass's records, read-only here. */
+  const tie_bits *__restrict__ bits = a.bits;
+  const int *__restrict__ owned = a.owned, *__restrict__ own_start = a.own_start,
+                          *__restrict__ seg_end = a.seg_end;
+  const tied_list tied = a.tied;
   wait_for_previous_grid();
   constexpr int COLS = G * CPL * VEC;
   constexpr int BATCH_CHUNKS = 4;

@@ -242,7 +242,7 @@ template <class T, class I, int OP>
 __global__ void __launch_bounds__(COUNTING_THREADS)
     segment_bucket_scatter(const jitops__segment_bucket_args a) {
   const I *__restrict__ ids = (const I *)a.ids.ptr;
-  const i64 id_stride = a.ids.stride, out_stride = a.out_stride;
+  const i64 id_stride = a.ids.stride, out_stride = a.tensors.out_stride;
   const int N = a.ids.rows, S = a.ids.segments, P = a.bucket_segments, B = a.buckets;
   const int block_rows = a.block_rows, tile_rows = a.tile_rows, D = a.cols;
   const int *__restrict__ matrix = a.matrix;
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(COUNTING_THREADS)
   bucket_entry *__restrict__ entries = a.entries;
   bucket_tile *__restrict__ tiles = a.tiles;
   int *__restrict__ tile_count = a.tile_count;
-  T *__restrict__ out = (T *)a.out;
+  T *__restrict__ out = (T *)a.tensors.out;
   wait_for_previous_grid();
   extern __shared__ int next_slot[];
   int *in_bucket = next_slot + B + 1; // where the block's rows start within each bucket
@@ -357,13 +357,13 @@ __global__ void __launch_bounds__(BUCKET_THREADS, BUCKET_MIN_BLOCKS)
     segment_bucket_extreme(const jitops__segment_bucket_args a) {
   typedef acc_t<T> A;
   typedef typename ordered<A>::type K;
-  const T *__restrict__ data = (const T *)a.data;
-  const i64 data_stride = a.data_stride, out_stride = a.out_stride;
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const i64 data_stride = a.tensors.data_stride, out_stride = a.tensors.out_stride;
   const int D = a.cols, P = a.bucket_segments, S = a.ids.segments;
   const bucket_entry *__restrict__ entries = a.entries;
   const bucket_tile *__restrict__ tiles = a.tiles;
   const int *__restrict__ tile_count = a.tile_count;
-  T *__restrict__ out = (T *)a.out;
+  T *__restrict__ out = (T *)a.tensors.out;
   const A fill = fill_value<A>(a.fill);
   unsigned *bucket_done = a.done;
   constexpr int U = bucket_rows_in_flight<VEC, CPL>::value;

@@ -36,12 +36,12 @@ namespace segment {
 
 // A part's rows at most: its region of the entry list, and what its block's shared memory
 // orders. Parts at most: a scatter block counts them in shared memory.
-constexpr int DIGIT_CAP = JITOPS__SEGMENT_DIGIT_CAP;
-constexpr int DIGIT_PARTS_MAX = JITOPS__SEGMENT_DIGIT_PARTS_MAX;
+constexpr int DIGIT_CAP = JITOPS__SEGMENT_DIGIT_CAP,
+              DIGIT_PARTS_MAX = JITOPS__SEGMENT_DIGIT_PARTS_MAX;
 
-constexpr int SCATTER_THREADS = JITOPS__SEGMENT_SCATTER_THREADS;
-constexpr int SCATTER_ITEMS = JITOPS__SEGMENT_SCATTER_ITEMS;
-constexpr int SCATTER_TILE = JITOPS__SEGMENT_SCATTER_TILE;
+constexpr int SCATTER_THREADS = JITOPS__SEGMENT_SCATTER_THREADS,
+              SCATTER_ITEMS = JITOPS__SEGMENT_SCATTER_ITEMS,
+              SCATTER_TILE = JITOPS__SEGMENT_SCATTER_TILE;
 constexpr int SCATTER_PARTS_PER_THREAD = DIGIT_PARTS_MAX / SCATTER_THREADS;
 static_assert(SCATTER_PARTS_PER_THREAD * SCATTER_THREADS == DIGIT_PARTS_MAX, "the parts' scan");
 // The scatter's dynamic shared memory (segment_abi.h): each part's count and then first staged
@@ -164,13 +164,13 @@ template <class T, int OP, int VEC, int G, int CPL>
 __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
     segment_digit_reduce(const jitops__segment_digit_args a) {
   typedef acc_t<T> A;
-  const T *__restrict__ data = (const T *)a.data;
-  const i64 data_stride = a.data_stride, out_stride = a.out_stride;
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const i64 data_stride = a.tensors.data_stride, out_stride = a.tensors.out_stride;
   const int D = a.cols, S = a.ids.segments, part_log2 = a.part_log2;
   const int2 *__restrict__ entries = (const int2 *)a.entries;
   const int *__restrict__ part_rows = a.part_rows;
   const int *__restrict__ fallback = a.fallback;
-  T *__restrict__ out = (T *)a.out;
+  T *__restrict__ out = (T *)a.tensors.out;
   const A empty_value = fill_value<A>(a.fill);
   constexpr int COLS = G * CPL * VEC;
   constexpr int GROUPS = DIGIT_THREADS / G;

@@ -115,13 +115,14 @@ template <class T, int VEC, int CPL> struct reduce_min_blocks {
 template <class T, class I, int OP, int VEC, int G, int CPL, bool SORTED, bool CARRY>
 __global__ void __launch_bounds__(THREADS, (reduce_min_blocks<T, VEC, CPL>::value))
     segment_reduce_chunks(const jitops__segment_reduce_args a) {
-  const T *__restrict__ data = (const T *)a.data;
-  const i64 data_stride = a.data_stride, id_stride = a.ids.stride, out_stride = a.out_stride;
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const i64 data_stride = a.tensors.data_stride, id_stride = a.ids.stride,
+            out_stride = a.tensors.out_stride;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
   const int *__restrict__ keys = a.keys;
   const int *__restrict__ perm = a.perm;
   const int N = a.ids.rows, S = a.ids.segments, D = a.cols, CH = a.chunk_rows, nchunks = a.chunks;
-  T *__restrict__ out = (T *)a.out;
+  T *__restrict__ out = (T *)a.tensors.out;
   acc_t<T> *__restrict__ partials = (acc_t<T> *)a.partials;
   int *__restrict__ seg_start = a.seg_start;
   int *__restrict__ seg_end = a.seg_end;
@@ -431,8 +432,8 @@ __global__ void __launch_bounds__(THREADS)
   const int *__restrict__ seg_end = a.seg_end;
   const int S = a.ids.segments, D = a.cols, CH = a.chunk_rows, segs = a.fixup_segments;
   const acc_t<T> *__restrict__ partials = (const acc_t<T> *)a.partials;
-  T *__restrict__ out = (T *)a.out;
-  const i64 out_stride = a.out_stride;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const i64 out_stride = a.tensors.out_stride;
   const acc_t<T> empty_value = fill_value<acc_t<T>>(a.fill);
   const int *__restrict__ fallback = a.fallback;
   wait_for_previous_grid();

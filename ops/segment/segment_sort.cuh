@@ -23,12 +23,12 @@
 namespace jitops {
 namespace segment {
 
-constexpr int SORT_THREADS = JITOPS__SEGMENT_SORT_THREADS;
-constexpr int SORT_ITEMS = JITOPS__SEGMENT_SORT_ITEMS;
-constexpr int SORT_TILE = JITOPS__SEGMENT_SORT_TILE;
+// The sort's shape (segment_abi.h): keys are below 2^31, so at most SORT_PASSES_MAX passes.
+constexpr int SORT_THREADS = JITOPS__SEGMENT_SORT_THREADS, SORT_ITEMS = JITOPS__SEGMENT_SORT_ITEMS,
+              SORT_TILE = JITOPS__SEGMENT_SORT_TILE,
+              SORT_PASSES_MAX = JITOPS__SEGMENT_SORT_PASSES_MAX,
+              HIST_ITEMS = JITOPS__SEGMENT_HIST_ITEMS;
 constexpr int SORT_WARPS = SORT_THREADS / 32;
-constexpr int SORT_PASSES_MAX = JITOPS__SEGMENT_SORT_PASSES_MAX; // keys are below 2^31
-constexpr int HIST_ITEMS = JITOPS__SEGMENT_HIST_ITEMS;
 // Predecessor tiles a look-back reads per round trip: with every tile of a small sort in flight
 // at once, one at a time would make the last tile wait for hundreds of round trips.
 constexpr int LOOKBACK_BATCH = 32;

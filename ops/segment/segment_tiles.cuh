@@ -24,9 +24,9 @@ constexpr int COMBINE_SPLITS = JITOPS__SEGMENT_COMBINE_SPLITS; // warps of a com
 template <class T, class I, bool COUNTS>
 __global__ void __launch_bounds__(SORT_THREADS, 2)
     segment_tile_sums(const jitops__segment_tiles_args a) {
-  const T *__restrict__ data = (const T *)a.data;
+  const T *__restrict__ data = (const T *)a.tensors.data;
   const I *__restrict__ ids = (const I *)a.ids.ptr;
-  const i64 data_stride = a.data_stride, id_stride = a.ids.stride;
+  const i64 data_stride = a.tensors.data_stride, id_stride = a.ids.stride;
   const int N = a.ids.rows, S = a.ids.segments, passes = a.passes, bits = a.bits;
   float *__restrict__ sums = a.sums;
   int *__restrict__ counts = a.counts;
@@ -173,8 +173,8 @@ __global__ void __launch_bounds__(32 * COMBINE_SPLITS)
   const float *__restrict__ sums = a.sums;
   const int *__restrict__ counts = a.counts;
   const int tiles = a.tiles, S = a.ids.segments;
-  T *__restrict__ out = (T *)a.out;
-  const i64 out_stride = a.out_stride;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const i64 out_stride = a.tensors.out_stride;
   __shared__ float part_sum[COMBINE_SPLITS][32];
   __shared__ int part_count[COMBINE_SPLITS][32];
   constexpr int U = 8; // loads in flight
