@@ -44,6 +44,19 @@ template <int OP, class A> __device__ __forceinline__ A combine(A acc, A v) {
   return acc + v;
 }
 
+// A lane's accumulators combined with one row's values, access by access (CPL accesses of VEC
+// columns, from column c0 with G lanes a row), skipping accesses past the row's D columns.
+template <int OP, class A, int CPL, int VEC, int G>
+__device__ __forceinline__ void combine_accesses(A (&acc)[CPL][VEC], const A (&v)[CPL][VEC], int c0,
+                                                 int lane, int D) {
+#pragma unroll
+  for (int k = 0; k < CPL; ++k)
+    if (c0 + (k * G + lane) * VEC < D)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        acc[k][e] = combine<OP, A>(acc[k][e], v[k][e]);
+}
+
 // The segment's result from its accumulated value and its row count (mean divides).
 template <int OP, class A> __device__ __forceinline__ A finish(A acc, int count) {
   if (OP == MEAN)
@@ -93,16 +106,20 @@ __device__ __forceinline__ void store_result(T *p, const acc_t<T> (&acc)[VEC], i
   store_pack<T, VEC>(p, r);
 }
 
+// A pack as the words the streaming accesses below move (16-bit packs as one halfword).
+template <class T, int VEC> union stream_words {
+  static constexpr int BYTES = (int)sizeof(T) * VEC;
+  pack<T, VEC> t;
+  unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
+  unsigned short h;
+};
+
 // The same, for data touched exactly once (the rows of data and grad_data in the backward):
 // evict-first ("streaming") accesses, which leave L2 to what is reused — the segments' rows.
 template <class T, int VEC>
 __device__ __forceinline__ void load_pack_stream(const T *p, acc_t<T> (&out)[VEC]) {
-  constexpr int BYTES = (int)sizeof(T) * VEC;
-  union {
-    pack<T, VEC> t;
-    unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
-    unsigned short h;
-  } r;
+  constexpr int BYTES = stream_words<T, VEC>::BYTES;
+  stream_words<T, VEC> r;
   if constexpr (BYTES == 16)
     asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3])
@@ -120,12 +137,8 @@ __device__ __forceinline__ void load_pack_stream(const T *p, acc_t<T> (&out)[VEC
 
 template <class T, int VEC>
 __device__ __forceinline__ void store_pack_stream(T *p, const acc_t<T> (&in)[VEC]) {
-  constexpr int BYTES = (int)sizeof(T) * VEC;
-  union {
-    pack<T, VEC> t;
-    unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
-    unsigned short h;
-  } r;
+  constexpr int BYTES = stream_words<T, VEC>::BYTES;
+  stream_words<T, VEC> r;
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
     r.t.v[e] = from_acc<T>(in[e]);

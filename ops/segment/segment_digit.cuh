@@ -285,12 +285,7 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
           run = l;
           run_start = j;
         }
-#pragma unroll
-        for (int k = 0; k < CPL; ++k)
-          if (c0 + (k * G + lane) * VEC < D)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-              acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
+        combine_accesses<OP, A, CPL, VEC, G>(acc, v[u], c0, lane, D);
       }
     }
     if (lo < hi)

@@ -272,14 +272,8 @@ __global__ void __launch_bounds__(THREADS, (reduce_min_blocks<T, VEC, CPL>::valu
           run_key = key;
           run_start = j;
         }
-        if (run_key >= 0 && run_key < S) {
-#pragma unroll
-          for (int k = 0; k < CPL; ++k)
-            if (c0 + (k * G + lane) * VEC < D)
-#pragma unroll
-              for (int e = 0; e < VEC; ++e)
-                acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
-        }
+        if (run_key >= 0 && run_key < S)
+          combine_accesses<OP, A, CPL, VEC, G>(acc, v[u], c0, lane, D);
       }
     }
     emit(run_key, run_start, hi);
@@ -322,12 +316,7 @@ __device__ __forceinline__ void combine_partials(const acc_t<T> *__restrict__ pa
 #pragma unroll
     for (int u = 0; u < U; ++u)
       if (p0 + u * RL < count)
-#pragma unroll
-        for (int k = 0; k < CPL; ++k)
-          if (c0 + (k * G + cl) * VEC < D)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-              acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
+        combine_accesses<OP, A, CPL, VEC, G>(acc, v[u], c0, cl, D);
   }
 }
 

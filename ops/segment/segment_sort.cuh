@@ -124,6 +124,37 @@ __device__ __forceinline__ void rank_in_warp(const int (&key)[SORT_ITEMS], int s
   }
 }
 
+// For the thread looking after digit d: each warp's count of d (warp_digits[w][d]) becomes the
+// warp's start among the tile's items of d; returns the tile's count of d.
+__device__ __forceinline__ int warp_starts(int (*warp_digits)[SORT_RADIX_MAX], int d) {
+  int count = 0;
+#pragma unroll
+  for (int w = 0; w < SORT_WARPS; ++w) {
+    const int c = warp_digits[w][d];
+    warp_digits[w][d] = count;
+    count += c;
+  }
+  return count;
+}
+
+// A warp's ranked items into their slots of the tile: a digit's first slot in the tile, plus
+// the warp's start among the digit's items, plus the item's rank among the warp's.
+template <class V>
+__device__ __forceinline__ void
+place_in_slots(const int (&key)[SORT_ITEMS], const V (&val)[SORT_ITEMS],
+               const int (&rank)[SORT_ITEMS], int shift, int mask, const int *tile_start,
+               const int *warp_start, int *tile_keys, V *tile_vals) {
+#pragma unroll
+  for (int k = 0; k < SORT_ITEMS; ++k) {
+    if (key[k] >= 0) {
+      const int d = (key[k] >> shift) & mask;
+      const int slot = tile_start[d] + warp_start[d] + rank[k];
+      tile_keys[slot] = key[k];
+      tile_vals[slot] = val[k];
+    }
+  }
+}
+
 __device__ __forceinline__ u64 lookback_load(const u64 *p) {
   return *(const volatile u64 *)p;
 }
@@ -217,12 +248,7 @@ sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__
   int count = 0;
   u64 *mine = lookback + (i64)tile * SORT_RADIX_MAX + tid;
   if (tid < radix) {
-#pragma unroll
-    for (int w = 0; w < SORT_WARPS; ++w) {
-      const int c = warp_digits[w][tid];
-      warp_digits[w][tid] = count;
-      count += c;
-    }
+    count = warp_starts(warp_digits, tid);
     lookback_store(mine, (tile == 0 ? LOOKBACK_PREFIX : LOOKBACK_AGGREGATE) | (u64)count);
   }
   const u64 global_count = tid < radix ? (u64)(unsigned)hist[tid] : 0;
@@ -235,15 +261,7 @@ sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__
   // Reorder the tile by digit in shared memory (stable: slot order is row order within a
   // digit); later the slots go out in order, runs of one digit to consecutive positions,
   // which coalesces the scattered writes.
-#pragma unroll
-  for (int k = 0; k < SORT_ITEMS; ++k) {
-    if (key[k] >= 0) {
-      const int d = (key[k] >> shift) & mask;
-      const int slot = tile_start[d] + warp_digits[warp][d] + rank[k];
-      tile_keys[slot] = key[k];
-      tile_vals[slot] = val[k];
-    }
-  }
+  place_in_slots(key, val, rank, shift, mask, tile_start, warp_digits[warp], tile_keys, tile_vals);
 
   // Rows of each digit in earlier tiles: walk back, LOOKBACK_BATCH tiles per round trip,
   // adding their counts up to the first tile that knows its prefix (tile 0 always does).

@@ -80,28 +80,13 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
     __syncthreads(); // the previous pass's slots are read and its counters used
     rank_in_warp(key, shift, mask, warp_digits[warp], rank);
     __syncthreads();
-    int count = 0;
-    if (tid < radix) {
-#pragma unroll
-      for (int w = 0; w < SORT_WARPS; ++w) {
-        const int c = warp_digits[w][tid];
-        warp_digits[w][tid] = count;
-        count += c;
-      }
-    }
+    const int count = tid < radix ? warp_starts(warp_digits, tid) : 0;
     const int start = (int)block_exclusive_sum((u64)count, warp_sums);
     if (tid < radix)
       tile_start[tid] = start;
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < SORT_ITEMS; ++k) {
-      if (key[k] >= 0) {
-        const int d = (key[k] >> shift) & mask;
-        const int slot = tile_start[d] + warp_digits[warp][d] + rank[k];
-        tile_keys[slot] = key[k];
-        tile_vals[slot] = val[k];
-      }
-    }
+    place_in_slots(key, val, rank, shift, mask, tile_start, warp_digits[warp], tile_keys,
+                   tile_vals);
     __syncthreads();
   }
 
