@@ -16,8 +16,10 @@
 static jitops_status device_ids(jitops_runtime_t *runtime, const jitops__segment_call *call,
                                 char *scratch, size_t copy_offset, void *stream,
                                 jitops__segment_ids *ids) {
-  *ids = (jitops__segment_ids){call->ids, call->id_stride, (int32_t)call->rows,
-                               (int32_t)call->segments};
+  *ids = (jitops__segment_ids){.ptr = call->ids,
+                               .stride = call->id_stride,
+                               .rows = (int32_t)call->rows,
+                               .segments = (int32_t)call->segments};
   if (call->host_ids == NULL)
     return JITOPS_SUCCESS;
   char *copy = scratch + copy_offset;
@@ -50,7 +52,8 @@ static jitops_status begin(jitops_runtime_t *runtime, const jitops__segment_call
                            const jitops_workspace *workspace, size_t bytes, size_t ids_copy,
                            void *stream, jitops__scratch *scratch, jitops__segment_launch *launch) {
   JITOPS__TRY(jitops__scratch_acquire(runtime, stream, workspace, bytes, scratch));
-  *launch = (jitops__segment_launch){runtime, call, scratch->ptr, {NULL, 0, 0, 0}, stream};
+  *launch = (jitops__segment_launch){
+      .runtime = runtime, .call = call, .scratch = scratch->ptr, .stream = stream};
   jitops_status status = device_ids(runtime, call, launch->scratch, ids_copy, stream, &launch->ids);
   if (status != JITOPS_SUCCESS)
     jitops__scratch_release(runtime, stream, scratch);
