@@ -453,6 +453,156 @@ static void workspace_sizes(jitops_runtime_t *rt) {
   CHECK(atomic >= (size_t)10000 * 64 * 4 && atomic < (size_t)10000 * 64 * 4 + 4096);
 }
 
+/* Hostile tensors: sizes, strides and byte offsets whose products or sums overflow int64, or
+ * that wrap the address space, are refused with a status and a message naming the argument
+ * (the core's addressability rule), before any of that arithmetic overflows (the test runs
+ * clean under UBSan) and before host ids are read. */
+static void hostile_forward_tensors(jitops_runtime_t *rt) {
+  const int64_t big = (int64_t)1 << 62;
+  fixture f = good();
+  f.data = make(DEV, kDLFloat, 32, 2, big, big, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_OUT_OF_RANGE,
+              "data has more than 2^63 elements");
+  f = good(); /* empty, but its row length overflows */
+  f.data = make(DEV, kDLFloat, 32, 3, 0, big, big);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "data's row length overflows");
+  f = good();
+  f.data = make(DEV, kDLFloat, 32, 2, INT64_MAX, 1, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "data's shape [9223372036854775807, 1] spans more than 2^63 bytes");
+  f = good();
+  f.data = make(DEV, kDLFloat, 64, 2, 4, (int64_t)1 << 60, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_SHAPE,
+              "data's shape [4, 1152921504606846976] spans more than 2^63 bytes");
+  f = good();
+  with_strides(&f.out, big, 1, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "out's strides (shape [5, 4]) put elements more than 2^63 bytes from its first");
+  const int64_t hostile_strides[][2] = {{big, 1}, {INT64_MIN, 1}, {-(big / 2), 1}, {D, INT64_MIN}};
+  for (size_t i = 0; i < sizeof hostile_strides / sizeof hostile_strides[0]; ++i) {
+    f = good();
+    with_strides(&f.data, hostile_strides[i][0], hostile_strides[i][1], 0);
+    CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_MAX, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+                "data's strides (shape [8, 4]) put elements more than 2^63 bytes from its first");
+  }
+  f = good();
+  with_strides(&f.out, INT64_MIN, 1, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "out's strides (shape [5, 4]) put elements");
+  f = good();
+  with_strides(&f.ids, big, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "segment_ids's strides (shape [8]) put elements more than 2^63 bytes");
+  with_strides(&f.ids, INT64_MIN, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "segment_ids's strides (shape [8]) put elements more than 2^63 bytes");
+  f = good();
+  f.data.t.byte_offset = UINT64_MAX - 3;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "data's byte_offset 18446744073709551612 is above 2^63 - 1");
+  f = good(); /* data + byte_offset past the top of the address space */
+  f.data.t.data = (void *)(uintptr_t)(UINT64_MAX - 7);
+  f.data.t.byte_offset = 64;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "data's byte_offset 64 takes its data pointer past the end of the address space");
+  f = good(); /* a first element just below the top of the address space, its last above */
+  f.out.t.data = (void *)(uintptr_t)(UINT64_MAX - 15);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "out's elements would lie outside the address space");
+  f = good(); /* rows walking backwards below the bottom of the address space */
+  f.data.t.data = (void *)(uintptr_t)64;
+  with_strides(&f.data, -D, 1, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "data's elements would lie outside the address space");
+  f = good();
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, INT64_MAX, NULL), JITOPS_ERR_UNSUPPORTED,
+              "num_segments 9223372036854775807 is above the supported");
+
+  /* Host ids are read on the host: a bad layout is refused before the first read. */
+  int64_t ids[N] = {0, 1, 2, 3, 4, 0, 1, 2};
+  f = good();
+  f.ids = make(ids, kDLInt, 64, 1, N, 0, 0);
+  f.ids.t.device.device_type = kDLCPU;
+  with_strides(&f.ids, big, 0, 0);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "segment_ids's strides (shape [8]) put elements");
+  with_strides(&f.ids, 1, 0, 0);
+  f.ids.t.byte_offset = UINT64_MAX - 7;
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, NULL), JITOPS_ERR_INVALID_LAYOUT,
+              "segment_ids's byte_offset 18446744073709551608 is above 2^63 - 1");
+
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  tensor counter = make(DEV, kDLInt, 64, 2, big, big, 0);
+  o.dropped_count = T(&counter);
+  f = good();
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_OUT_OF_RANGE,
+              "options->dropped_count has more than 2^63 elements");
+  counter = make(DEV, kDLInt, 64, 1, 1, 0, 0);
+  counter.t.byte_offset = UINT64_MAX - 7;
+  o.dropped_count = T(&counter);
+  CHECK_FAILS(reduce(rt, JITOPS_SEGMENT_SUM, &f, S, &o), JITOPS_ERR_INVALID_LAYOUT,
+              "options->dropped_count's byte_offset 18446744073709551608 is above 2^63 - 1");
+}
+
+static void hostile_backward_tensors(jitops_runtime_t *rt) {
+  const int64_t big = (int64_t)1 << 62;
+  bfixture b = bgood();
+  with_strides(&b.dy, big, 1, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_SUM, &b, false, false), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_out's strides (shape [5, 4]) put elements");
+  b = bgood();
+  with_strides(&b.x, INT64_MIN, 1, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MAX, &b, true, true), JITOPS_ERR_INVALID_LAYOUT,
+              "data's strides (shape [8, 4]) put elements");
+  b = bgood();
+  with_strides(&b.y, big, 1, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MIN, &b, true, true), JITOPS_ERR_INVALID_LAYOUT,
+              "out's strides (shape [5, 4]) put elements");
+  b = bgood();
+  with_strides(&b.dx, INT64_MIN, 1, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_SUM, &b, false, false), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_data's strides (shape [8, 4]) put elements");
+  b = bgood();
+  b.dx = make(DEV, kDLFloat, 32, 2, big, big, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_SUM, &b, false, false), JITOPS_ERR_OUT_OF_RANGE,
+              "grad_data has more than 2^63 elements");
+  b = bgood();
+  b.dx.t.byte_offset = UINT64_MAX - 3;
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MEAN, &b, false, false), JITOPS_ERR_INVALID_LAYOUT,
+              "grad_data's byte_offset 18446744073709551612 is above 2^63 - 1");
+  b = bgood();
+  with_strides(&b.ids, big, 0, 0);
+  CHECK_FAILS(backward(rt, JITOPS_SEGMENT_MEAN, &b, false, false), JITOPS_ERR_INVALID_LAYOUT,
+              "segment_ids's strides (shape [8]) put elements");
+}
+
+/* The largest valid tables plan without wrapping: f16 max by atomics over 2^31 - 2 segments of
+ * 2^31 - 1 columns needs a code table of 4 S D bytes, just below 2^64. */
+static void extreme_workspace(jitops_runtime_t *rt) {
+  const int64_t segments = ((int64_t)1 << 31) - 2, cols = ((int64_t)1 << 31) - 1;
+  fixture f = good();
+  f.data = make(DEV, kDLFloat, 16, 2, N, cols, 0);
+  f.out = make(DEV, kDLFloat, 16, 2, segments, cols, 0);
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  o.algorithm = JITOPS_SEGMENT_ALGORITHM_ATOMIC;
+  size_t bytes = 0;
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids),
+                                                segments, T(&f.out), &o, &bytes));
+  CHECK(bytes == (((size_t)segments * (size_t)cols * 4 + 255) & ~(size_t)255));
+  bfixture b = bgood();
+  b.dy = f.out;
+  b.y = f.out;
+  b.x = f.data;
+  b.dx = f.data;
+  CHECK_OK(jitops_segment_reduce_backward_workspace_size(rt, JITOPS_SEGMENT_MAX, T(&b.dy), T(&b.x),
+                                                         T(&b.y), T(&b.ids), segments, T(&b.dx),
+                                                         NULL, &bytes));
+  CHECK(bytes > 0 && bytes < ((size_t)1 << 40));
+}
+
 static void catalogue(jitops_runtime_t *rt) {
   size_t total = jitops_catalogue_size(), found = 0, compiled = 0;
   for (size_t i = 0; i < total; ++i) {
@@ -485,6 +635,9 @@ int main(void) {
   forward_options(rt);
   forward_host_ids(rt);
   backward_arguments(rt);
+  hostile_forward_tensors(rt);
+  hostile_backward_tensors(rt);
+  extreme_workspace(rt);
   valid_calls_reach_the_launch(rt);
   workspace_sizes(rt);
   catalogue(rt);

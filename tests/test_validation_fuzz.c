@@ -5,8 +5,7 @@
  * UBSan and ASan (scripts/test_sanitized.sh), a signed overflow, a wrapped pointer or a wild
  * read fails the test.
  *
- * Families: scans, repeat, CTC and FLCE. Segment reductions join when their ops/ module lands,
- * whose validation gains the same overflow-free arithmetic.
+ * Families: scans, repeat, segment reductions, CTC and FLCE.
  *
  * The calls are the ones that validate without launching: the *_workspace_size entry points
  * on a compile-only runtime, where a valid call returns a byte count and an invalid one its
@@ -149,6 +148,34 @@ static void fuzz_repeat(jitops_runtime_t *rt) {
       "jitops_repeat_backward_workspace_size");
 }
 
+static void fuzz_segment(jitops_runtime_t *rt) {
+  fuzz_tensor data, ids, out, grad_data;
+  fuzz(&data, 1 + (int)(next() % 3)), fuzz(&ids, 1), fuzz(&out, data.dl.ndim);
+  fuzz_like(&grad_data, &data);
+  int64_t segments = next() % 4 ? (int64_t)(next() % 9) : fuzz_extent();
+  if (next() % 4) { /* a coherent call, but for what the generator changed above */
+    ids.dl.dtype = (DLDataType){kDLInt, next() % 2 ? 32 : 64, 1};
+    ids.shape[0] = data.shape[0];
+    out = data;
+    out.dl.shape = out.shape;
+    out.dl.strides = data.dl.strides ? out.strides : NULL;
+    out.shape[0] = segments;
+  }
+  jitops_segment_options options;
+  jitops_segment_options_init(&options);
+  options.sorted = (int)(next() % 2);
+  options.algorithm = (jitops_segment_algorithm)(next() % 3);
+  jitops_segment_reduction reduction = (jitops_segment_reduction)(next() % 5);
+  size_t bytes;
+  expect_status(jitops_segment_reduce_workspace_size(rt, reduction, maybe(&data), maybe(&ids),
+                                                     segments, maybe(&out), &options, &bytes),
+                "jitops_segment_reduce_workspace_size");
+  expect_status(jitops_segment_reduce_backward_workspace_size(
+                    rt, reduction, maybe(&out), maybe(&data), maybe(&out), maybe(&ids), segments,
+                    maybe(&grad_data), &options, &bytes),
+                "jitops_segment_reduce_backward_workspace_size");
+}
+
 static void fuzz_ctc(jitops_runtime_t *rt) {
   fuzz_tensor lp, targets, il, tl;
   fuzz(&lp, 3), fuzz(&targets, 1 + (int)(next() % 2)), fuzz(&il, 1), fuzz(&tl, 1);
@@ -208,7 +235,8 @@ int main(void) {
   CHECK_OK(jitops_runtime_create(&config, &rt));
   if (rt == NULL)
     return test_finish("test_validation_fuzz");
-  void (*const families[])(jitops_runtime_t *) = {fuzz_scan, fuzz_repeat, fuzz_ctc, fuzz_flce};
+  void (*const families[])(jitops_runtime_t *) = {fuzz_scan, fuzz_repeat, fuzz_segment, fuzz_ctc,
+                                                  fuzz_flce};
   for (int n = 0; n < iterations; ++n)
     for (size_t f = 0; f < sizeof families / sizeof *families; ++f)
       families[f](rt);

@@ -1,17 +1,22 @@
-/* Argument validation for the segment family: every tensor, scalar and option is checked on
- * the host, before any device work, into a seg_call. Host-memory ids are checked value by
- * value here too (range, and order for the sorted variant), and uploaded by
- * jitops__segment_upload_host_ids. */
+/* Argument validation for the segment family (args.h). Host-memory ids are checked value by
+ * value here too (range, and order for the sorted variant); run.c uploads them. Every tensor
+ * passes the core's addressability rule (jitops__check_addressable) before its strides or its
+ * data pointer enter any arithmetic, so no size, offset or address computed from it overflows;
+ * a row length that overflows is refused before that (an empty tensor's compact strides would
+ * multiply its trailing dims). */
+#include "ops/segment/args.h"
+
 #include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include "runtime/ops/segment_internal.h"
 
 /* Tensors of rows may have any rank up to this; the trailing dims are flattened anyway. */
 #define SEG_MAX_NDIM 16
+/* Positions are int in the kernels, and a radix tile may run 64 Ki past the last row. */
+#define SEG_MAX_ROWS ((int64_t)INT32_MAX - 65536)
+/* Radix keys go up to S + 1 and offsets have S + 1 entries, all int. */
+#define SEG_MAX_SEGMENTS ((int64_t)INT32_MAX - 1)
 
 void jitops_segment_options_init(jitops_segment_options *options) {
   if (options == NULL)
@@ -58,8 +63,9 @@ static jitops_status check_flag(const char *fn, const char *name, int value) {
 }
 
 static jitops_status check_counter(const char *fn, jitops_runtime_t *runtime, const DLTensor *t,
-                                   seg_call *call) {
+                                   jitops__segment_call *call) {
   JITOPS__TRY(jitops__tensor_check(fn, "options->dropped_count", t, runtime, SEG_MAX_NDIM));
+  JITOPS__TRY(jitops__check_addressable(fn, "options->dropped_count", t));
   if (jitops__tensor_numel(t) != 1)
     return jitops__fail(JITOPS_ERR_INVALID_SHAPE,
                         "%s: options->dropped_count has %" PRId64 " elements; expected 1", fn,
@@ -78,7 +84,8 @@ static jitops_status check_counter(const char *fn, jitops_runtime_t *runtime, co
 }
 
 static jitops_status check_options(const char *fn, jitops_runtime_t *runtime,
-                                   const jitops_segment_options *options, seg_call *call) {
+                                   const jitops_segment_options *options,
+                                   jitops__segment_call *call) {
   jitops_segment_options defaults;
   if (options == NULL) {
     jitops_segment_options_init(&defaults);
@@ -120,11 +127,23 @@ static jitops_status check_options(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
+/* The product of the trailing dims (a row's length), from the shape alone so that zero-row
+ * tensors have it too. */
+static jitops_status row_length(const char *fn, const char *arg, const DLTensor *t, int64_t *cols) {
+  int64_t n = 1;
+  for (int k = t->ndim - 1; k >= 1; --k)
+    if (!jitops__mul_i64(n, t->shape[k], &n))
+      return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's row length overflows", fn, arg);
+  *cols = n;
+  return JITOPS_SUCCESS;
+}
+
 /* A float tensor of rows: rank >= 1, compact trailing dims, any leading stride (>= the row
- * length when `writable`, so that rows do not overlap), element-aligned. */
+ * length when `writable`, so that rows do not overlap), addressable, element-aligned. Sets its
+ * rows, its dtype and its row length. */
 static jitops_status check_rows(const char *fn, const char *arg, const DLTensor *t,
-                                jitops_runtime_t *runtime, bool writable, seg_rows *out,
-                                jitops__dtype *dtype) {
+                                jitops_runtime_t *runtime, bool writable, jitops__segment_rows *out,
+                                jitops__dtype *dtype, int64_t *row_len) {
   if (t == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, arg);
   JITOPS__TRY(jitops__tensor_check(fn, arg, t, runtime, SEG_MAX_NDIM));
@@ -138,26 +157,28 @@ static jitops_status check_rows(const char *fn, const char *arg, const DLTensor 
                         "%s: %s has dtype %s; expected f32, f64, f16 or bf16", fn, arg,
                         dtype_text(t->dtype, buf, sizeof buf));
   }
+  int64_t cols = 0;
+  JITOPS__TRY(row_length(fn, arg, t, &cols));
+  JITOPS__TRY(jitops__check_addressable(fn, arg, t));
   int64_t strides[SEG_MAX_NDIM];
   jitops__tensor_strides(t, strides);
-  int64_t expected = 1;
+  int64_t expected = 1; /* a partial product of the row length: no overflow */
   for (int k = t->ndim - 1; k >= 1; --k) {
     if (t->shape[k] != 1 && strides[k] != expected)
       return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                           "%s: %s's dim %d has stride %" PRId64 "; the dims after the first "
                           "must be compact (expected %" PRId64 ")",
                           fn, arg, k, strides[k], expected);
-    if (t->shape[k] > 0 && expected > INT64_MAX / t->shape[k])
-      return jitops__fail(JITOPS_ERR_INVALID_SHAPE, "%s: %s's row length overflows", fn, arg);
     expected *= t->shape[k];
   }
-  const int64_t rows = t->shape[0], cols = expected;
-  int64_t lead = rows > 1 ? strides[0] : cols;
+  const int64_t rows = t->shape[0];
+  const int64_t lead = rows > 1 ? strides[0] : cols;
   if (writable && rows > 1 && cols > 0 && lead < cols)
     return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
                         "%s: %s's rows overlap: its leading stride %" PRId64
                         " is below its row length %" PRId64,
                         fn, arg, lead, cols);
+  *row_len = cols;
   out->ptr = jitops__tensor_ptr(t);
   out->stride = lead;
   /* Rows that hold no element are never read. */
@@ -208,7 +229,7 @@ static int64_t host_id(const DLTensor *ids, jitops__dtype d, int64_t stride, int
 
 /* Host ids can be checked where device ids cannot: an id >= S is an error, and so is a
  * decrease when the caller promises sorted ids. */
-static jitops_status check_host_id_values(const char *fn, const seg_call *call,
+static jitops_status check_host_id_values(const char *fn, const jitops__segment_call *call,
                                           const DLTensor *ids) {
   int64_t prev = INT64_MIN;
   for (int64_t i = 0; i < call->rows; ++i) {
@@ -229,7 +250,7 @@ static jitops_status check_host_id_values(const char *fn, const seg_call *call,
 }
 
 static jitops_status check_ids(const char *fn, jitops_runtime_t *runtime, const DLTensor *ids,
-                               seg_call *call) {
+                               jitops__segment_call *call) {
   if (ids == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: segment_ids is NULL", fn);
   const bool host = jitops__tensor_in_host_memory(ids);
@@ -252,6 +273,7 @@ static jitops_status check_ids(const char *fn, jitops_runtime_t *runtime, const 
                         "%s: segment_ids has %" PRId64 " entries; expected one per row (%" PRId64
                         ")",
                         fn, ids->shape[0], call->rows);
+  JITOPS__TRY(jitops__check_addressable(fn, "segment_ids", ids));
   int64_t stride = 1;
   jitops__tensor_strides(ids, &stride);
   call->id_stride = call->rows > 1 ? stride : 1;
@@ -279,7 +301,7 @@ static jitops_status check_rows_limit(const char *fn, int64_t rows) {
 
 /* The widest packed access (in elements, at most 16 bytes) that the tensor's first element
  * and leading stride allow. */
-static int fit_vec(int vec, const seg_rows *r, int64_t rows, size_t elem) {
+static int fit_vec(int vec, const jitops__segment_rows *r, int64_t rows, size_t elem) {
   while (vec > 1) {
     const bool aligned = (uintptr_t)r->ptr % ((size_t)vec * elem) == 0;
     const bool strided = rows <= 1 || r->stride % vec == 0;
@@ -290,14 +312,6 @@ static int fit_vec(int vec, const seg_rows *r, int64_t rows, size_t elem) {
   return vec;
 }
 
-/* The trailing dims' product, computed from the shape so that zero-row tensors have it too. */
-static int64_t row_length(const DLTensor *t) {
-  int64_t cols = 1;
-  for (int k = 1; k < t->ndim; ++k)
-    cols *= t->shape[k];
-  return cols;
-}
-
 static jitops_status check_cols_limit(const char *fn, int64_t cols) {
   if (cols > INT32_MAX)
     return jitops__fail(JITOPS_ERR_UNSUPPORTED,
@@ -306,7 +320,7 @@ static jitops_status check_cols_limit(const char *fn, int64_t cols) {
   return JITOPS_SUCCESS;
 }
 
-static void begin_call(seg_call *call, const char *fn, bool backward,
+static void begin_call(jitops__segment_call *call, const char *fn, bool backward,
                        jitops_segment_reduction reduction) {
   memset(call, 0, sizeof *call);
   call->fn = fn;
@@ -318,17 +332,18 @@ jitops_status jitops__segment_check_forward(const char *fn, jitops_runtime_t *ru
                                             jitops_segment_reduction reduction,
                                             const DLTensor *data, const DLTensor *segment_ids,
                                             int64_t num_segments, const DLTensor *out,
-                                            const jitops_segment_options *options, seg_call *call) {
+                                            const jitops_segment_options *options,
+                                            jitops__segment_call *call) {
   begin_call(call, fn, false, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
   JITOPS__TRY(check_reduction(fn, reduction));
   jitops__dtype out_dtype;
-  JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->data, &call->dtype));
-  JITOPS__TRY(check_rows(fn, "out", out, runtime, true, &call->out, &out_dtype));
+  int64_t out_cols;
+  JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->data, &call->dtype, &call->cols));
+  JITOPS__TRY(check_rows(fn, "out", out, runtime, true, &call->out, &out_dtype, &out_cols));
   JITOPS__TRY(check_segments(fn, num_segments));
   call->rows = data->shape[0];
-  call->cols = row_length(data);
   call->segments = num_segments;
   JITOPS__TRY(check_rows_limit(fn, call->rows));
   JITOPS__TRY(check_cols_limit(fn, call->cols));
@@ -350,17 +365,19 @@ jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *r
                                              const DLTensor *out, const DLTensor *segment_ids,
                                              int64_t num_segments, const DLTensor *grad_data,
                                              const jitops_segment_options *options,
-                                             seg_call *call) {
+                                             jitops__segment_call *call) {
   begin_call(call, fn, true, reduction);
   if (runtime == NULL)
     return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
   JITOPS__TRY(check_reduction(fn, reduction));
   jitops__dtype dx_dtype, other;
-  JITOPS__TRY(check_rows(fn, "grad_out", grad_out, runtime, false, &call->dy, &call->dtype));
-  JITOPS__TRY(check_rows(fn, "grad_data", grad_data, runtime, true, &call->dx, &dx_dtype));
+  int64_t other_cols;
+  JITOPS__TRY(
+      check_rows(fn, "grad_out", grad_out, runtime, false, &call->dy, &call->dtype, &other_cols));
+  JITOPS__TRY(
+      check_rows(fn, "grad_data", grad_data, runtime, true, &call->dx, &dx_dtype, &call->cols));
   JITOPS__TRY(check_segments(fn, num_segments));
   call->rows = grad_data->shape[0];
-  call->cols = row_length(grad_data);
   call->segments = num_segments;
   JITOPS__TRY(check_rows_limit(fn, call->rows));
   JITOPS__TRY(check_cols_limit(fn, call->cols));
@@ -373,10 +390,10 @@ jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *r
                           "%s: %s is NULL; the max and min backward needs the forward's input "
                           "(data) and result (out)",
                           fn, data == NULL ? "data" : "out");
-    JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->x, &other));
+    JITOPS__TRY(check_rows(fn, "data", data, runtime, false, &call->x, &other, &other_cols));
     JITOPS__TRY(check_like(fn, "data", data, other, call->rows, "grad_data's rows", "grad_data",
                            grad_data, call->dtype));
-    JITOPS__TRY(check_rows(fn, "out", out, runtime, false, &call->y, &other));
+    JITOPS__TRY(check_rows(fn, "out", out, runtime, false, &call->y, &other, &other_cols));
     JITOPS__TRY(check_like(fn, "out", out, other, num_segments, "num_segments", "grad_out",
                            grad_out, call->dtype));
   }
@@ -392,28 +409,6 @@ jitops_status jitops__segment_check_backward(const char *fn, jitops_runtime_t *r
   }
   call->vec_max = vec;
   return JITOPS_SUCCESS;
-}
-
-jitops_status jitops__segment_upload_host_ids(jitops_runtime_t *runtime, const seg_call *call,
-                                              void *device_copy, void *stream) {
-  const size_t elem = jitops__dtype_size(call->id_dtype);
-  const size_t bytes = (size_t)call->rows * elem;
-  if (bytes == 0)
-    return JITOPS_SUCCESS;
-  const char *src = (const char *)jitops__tensor_ptr(call->host_ids);
-  if (call->id_stride == 1)
-    return jitops__memcpy_async(runtime, device_copy, src, bytes, stream);
-  /* Strided host ids are packed first. The copy from pageable memory is staged before
-   * cuMemcpyAsync returns, so the packed buffer can be freed right after. */
-  char *packed = malloc(bytes);
-  if (packed == NULL)
-    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes to pack host ids",
-                        call->fn, bytes);
-  for (int64_t i = 0; i < call->rows; ++i)
-    memcpy(packed + (size_t)i * elem, src + (size_t)(i * call->id_stride) * elem, elem);
-  jitops_status status = jitops__memcpy_async(runtime, device_copy, packed, bytes, stream);
-  free(packed);
-  return status;
 }
 
 jitops_status jitops__segment_check_workspace(const char *fn, const jitops_workspace *workspace) {

@@ -1,17 +1,21 @@
 // jitops/segment_common.cuh — what the segment reduction kernels share: the algebra of the
 // four reductions (identity, combine, finish), the mapping of raw ids to sort keys, packed
-// loads and stores, and the dropped-id counter.
+// loads and stores, the dropped-id counter, and the kernels' arguments (segment_abi.h).
 //
 // Determinism: every kernel of the family either reduces in an order fixed by the row order
 // (sum, mean and the sort path of max/min) or uses integer atomics, whose result does not
 // depend on their order (counts, and max/min through an order-preserving integer encoding).
 #pragma once
 #include "jitops/common.cuh"
+#include "jitops/segment_abi.h"
 
 namespace jitops {
 namespace segment {
 
 enum { SUM = 0, MEAN = 1, MAX = 2, MIN = 3 };
+
+// Threads a block of the kernels without a shape of their own.
+constexpr int THREADS = JITOPS__SEGMENT_THREADS;
 
 template <int OP, class A> __device__ __forceinline__ A identity() {
   if (OP == MAX)
@@ -38,6 +42,19 @@ template <int OP, class A> __device__ __forceinline__ A combine(A acc, A v) {
   if (OP == MIN)
     return (v < acc || (is_nan(v) && !is_nan(acc))) ? v : acc;
   return acc + v;
+}
+
+// A lane's accumulators combined with one row's values, access by access (CPL accesses of VEC
+// columns, from column c0 with G lanes a row), skipping accesses past the row's D columns.
+template <int OP, class A, int CPL, int VEC, int G>
+__device__ __forceinline__ void combine_accesses(A (&acc)[CPL][VEC], const A (&v)[CPL][VEC], int c0,
+                                                 int lane, int D) {
+#pragma unroll
+  for (int k = 0; k < CPL; ++k)
+    if (c0 + (k * G + lane) * VEC < D)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        acc[k][e] = combine<OP, A>(acc[k][e], v[k][e]);
 }
 
 // The segment's result from its accumulated value and its row count (mean divides).
@@ -89,16 +106,20 @@ __device__ __forceinline__ void store_result(T *p, const acc_t<T> (&acc)[VEC], i
   store_pack<T, VEC>(p, r);
 }
 
+// A pack as the words the streaming accesses below move (16-bit packs as one halfword).
+template <class T, int VEC> union stream_words {
+  static constexpr int BYTES = (int)sizeof(T) * VEC;
+  pack<T, VEC> t;
+  unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
+  unsigned short h;
+};
+
 // The same, for data touched exactly once (the rows of data and grad_data in the backward):
 // evict-first ("streaming") accesses, which leave L2 to what is reused — the segments' rows.
 template <class T, int VEC>
 __device__ __forceinline__ void load_pack_stream(const T *p, acc_t<T> (&out)[VEC]) {
-  constexpr int BYTES = (int)sizeof(T) * VEC;
-  union {
-    pack<T, VEC> t;
-    unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
-    unsigned short h;
-  } r;
+  constexpr int BYTES = stream_words<T, VEC>::BYTES;
+  stream_words<T, VEC> r;
   if constexpr (BYTES == 16)
     asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3])
@@ -116,12 +137,8 @@ __device__ __forceinline__ void load_pack_stream(const T *p, acc_t<T> (&out)[VEC
 
 template <class T, int VEC>
 __device__ __forceinline__ void store_pack_stream(T *p, const acc_t<T> (&in)[VEC]) {
-  constexpr int BYTES = (int)sizeof(T) * VEC;
-  union {
-    pack<T, VEC> t;
-    unsigned u[BYTES >= 4 ? BYTES / 4 : 1];
-    unsigned short h;
-  } r;
+  constexpr int BYTES = stream_words<T, VEC>::BYTES;
+  stream_words<T, VEC> r;
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
     r.t.v[e] = from_acc<T>(in[e]);
@@ -136,6 +153,14 @@ __device__ __forceinline__ void store_pack_stream(T *p, const acc_t<T> (&in)[VEC
     asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(r.u[0]) : "memory");
   else
     asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(p), "h"(r.h) : "memory");
+}
+
+// What empty segments get, in the accumulation type A (float or double).
+template <class A> __device__ __forceinline__ A fill_value(const jitops__segment_fill &fill) {
+  if constexpr (sizeof(A) == 8)
+    return fill.f64;
+  else
+    return fill.f32;
 }
 
 // Adds n to the caller's dropped-id counter: int64 (c64) or int32 (c32), or neither.
@@ -176,8 +201,8 @@ template <int G> __device__ __forceinline__ unsigned group_mask() {
 }
 
 // The radix sort's digits (segment_sort.cuh): at most 8 bits a pass.
-constexpr int SORT_RADIX_BITS = 8;
-constexpr int SORT_RADIX_MAX = 1 << SORT_RADIX_BITS;
+constexpr int SORT_RADIX_BITS = JITOPS__SEGMENT_SORT_RADIX_BITS;
+constexpr int SORT_RADIX_MAX = JITOPS__SEGMENT_SORT_RADIX_MAX;
 
 // Whether a kernel behind the digit path's fallback runs: always without a flag (every other
 // path), else only when the digit path's scatter raised it (segment_digit.cuh). Read after

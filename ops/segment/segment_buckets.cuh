@@ -33,29 +33,25 @@
 namespace jitops {
 namespace segment {
 
-constexpr int BUCKET_THREADS = 256; // the offsets pass and the reduction
+constexpr int BUCKET_THREADS = JITOPS__SEGMENT_BUCKET_THREADS; // the offsets pass and the reduction
 // Threads a block of the counting and scattering passes, and the rows a thread loads at a time:
-// a block takes `block_rows` consecutive rows (a multiple of 4096), the same ones in both passes.
-constexpr int COUNTING_THREADS = 1024;
-constexpr int COUNTING_ITEMS = 4096 / COUNTING_THREADS;
+// a block takes `block_rows` consecutive rows (a multiple of COUNTING_THREADS x COUNTING_ITEMS),
+// the same ones in both passes.
+constexpr int COUNTING_THREADS = JITOPS__SEGMENT_COUNTING_THREADS;
+constexpr int COUNTING_ITEMS = JITOPS__SEGMENT_COUNTING_ITEMS;
 // Loads in flight a thread, where a thread walks an array of per-bucket or per-block values.
 constexpr int BUCKET_BATCH = 16;
 // Block counts the offsets pass loads at once, walking a bucket's column.
-constexpr int BUCKET_COLUMN_BATCH = 32;
+constexpr int BUCKET_COLUMN_BATCH = JITOPS__SEGMENT_BUCKET_COLUMN_BATCH;
 // Blocks of the reduction an SM holds: its 48 KB tables would allow four, but three leave ptxas
 // the registers for eight rows in flight a group (at four blocks, 64 registers, it spills them).
 constexpr int BUCKET_MIN_BLOCKS = 3;
 
-struct bucket_entry {
-  int row;
-  int local; // the segment's index within its bucket
-};
-
-// One block's work in the reduction: rows [first, end) of the entries, all of bucket `bucket`,
-// which has `tiles` tiles in all.
-struct bucket_tile {
-  int bucket, first, end, tiles;
-};
+// A row in its bucket ({row, the segment's index within the bucket}), and one block's work in
+// the reduction: rows [first, end) of the entries, all of bucket `bucket`, which has `tiles`
+// tiles in all (segment_abi.h).
+typedef jitops__segment_bucket_entry bucket_entry;
+typedef jitops__segment_bucket_tile bucket_tile;
 
 template <class I> __device__ __forceinline__ int bucket_of(I id, int S, int P) {
   return id >= 0 && id < (I)S ? (int)id / P : -1;
@@ -105,9 +101,12 @@ __device__ __forceinline__ void for_each_bucket(int n, Get &&get, Put &&put) {
 // Row k of the blocks x B matrix: block k's count of each bucket. Dynamic shared memory: B ints.
 template <class I>
 __global__ void __launch_bounds__(COUNTING_THREADS)
-    segment_bucket_count(const I *__restrict__ ids, i64 id_stride, int N, int S, int P, int B,
-                         int block_rows, int *__restrict__ matrix, unsigned long long *counter64,
-                         unsigned *counter32) {
+    segment_bucket_count(const jitops__segment_bucket_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, P = a.bucket_segments, B = a.buckets;
+  const int block_rows = a.block_rows;
+  int *__restrict__ matrix = a.matrix;
   extern __shared__ int block_counts[];
   for (int b = threadIdx.x; b < B; b += COUNTING_THREADS)
     block_counts[b] = 0;
@@ -121,7 +120,7 @@ __global__ void __launch_bounds__(COUNTING_THREADS)
   });
   dropped = warp_sum(dropped);
   if ((threadIdx.x & 31) == 0)
-    add_to_counter(counter64, counter32, dropped);
+    add_to_counter(a.counter.count64, a.counter.count32, dropped);
   __syncthreads();
   int *row = matrix + (i64)blockIdx.x * B;
   for (int b = threadIdx.x; b < B; b += COUNTING_THREADS)
@@ -131,16 +130,19 @@ __global__ void __launch_bounds__(COUNTING_THREADS)
 // The offsets pass splits each column into OFFSETS_PARTS parts of at most BUCKET_COLUMN_BATCH
 // blocks, a thread each, so that a column takes one round of loads (a thread a column took
 // four: 9.4 us at 128 blocks and 5209 buckets on an H100). The host keeps the counting passes
-// to at most OFFSETS_PARTS * BUCKET_COLUMN_BATCH blocks (SEG_BUCKET_COUNT_BLOCKS).
-constexpr int OFFSETS_PARTS = 4;
-constexpr int OFFSETS_BUCKETS = BUCKET_THREADS / OFFSETS_PARTS; // a block's columns
+// to at most OFFSETS_PARTS * BUCKET_COLUMN_BATCH blocks.
+constexpr int OFFSETS_PARTS = JITOPS__SEGMENT_OFFSETS_PARTS;
+constexpr int OFFSETS_BUCKETS = JITOPS__SEGMENT_OFFSETS_BUCKETS; // a block's columns
 
 // Column b of the matrix becomes each block's first slot within bucket b (an exclusive prefix
 // over the blocks), counts[b] the bucket's rows, and the reduction's ticket for the bucket 0.
 // A column's parts add up in shared memory.
 __global__ void __launch_bounds__(BUCKET_THREADS)
-    segment_bucket_offsets(int *__restrict__ matrix, int blocks, int B, int *__restrict__ counts,
-                           unsigned *__restrict__ bucket_done) {
+    segment_bucket_offsets(const jitops__segment_bucket_args a) {
+  int *__restrict__ matrix = a.matrix;
+  int *__restrict__ counts = a.counts;
+  unsigned *__restrict__ bucket_done = a.done;
+  const int blocks = a.blocks, B = a.buckets;
   __shared__ int part_sums[OFFSETS_PARTS][OFFSETS_BUCKETS];
   wait_for_previous_grid();
   const int part = threadIdx.x / OFFSETS_BUCKETS, column = threadIdx.x % OFFSETS_BUCKETS;
@@ -238,11 +240,17 @@ __device__ void clear_merged_buckets(const int *start, int B, int P, int S, int 
 // memory: 2B + 1 ints (at most 128 blocks: about one an SM on an H100 or H200).
 template <class T, class I, int OP>
 __global__ void __launch_bounds__(COUNTING_THREADS)
-    segment_bucket_scatter(const I *__restrict__ ids, i64 id_stride, int N, int S, int P, int B,
-                           int block_rows, int tile_rows, const int *__restrict__ matrix,
-                           const int *__restrict__ counts, bucket_entry *__restrict__ entries,
-                           bucket_tile *__restrict__ tiles, int *__restrict__ tile_count,
-                           T *__restrict__ out, i64 out_stride, int D) {
+    segment_bucket_scatter(const jitops__segment_bucket_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 id_stride = a.ids.stride, out_stride = a.tensors.out_stride;
+  const int N = a.ids.rows, S = a.ids.segments, P = a.bucket_segments, B = a.buckets;
+  const int block_rows = a.block_rows, tile_rows = a.tile_rows, D = a.cols;
+  const int *__restrict__ matrix = a.matrix;
+  const int *__restrict__ counts = a.counts;
+  bucket_entry *__restrict__ entries = a.entries;
+  bucket_tile *__restrict__ tiles = a.tiles;
+  int *__restrict__ tile_count = a.tile_count;
+  T *__restrict__ out = (T *)a.tensors.out;
   wait_for_previous_grid();
   extern __shared__ int next_slot[];
   int *in_bucket = next_slot + B + 1; // where the block's rows start within each bucket
@@ -346,13 +354,18 @@ __device__ __forceinline__ void for_each_access(const bucket_entry (&en)[U], int
 
 template <class T, int OP, int VEC, int G, int CPL>
 __global__ void __launch_bounds__(BUCKET_THREADS, BUCKET_MIN_BLOCKS)
-    segment_bucket_extreme(const T *__restrict__ data, i64 data_stride, int D,
-                           const bucket_entry *__restrict__ entries,
-                           const bucket_tile *__restrict__ tiles,
-                           const int *__restrict__ tile_count, int P, int S, T *__restrict__ out,
-                           i64 out_stride, acc_t<T> fill, unsigned *bucket_done) {
+    segment_bucket_extreme(const jitops__segment_bucket_args a) {
   typedef acc_t<T> A;
   typedef typename ordered<A>::type K;
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const i64 data_stride = a.tensors.data_stride, out_stride = a.tensors.out_stride;
+  const int D = a.cols, P = a.bucket_segments, S = a.ids.segments;
+  const bucket_entry *__restrict__ entries = a.entries;
+  const bucket_tile *__restrict__ tiles = a.tiles;
+  const int *__restrict__ tile_count = a.tile_count;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const A fill = fill_value<A>(a.fill);
+  unsigned *bucket_done = a.done;
   constexpr int U = bucket_rows_in_flight<VEC, CPL>::value;
   constexpr int GROUPS = BUCKET_THREADS / G;
   constexpr int COLS = G * CPL * VEC;

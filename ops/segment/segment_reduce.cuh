@@ -49,40 +49,34 @@ __device__ int lower_bound_key(const I *ids, i64 id_stride, const int *keys, int
   return lo;
 }
 
-// offsets[s] = first position whose key is >= s, for s in [0, S] (the row counts of sorted
-// ids, for the mean's backward). Also counts the ids >= S
-// (they sort last) into the caller's counter. A binary search per segment keeps the work
+// a.counts[s] = the first position of sorted ids whose id is >= s, for s in [0, S]: the row
+// counts of the mean's backward, as differences. A binary search per segment keeps the work
 // even however the rows are spread (a million empty segments cost what full ones do). On an
 // unsorted array (a broken `sorted` promise) the offsets stay monotonic and within [0, N].
-template <class I, bool SORTED>
-__global__ void __launch_bounds__(256)
-    segment_offsets(const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys, int N,
-                    int S, int *__restrict__ offsets, unsigned long long *counter64,
-                    unsigned *counter32) {
+template <class I>
+__global__ void __launch_bounds__(THREADS) segment_offsets(const jitops__segment_gather_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const int N = a.ids.rows, S = a.ids.segments;
+  int *__restrict__ offsets = a.counts;
   const i64 s = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (s > S)
     return;
-  const int off = lower_bound_key<I, SORTED>(ids, id_stride, keys, N, S, (int)s);
-  offsets[s] = off;
-  if (s == S) {
-    // Sorted ids clamp ids >= S to S; the radix sort maps them to S + 1 (negatives to S).
-    const int valid_end =
-        SORTED ? off : lower_bound_key<I, SORTED>(ids, id_stride, keys, N, S, S + 1);
-    add_to_counter(counter64, counter32, N - valid_end);
-  }
+  offsets[s] = lower_bound_key<I, true>(ids, a.ids.stride, nullptr, N, S, (int)s);
 }
 
 // Counts ids >= S when there is nothing else to do (an empty output).
 template <class I>
-__global__ void __launch_bounds__(256)
-    segment_count_too_large(const I *__restrict__ ids, i64 id_stride, int N, int S,
-                            unsigned long long *counter64, unsigned *counter32) {
+__global__ void __launch_bounds__(THREADS)
+    segment_count_too_large(const jitops__segment_count_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments;
   int local = 0;
   for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < N; j += (i64)gridDim.x * blockDim.x)
     local += ids[j * id_stride] >= (I)S;
   local = warp_sum(local);
   if ((threadIdx.x & 31) == 0)
-    add_to_counter(counter64, counter32, local);
+    add_to_counter(a.counter.count64, a.counter.count32, local);
 }
 
 // Keys and rows of the U positions from j0 (those below hi) that lane `lane` of a group of G
@@ -103,9 +97,12 @@ __device__ __forceinline__ void fetch_batch(const I *ids, i64 id_stride, const i
 
 // Blocks of the chunked reduction an SM should hold: narrow rows (<= 4 accumulated values a
 // lane, 4-byte accumulators) fit in 80 registers, and three blocks keep more rows in flight than
-// two (the host sizes the chunks for this: SEG_REDUCE_NARROW_THREADS_PER_SM).
+// two (the host sizes the chunks for this many).
 template <class T, int VEC, int CPL> struct reduce_min_blocks {
-  static constexpr int value = sizeof(acc_t<T>) == 4 && CPL * VEC <= 4 ? 3 : 1;
+  static constexpr int value =
+      sizeof(acc_t<T>) == 4 && CPL * VEC <= JITOPS__SEGMENT_REDUCE_NARROW_ELEMENTS
+          ? JITOPS__SEGMENT_REDUCE_NARROW_BLOCKS
+          : 1;
 };
 
 // The chunked reduction. Besides the results and partials it records where each segment
@@ -116,14 +113,21 @@ template <class T, int VEC, int CPL> struct reduce_min_blocks {
 // holds the rows' values themselves (float bits), which the sort carried along. Empty segments
 // of short gaps get `empty_value`, and bounds [0, 1) that tell the fixup they are done.
 template <class T, class I, int OP, int VEC, int G, int CPL, bool SORTED, bool CARRY>
-__global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
-    segment_reduce_chunks(const T *__restrict__ data, i64 data_stride, int D,
-                          const I *__restrict__ ids, i64 id_stride, const int *__restrict__ keys,
-                          const int *__restrict__ perm, int N, int S, int CH, int nchunks,
-                          T *__restrict__ out, i64 out_stride, acc_t<T> *__restrict__ partials,
-                          int *__restrict__ seg_start, int *__restrict__ seg_end,
-                          unsigned long long *counter64, unsigned *counter32, acc_t<T> empty_value,
-                          const int *__restrict__ fallback) {
+__global__ void __launch_bounds__(THREADS, (reduce_min_blocks<T, VEC, CPL>::value))
+    segment_reduce_chunks(const jitops__segment_reduce_args a) {
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const i64 data_stride = a.tensors.data_stride, id_stride = a.ids.stride,
+            out_stride = a.tensors.out_stride;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const int *__restrict__ keys = a.keys;
+  const int *__restrict__ perm = a.perm;
+  const int N = a.ids.rows, S = a.ids.segments, D = a.cols, CH = a.chunk_rows, nchunks = a.chunks;
+  T *__restrict__ out = (T *)a.tensors.out;
+  acc_t<T> *__restrict__ partials = (acc_t<T> *)a.partials;
+  int *__restrict__ seg_start = a.seg_start;
+  int *__restrict__ seg_end = a.seg_end;
+  const int *__restrict__ fallback = a.fallback;
+  const acc_t<T> empty_value = fill_value<acc_t<T>>(a.fill);
   wait_for_previous_grid();
   if (!fallback_runs(fallback))
     return;
@@ -268,21 +272,15 @@ __global__ void __launch_bounds__(256, (reduce_min_blocks<T, VEC, CPL>::value))
           run_key = key;
           run_start = j;
         }
-        if (run_key >= 0 && run_key < S) {
-#pragma unroll
-          for (int k = 0; k < CPL; ++k)
-            if (c0 + (k * G + lane) * VEC < D)
-#pragma unroll
-              for (int e = 0; e < VEC; ++e)
-                acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
-        }
+        if (run_key >= 0 && run_key < S)
+          combine_accesses<OP, A, CPL, VEC, G>(acc, v[u], c0, lane, D);
       }
     }
     emit(run_key, run_start, hi);
     if (hi == N)
       fill_gap(run_key, S);
   }
-  add_to_counter(counter64, counter32, dropped);
+  add_to_counter(a.counter.count64, a.counter.count32, dropped);
 }
 
 // The partials of segment [st, en): row lane `rl` of `RL` combines partials rl, rl + RL, ...
@@ -318,12 +316,7 @@ __device__ __forceinline__ void combine_partials(const acc_t<T> *__restrict__ pa
 #pragma unroll
     for (int u = 0; u < U; ++u)
       if (p0 + u * RL < count)
-#pragma unroll
-        for (int k = 0; k < CPL; ++k)
-          if (c0 + (k * G + cl) * VEC < D)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-              acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
+        combine_accesses<OP, A, CPL, VEC, G>(acc, v[u], c0, cl, D);
   }
 }
 
@@ -419,14 +412,19 @@ fixup_segments(const int *__restrict__ seg_start, const int *__restrict__ seg_en
 // Segments with more than LONG partials (a few huge segments) are then taken by the whole warp:
 // row lane r combines partials r, r + 32/G, ... and a fixed butterfly combines the row lanes.
 // Every order is fixed. `empty_value` is 0 for sum and mean, the fill for max/min.
-constexpr int FIXUP_ROUNDS = 4;
+constexpr int FIXUP_ROUNDS = JITOPS__SEGMENT_FIXUP_ROUNDS;
 
 template <class T, int OP, int VEC, int G, int CPL>
-__global__ void __launch_bounds__(256)
-    segment_reduce_fixup(const int *__restrict__ seg_start, const int *__restrict__ seg_end, int S,
-                         int D, int CH, const acc_t<T> *__restrict__ partials, T *__restrict__ out,
-                         i64 out_stride, acc_t<T> empty_value, int segs,
-                         const int *__restrict__ fallback) {
+__global__ void __launch_bounds__(THREADS)
+    segment_reduce_fixup(const jitops__segment_reduce_args a) {
+  const int *__restrict__ seg_start = a.seg_start;
+  const int *__restrict__ seg_end = a.seg_end;
+  const int S = a.ids.segments, D = a.cols, CH = a.chunk_rows, segs = a.fixup_segments;
+  const acc_t<T> *__restrict__ partials = (const acc_t<T> *)a.partials;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const i64 out_stride = a.tensors.out_stride;
+  const acc_t<T> empty_value = fill_value<acc_t<T>>(a.fill);
+  const int *__restrict__ fallback = a.fallback;
   wait_for_previous_grid();
   if (!fallback_runs(fallback))
     return;

@@ -18,15 +18,18 @@
 namespace jitops {
 namespace segment {
 
-constexpr int TILE_SLOTS = SORT_TILE / SORT_THREADS; // slots a thread adds up, in order
-constexpr int COMBINE_SPLITS = 8;                    // warps of a combine block
+constexpr int TILE_SLOTS = SORT_TILE / SORT_THREADS;           // slots a thread adds up, in order
+constexpr int COMBINE_SPLITS = JITOPS__SEGMENT_COMBINE_SPLITS; // warps of a combine block
 
 template <class T, class I, bool COUNTS>
 __global__ void __launch_bounds__(SORT_THREADS, 2)
-    segment_tile_sums(const T *__restrict__ data, i64 data_stride, const I *__restrict__ ids,
-                      i64 id_stride, int N, int S, int passes, int bits, float *__restrict__ sums,
-                      int *__restrict__ counts, unsigned long long *counter64,
-                      unsigned *counter32) {
+    segment_tile_sums(const jitops__segment_tiles_args a) {
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 data_stride = a.tensors.data_stride, id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, passes = a.passes, bits = a.bits;
+  float *__restrict__ sums = a.sums;
+  int *__restrict__ counts = a.counts;
   __shared__ int warp_digits[SORT_WARPS][SORT_RADIX_MAX];
   __shared__ int tile_start[SORT_RADIX_MAX];
   __shared__ u64 warp_sums[SORT_WARPS];
@@ -60,7 +63,7 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
   }
   too_large = warp_sum(too_large);
   if (lane == 0)
-    add_to_counter(counter64, counter32, too_large);
+    add_to_counter(a.counter.count64, a.counter.count32, too_large);
 
   for (int pass = 0; pass < passes; ++pass) {
     const int shift = pass * bits;
@@ -77,28 +80,13 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
     __syncthreads(); // the previous pass's slots are read and its counters used
     rank_in_warp(key, shift, mask, warp_digits[warp], rank);
     __syncthreads();
-    int count = 0;
-    if (tid < radix) {
-#pragma unroll
-      for (int w = 0; w < SORT_WARPS; ++w) {
-        const int c = warp_digits[w][tid];
-        warp_digits[w][tid] = count;
-        count += c;
-      }
-    }
+    const int count = tid < radix ? warp_starts(warp_digits, tid) : 0;
     const int start = (int)block_exclusive_sum((u64)count, warp_sums);
     if (tid < radix)
       tile_start[tid] = start;
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < SORT_ITEMS; ++k) {
-      if (key[k] >= 0) {
-        const int d = (key[k] >> shift) & mask;
-        const int slot = tile_start[d] + warp_digits[warp][d] + rank[k];
-        tile_keys[slot] = key[k];
-        tile_vals[slot] = val[k];
-      }
-    }
+    place_in_slots(key, val, rank, shift, mask, tile_start, warp_digits[warp], tile_keys,
+                   tile_vals);
     __syncthreads();
   }
 
@@ -166,8 +154,12 @@ __global__ void __launch_bounds__(SORT_THREADS, 2)
 // (w+1)*tiles/SPLITS) of them, and the SPLITS partial sums are added in order.
 template <class T, bool MEAN>
 __global__ void __launch_bounds__(32 * COMBINE_SPLITS)
-    segment_tile_combine(const float *__restrict__ sums, const int *__restrict__ counts, int tiles,
-                         int S, T *__restrict__ out, i64 out_stride) {
+    segment_tile_combine(const jitops__segment_tiles_args a) {
+  const float *__restrict__ sums = a.sums;
+  const int *__restrict__ counts = a.counts;
+  const int tiles = a.tiles, S = a.ids.segments;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const i64 out_stride = a.tensors.out_stride;
   __shared__ float part_sum[COMBINE_SPLITS][32];
   __shared__ int part_count[COMBINE_SPLITS][32];
   constexpr int U = 8; // loads in flight

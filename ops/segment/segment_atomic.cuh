@@ -68,14 +68,16 @@ template <int OP, class K> __device__ __forceinline__ void atomic_extreme(K *p, 
 // G lanes per row, each VEC columns at a time; rows are strided over the grid, ROWS_IN_FLIGHT
 // at a time so that the id and data loads of several rows overlap.
 template <class T, class I, int OP, int VEC, int G, bool SHARED>
-__global__ void __launch_bounds__(256)
-    segment_atomic_extreme(const T *__restrict__ data, i64 data_stride, int D,
-                           const I *__restrict__ ids, i64 id_stride, int N, int S,
-                           typename ordered<acc_t<T>>::type *__restrict__ table,
-                           unsigned long long *counter64, unsigned *counter32) {
+__global__ void __launch_bounds__(THREADS)
+    segment_atomic_extreme(const jitops__segment_atomic_args a) {
   typedef acc_t<T> A;
   typedef typename ordered<A>::type K;
-  constexpr int ROWS_IN_FLIGHT = 4;
+  constexpr int ROWS_IN_FLIGHT = JITOPS__SEGMENT_ATOMIC_ROWS_IN_FLIGHT;
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 data_stride = a.tensors.data_stride, id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
+  K *__restrict__ table = (K *)a.table;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const i64 cells = (i64)S * D;
   K *target = table;
@@ -127,16 +129,20 @@ __global__ void __launch_bounds__(256)
   }
   dropped = warp_sum(dropped);
   if ((threadIdx.x & 31) == 0)
-    add_to_counter(counter64, counter32, dropped);
+    add_to_counter(a.counter.count64, a.counter.count32, dropped);
 }
 
 // out[s, :] = decoded table row, or `fill` where no row reached the cell (an empty segment).
 template <class T, int OP, int VEC, int G>
-__global__ void __launch_bounds__(256)
-    segment_atomic_finalize(const typename ordered<acc_t<T>>::type *__restrict__ table, int S,
-                            int D, T *__restrict__ out, i64 out_stride, acc_t<T> fill) {
+__global__ void __launch_bounds__(THREADS)
+    segment_atomic_finalize(const jitops__segment_atomic_args a) {
   typedef acc_t<T> A;
   typedef typename ordered<A>::type K;
+  const K *__restrict__ table = (const K *)a.table;
+  const int S = a.ids.segments, D = a.cols;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const i64 out_stride = a.tensors.out_stride;
+  const A fill = fill_value<A>(a.fill);
   const int nch = D / VEC;
   const int lane = threadIdx.x % G;
   const i64 groups = (i64)gridDim.x * (blockDim.x / G);

@@ -35,20 +35,19 @@ namespace segment {
 // at full bandwidth is the bytes in flight an SM (about 100 KB on an H100), not the warps:
 // wide rows (E >= 8) keep 64 loaded elements a lane in two blocks an SM (128 registers), narrow
 // rows 24 (half data, half their result columns) in three (80 registers; a fourth row spilled).
-constexpr int RUNS_THREADS = 256;
+constexpr int RUNS_THREADS = JITOPS__SEGMENT_RUNS_THREADS;
 template <class T, int E> struct runs_shape {
-  static constexpr bool wide = E >= 8;
-  static constexpr int min_blocks = wide || sizeof(acc_t<T>) == 8 ? 2 : 3;
+  static constexpr bool wide = E >= JITOPS__SEGMENT_RUNS_WIDE_ELEMENTS;
+  static constexpr int min_blocks = wide || sizeof(acc_t<T>) == 8
+                                        ? JITOPS__SEGMENT_RUNS_WIDE_BLOCKS
+                                        : JITOPS__SEGMENT_RUNS_NARROW_BLOCKS;
   static constexpr int budget = sizeof(acc_t<T>) == 4 ? (wide ? 64 : 32) : (wide ? 32 : 16);
   static constexpr int u0 = wide ? budget / E : (budget - 8) / (2 * E);
   static constexpr int rows = u0 < 1 ? 1 : (u0 > 8 ? 8 : u0); // rows a batch (U)
 };
 
-// The tie bits of a run that crosses chunks: bit k * VEC + e of a lane's words is its column
-// (k, e) of the tile — `once` where some row matched, `twice` where two did.
-struct tie_bits {
-  unsigned once, twice;
-};
+// The tie bits of a run that crosses chunks (segment_abi.h).
+typedef jitops__segment_tie_bits tie_bits;
 
 // Where a lane keeps a crossing run's bits: bits[chunk][slot][tile][lane], slot 0 for the
 // chunk's first run and 1 for its last.
@@ -148,18 +147,11 @@ rewrite_tied(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y, i64
   }
 }
 
-// Tied whole segments a chunk lists for the fix pass, per column tile (SEG_RUNS_TIED_LIST on the
-// host); a count of one more means the list overflowed and the fix pass finds them itself.
-constexpr int TIED_LIST = 4;
-
-// Where a chunk's tile keeps its list: `count[ct]` entries (TIED_LIST + 1: overflowed),
-// `runs[ct][i]` = {segment, first position, end}, `bits[ct][i][lane]` the lanes' tie bits, where
-// ct = chunk * tiles + tile.
-struct tied_list {
-  int *count;
-  int *runs;
-  unsigned *bits;
-};
+// Tied whole segments a chunk lists for the fix pass, per column tile; a count of one more
+// means the list overflowed and the fix pass finds them itself. Where a chunk's tile keeps its
+// list: jitops__segment_tied_list (segment_abi.h).
+constexpr int TIED_LIST = JITOPS__SEGMENT_RUNS_TIED_LIST;
+typedef jitops__segment_tied_list tied_list;
 
 // Entry i of the list of chunk tile ct: its run at runs[3 * entry], its lanes' bits at
 // bits[G * entry].
@@ -189,14 +181,20 @@ __device__ __forceinline__ void run_extent(const I *ids, i64 id_stride, const in
 // the current segment's result and dy columns in shared memory (each lane its own, no barrier).
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
 __global__ void __launch_bounds__(RUNS_THREADS, (runs_shape<T, CPL * VEC>::min_blocks))
-    segment_backward_runs_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
-                               i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
-                               const I *__restrict__ ids, i64 id_stride,
-                               const int *__restrict__ keys, const int *__restrict__ perm, int N,
-                               int S, int D, int CH, int nchunks, T *__restrict__ dx, i64 dx_stride,
-                               tie_bits *__restrict__ bits, int *__restrict__ owned,
-                               int *__restrict__ own_start, int *__restrict__ seg_end,
-                               tied_list tied) {
+    segment_backward_runs_mark(const jitops__segment_runs_args a) {
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const int *__restrict__ keys = a.keys, *__restrict__ perm = a.perm;
+  tie_bits *__restrict__ bits = a.bits;
+  int *__restrict__ owned = a.owned, *__restrict__ own_start = a.own_start,
+                    *__restrict__ seg_end = a.seg_end;
+  const tied_list tied = a.tied;
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, D = a.cols, CH = a.chunk_rows, nchunks = a.chunks;
   wait_for_previous_grid();
   typedef acc_t<T> A;
   constexpr int E = CPL * VEC;
@@ -413,15 +411,22 @@ rewrite_chunk_ties(const T *__restrict__ x, i64 x_stride, const T *__restrict__ 
 // every chunk rewrites the tied whole segments the mark pass listed (or, where its list
 // overflowed, finds them by walking its rows again).
 template <class T, class I, int VEC, int G, int CPL, bool SORTED, bool FIRST>
-__global__ void __launch_bounds__(256)
-    segment_backward_runs_fix(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
-                              i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
-                              const I *__restrict__ ids, i64 id_stride,
-                              const int *__restrict__ keys, const int *__restrict__ perm, int N,
-                              int S, int D, int CH, int nchunks, T *__restrict__ dx, i64 dx_stride,
-                              const tie_bits *__restrict__ bits, const int *__restrict__ owned,
-                              const int *__restrict__ own_start, const int *__restrict__ seg_end,
-                              tied_list tied) {
+__global__ void __launch_bounds__(THREADS)
+    segment_backward_runs_fix(const jitops__segment_runs_args a) {
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const int *__restrict__ keys = a.keys, *__restrict__ perm = a.perm;
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, D = a.cols, CH = a.chunk_rows, nchunks = a.chunks;
+  /* The mark pass's records, read-only here. */
+  const tie_bits *__restrict__ bits = a.bits;
+  const int *__restrict__ owned = a.owned, *__restrict__ own_start = a.own_start,
+                          *__restrict__ seg_end = a.seg_end;
+  const tied_list tied = a.tied;
   wait_for_previous_grid();
   constexpr int COLS = G * CPL * VEC;
   constexpr int BATCH_CHUNKS = 4;

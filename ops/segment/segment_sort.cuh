@@ -23,12 +23,12 @@
 namespace jitops {
 namespace segment {
 
-constexpr int SORT_THREADS = 256;
-constexpr int SORT_ITEMS = 16;
-constexpr int SORT_TILE = SORT_THREADS * SORT_ITEMS;
+// The sort's shape (segment_abi.h): keys are below 2^31, so at most SORT_PASSES_MAX passes.
+constexpr int SORT_THREADS = JITOPS__SEGMENT_SORT_THREADS, SORT_ITEMS = JITOPS__SEGMENT_SORT_ITEMS,
+              SORT_TILE = JITOPS__SEGMENT_SORT_TILE,
+              SORT_PASSES_MAX = JITOPS__SEGMENT_SORT_PASSES_MAX,
+              HIST_ITEMS = JITOPS__SEGMENT_HIST_ITEMS;
 constexpr int SORT_WARPS = SORT_THREADS / 32;
-constexpr int SORT_PASSES_MAX = 4; // keys are below 2^31
-constexpr int HIST_ITEMS = 16;
 // Predecessor tiles a look-back reads per round trip: with every tile of a small sort in flight
 // at once, one at a time would make the last tile wait for hundreds of round trips.
 constexpr int LOOKBACK_BATCH = 32;
@@ -49,9 +49,14 @@ __device__ __forceinline__ int digit_of_pass(int key, int p, int bits, int mask)
 // starts from, which that path leaves out of its memset.
 template <class I>
 __global__ void __launch_bounds__(SORT_THREADS)
-    segment_sort_histogram(const I *__restrict__ ids, i64 id_stride, int N, int S, int passes,
-                           int bits, int *__restrict__ hist, const int *__restrict__ fallback,
-                           int *__restrict__ seg_start, int *__restrict__ seg_end) {
+    segment_sort_histogram(const jitops__segment_sort_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, passes = a.passes, bits = a.bits;
+  int *__restrict__ hist = a.hist;
+  const int *__restrict__ fallback = a.fallback;
+  int *__restrict__ seg_start = a.seg_start;
+  int *__restrict__ seg_end = a.seg_end;
   __shared__ int local[SORT_PASSES_MAX * SORT_RADIX_MAX];
   const int tid = threadIdx.x, mask = (1 << bits) - 1;
   wait_for_previous_grid();
@@ -116,6 +121,37 @@ __device__ __forceinline__ void rank_in_warp(const int (&key)[SORT_ITEMS], int s
     if (valid && (peers & lanes_below) == 0)
       counts[d] = before + __popc(peers);
     __syncwarp();
+  }
+}
+
+// For the thread looking after digit d: each warp's count of d (warp_digits[w][d]) becomes the
+// warp's start among the tile's items of d; returns the tile's count of d.
+__device__ __forceinline__ int warp_starts(int (*warp_digits)[SORT_RADIX_MAX], int d) {
+  int count = 0;
+#pragma unroll
+  for (int w = 0; w < SORT_WARPS; ++w) {
+    const int c = warp_digits[w][d];
+    warp_digits[w][d] = count;
+    count += c;
+  }
+  return count;
+}
+
+// A warp's ranked items into their slots of the tile: a digit's first slot in the tile, plus
+// the warp's start among the digit's items, plus the item's rank among the warp's.
+template <class V>
+__device__ __forceinline__ void
+place_in_slots(const int (&key)[SORT_ITEMS], const V (&val)[SORT_ITEMS],
+               const int (&rank)[SORT_ITEMS], int shift, int mask, const int *tile_start,
+               const int *warp_start, int *tile_keys, V *tile_vals) {
+#pragma unroll
+  for (int k = 0; k < SORT_ITEMS; ++k) {
+    if (key[k] >= 0) {
+      const int d = (key[k] >> shift) & mask;
+      const int slot = tile_start[d] + warp_start[d] + rank[k];
+      tile_keys[slot] = key[k];
+      tile_vals[slot] = val[k];
+    }
   }
 }
 
@@ -212,12 +248,7 @@ sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__
   int count = 0;
   u64 *mine = lookback + (i64)tile * SORT_RADIX_MAX + tid;
   if (tid < radix) {
-#pragma unroll
-    for (int w = 0; w < SORT_WARPS; ++w) {
-      const int c = warp_digits[w][tid];
-      warp_digits[w][tid] = count;
-      count += c;
-    }
+    count = warp_starts(warp_digits, tid);
     lookback_store(mine, (tile == 0 ? LOOKBACK_PREFIX : LOOKBACK_AGGREGATE) | (u64)count);
   }
   const u64 global_count = tid < radix ? (u64)(unsigned)hist[tid] : 0;
@@ -230,15 +261,7 @@ sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__
   // Reorder the tile by digit in shared memory (stable: slot order is row order within a
   // digit); later the slots go out in order, runs of one digit to consecutive positions,
   // which coalesces the scattered writes.
-#pragma unroll
-  for (int k = 0; k < SORT_ITEMS; ++k) {
-    if (key[k] >= 0) {
-      const int d = (key[k] >> shift) & mask;
-      const int slot = tile_start[d] + warp_digits[warp][d] + rank[k];
-      tile_keys[slot] = key[k];
-      tile_vals[slot] = val[k];
-    }
-  }
+  place_in_slots(key, val, rank, shift, mask, tile_start, warp_digits[warp], tile_keys, tile_vals);
 
   // Rows of each digit in earlier tiles: walk back, LOOKBACK_BATCH tiles per round trip,
   // adding their counts up to the first tile that knows its prefix (tile 0 always does).
@@ -285,21 +308,19 @@ sort_pass_tile(bool first, const I *__restrict__ ids, i64 id_stride, const T *__
       lookback_clear[(i64)tile * SORT_RADIX_MAX + d] = 0;
 }
 
-// A pass of the radix sort; behind the digit path's fallback flag when `fallback` is given.
+// A pass of the radix sort (a.pass); behind the digit path's fallback flag when `fallback` is
+// given. The first pass reads the ids (and with CARRY the data), later ones a.pass.keys_in.
 template <class I, class T, bool FIRST, bool CARRY>
 __global__ void __launch_bounds__(SORT_THREADS, 2)
-    segment_sort_pass(const I *__restrict__ ids, i64 id_stride, const T *__restrict__ data,
-                      i64 data_stride, const int *__restrict__ keys_in,
-                      const int *__restrict__ vals_in, int N, int S, int shift, int bits,
-                      const int *__restrict__ hist, u64 *lookback, u64 *lookback_clear,
-                      int *tile_counter, int *__restrict__ keys_out, int *__restrict__ vals_out,
-                      const int *__restrict__ fallback) {
+    segment_sort_pass(const jitops__segment_sort_args a) {
+  const jitops__segment_sort_pass &p = a.pass;
   wait_for_previous_grid();
-  if (!fallback_runs(fallback))
+  if (!fallback_runs(a.fallback))
     return;
-  sort_pass_tile<I, T, CARRY>(FIRST, ids, id_stride, data, data_stride, keys_in, vals_in, N, S,
-                              shift, bits, hist, lookback, lookback_clear, tile_counter, keys_out,
-                              vals_out);
+  sort_pass_tile<I, T, CARRY>(FIRST, (const I *)a.ids.ptr, a.ids.stride, (const T *)a.data,
+                              a.data_stride, p.keys_in, p.vals_in, a.ids.rows, a.ids.segments,
+                              p.shift, a.bits, p.hist, p.lookback, p.lookback_clear, p.tile_counter,
+                              p.keys_out, p.vals_out);
 }
 
 } // namespace segment

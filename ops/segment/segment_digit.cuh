@@ -10,7 +10,7 @@
 // row order, the order of the full sort, and sums are bit-identical from run to run.
 //
 // The fallback. A part's region of the entry list holds at most DIGIT_CAP rows; the host sizes
-// the parts for uniform ids (SEG_DIGIT_PART_ROWS expected rows, far below the cap) but cannot
+// the parts for uniform ids (about 1280 expected rows, far below the cap) but cannot
 // see the ids. A region that overflows (skewed ids) raises `fallback`; the reduction then does
 // nothing, and the full radix sort, the chunked reduction and its fixup — launched behind it on
 // every call, returning at once unless the flag is up — do all of the work.
@@ -34,53 +34,29 @@
 namespace jitops {
 namespace segment {
 
-// A part's rows at most (the host's SEG_DIGIT_CAP): its region of the entry list, and what its
-// block's shared memory orders.
-constexpr int DIGIT_CAP = 2048;
-// Parts at most (the host's SEG_DIGIT_PARTS_MAX): a scatter block counts them in shared memory.
-constexpr int DIGIT_PARTS_MAX = 4096;
+// A part's rows at most: its region of the entry list, and what its block's shared memory
+// orders. Parts at most: a scatter block counts them in shared memory.
+constexpr int DIGIT_CAP = JITOPS__SEGMENT_DIGIT_CAP,
+              DIGIT_PARTS_MAX = JITOPS__SEGMENT_DIGIT_PARTS_MAX;
 
-constexpr int SCATTER_THREADS = 1024;
-constexpr int SCATTER_ITEMS = 8;
-constexpr int SCATTER_TILE = SCATTER_THREADS * SCATTER_ITEMS;
+constexpr int SCATTER_THREADS = JITOPS__SEGMENT_SCATTER_THREADS,
+              SCATTER_ITEMS = JITOPS__SEGMENT_SCATTER_ITEMS,
+              SCATTER_TILE = JITOPS__SEGMENT_SCATTER_TILE;
 constexpr int SCATTER_PARTS_PER_THREAD = DIGIT_PARTS_MAX / SCATTER_THREADS;
 static_assert(SCATTER_PARTS_PER_THREAD * SCATTER_THREADS == DIGIT_PARTS_MAX, "the parts' scan");
-// The scatter's dynamic shared memory (the host's SEG_DIGIT_SCATTER_SHARED): each part's count
-// and then first staged slot (one more entry: the total), its first slot in its region, and the
-// staged entries.
-constexpr int SCATTER_FIRST_WORDS = DIGIT_PARTS_MAX + 4;
-constexpr int SCATTER_SHARED = (SCATTER_FIRST_WORDS + DIGIT_PARTS_MAX) * 4 + SCATTER_TILE * 8;
-static_assert(SCATTER_SHARED <= 227 * 1024, "a scatter block's shared memory");
+// The scatter's dynamic shared memory (segment_abi.h): each part's count and then first staged
+// slot (one more entry: the total), its first slot in its region, and the staged entries.
+constexpr int SCATTER_FIRST_WORDS = JITOPS__SEGMENT_SCATTER_FIRST_WORDS;
+static_assert(sizeof(int2) == JITOPS__SEGMENT_DIGIT_ENTRY_BYTES, "an entry is {key, row}");
+static_assert(JITOPS__SEGMENT_SCATTER_SHARED <= 227 * 1024, "a scatter block's shared memory");
 
-constexpr int DIGIT_THREADS = 256;
+constexpr int DIGIT_THREADS = JITOPS__SEGMENT_DIGIT_THREADS;
 constexpr int DIGIT_ITEMS = DIGIT_CAP / DIGIT_THREADS;
-// Segments a part at most (the host's SEG_DIGIT_PART_SEGMENTS_MAX).
-constexpr int DIGIT_PART_SEGMENTS_MAX = 1024;
+// Segments a part at most.
+constexpr int DIGIT_PART_SEGMENTS_MAX = JITOPS__SEGMENT_DIGIT_PART_SEGMENTS_MAX;
 constexpr int DIGIT_SEGMENTS_PER_THREAD = DIGIT_PART_SEGMENTS_MAX / DIGIT_THREADS;
 // Blocks an SM holds: three (80 registers a thread, for the reduction's rows in flight).
 constexpr int DIGIT_MIN_BLOCKS = 3;
-
-__device__ constexpr int digit_align(int bytes) {
-  return (bytes + 15) & ~15;
-}
-
-// The reduction's dynamic shared memory, at byte offsets: the segments' counts and then first
-// slots (pp + 1), the rows placed by segment, the rows in final order and their segments
-// (16-bit), the lane groups' partials. The host mirrors it (digit_shared_bytes).
-struct digit_shared {
-  static __device__ constexpr int placed(int pp) {
-    return digit_align((pp + 1) * 4);
-  }
-  static __device__ constexpr int rows(int pp) {
-    return placed(pp) + DIGIT_CAP * 4;
-  }
-  static __device__ constexpr int locals(int pp) {
-    return rows(pp) + DIGIT_CAP * 4;
-  }
-  static __device__ constexpr int partials(int pp) {
-    return locals(pp) + digit_align(DIGIT_CAP * 2);
-  }
-};
 
 // Turns counts[0..n) into exclusive starts, in place, and writes the total to counts[n]; thread
 // t takes entries [t * K, t * K + K). No barrier at the end.
@@ -109,10 +85,13 @@ __device__ __forceinline__ void counts_to_starts(int *counts, int n, u64 *warp_s
 // count a part) and `fallback` start zeroed.
 template <class I>
 __global__ void __launch_bounds__(SCATTER_THREADS)
-    segment_digit_scatter(const I *__restrict__ ids, i64 id_stride, int N, int S, int part_log2,
-                          int parts, int *__restrict__ fill, int2 *__restrict__ entries,
-                          int *__restrict__ fallback, unsigned long long *counter64,
-                          unsigned *counter32) {
+    segment_digit_scatter(const jitops__segment_digit_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, part_log2 = a.part_log2, parts = a.parts;
+  int *__restrict__ fill = a.part_rows;
+  int2 *__restrict__ entries = (int2 *)a.entries;
+  int *__restrict__ fallback = a.fallback;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ u64 warp_sums[SCATTER_THREADS / 32];
   int *first = reinterpret_cast<int *>(smem_raw);
@@ -139,7 +118,7 @@ __global__ void __launch_bounds__(SCATTER_THREADS)
   }
   dropped = warp_sum(dropped);
   if ((tid & 31) == 0)
-    add_to_counter(counter64, counter32, dropped);
+    add_to_counter(a.counter.count64, a.counter.count32, dropped);
   __syncthreads();
 
   counts_to_starts<SCATTER_PARTS_PER_THREAD>(first, parts, warp_sums);
@@ -183,11 +162,16 @@ __device__ __forceinline__ int share_start(int m, int g, int groups) {
 
 template <class T, int OP, int VEC, int G, int CPL>
 __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
-    segment_digit_reduce(const T *__restrict__ data, i64 data_stride, int D,
-                         const int2 *__restrict__ entries, const int *__restrict__ part_rows, int S,
-                         int part_log2, const int *__restrict__ fallback, T *__restrict__ out,
-                         i64 out_stride, acc_t<T> empty_value) {
+    segment_digit_reduce(const jitops__segment_digit_args a) {
   typedef acc_t<T> A;
+  const T *__restrict__ data = (const T *)a.tensors.data;
+  const i64 data_stride = a.tensors.data_stride, out_stride = a.tensors.out_stride;
+  const int D = a.cols, S = a.ids.segments, part_log2 = a.part_log2;
+  const int2 *__restrict__ entries = (const int2 *)a.entries;
+  const int *__restrict__ part_rows = a.part_rows;
+  const int *__restrict__ fallback = a.fallback;
+  T *__restrict__ out = (T *)a.tensors.out;
+  const A empty_value = fill_value<A>(a.fill);
   constexpr int COLS = G * CPL * VEC;
   constexpr int GROUPS = DIGIT_THREADS / G;
   constexpr int U = CPL * VEC >= 32 ? 1 : (32 / (CPL * VEC) > 16 ? 16 : 32 / (CPL * VEC));
@@ -201,11 +185,13 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
   const int pp = 1 << part_log2, s0 = blockIdx.x << part_log2;
   const int segs = min(pp, S - s0);
   const int m = part_rows[blockIdx.x]; // at most DIGIT_CAP, else the fallback is up
+  // The layout of segment_abi.h (JITOPS__SEGMENT_DIGIT_*), which the host sizes by.
   int *seg_first = reinterpret_cast<int *>(smem_raw);
-  int *placed = reinterpret_cast<int *>(smem_raw + digit_shared::placed(pp));
-  int *srow = reinterpret_cast<int *>(smem_raw + digit_shared::rows(pp));
-  unsigned short *slocal = reinterpret_cast<unsigned short *>(smem_raw + digit_shared::locals(pp));
-  A *partial = reinterpret_cast<A *>(smem_raw + digit_shared::partials(pp));
+  int *placed = reinterpret_cast<int *>(smem_raw + JITOPS__SEGMENT_DIGIT_PLACED(pp));
+  int *srow = reinterpret_cast<int *>(smem_raw + JITOPS__SEGMENT_DIGIT_ROWS(pp));
+  unsigned short *slocal =
+      reinterpret_cast<unsigned short *>(smem_raw + JITOPS__SEGMENT_DIGIT_LOCALS(pp));
+  A *partial = reinterpret_cast<A *>(smem_raw + JITOPS__SEGMENT_DIGIT_PARTIALS(pp));
   for (int l = tid; l <= pp; l += DIGIT_THREADS)
     seg_first[l] = 0;
   __syncthreads();
@@ -299,12 +285,7 @@ __global__ void __launch_bounds__(DIGIT_THREADS, DIGIT_MIN_BLOCKS)
           run = l;
           run_start = j;
         }
-#pragma unroll
-        for (int k = 0; k < CPL; ++k)
-          if (c0 + (k * G + lane) * VEC < D)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-              acc[k][e] = combine<OP, A>(acc[k][e], v[u][k][e]);
+        combine_accesses<OP, A, CPL, VEC, G>(acc, v[u], c0, lane, D);
       }
     }
     if (lo < hi)

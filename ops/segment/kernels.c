@@ -1,12 +1,9 @@
-/* The kernels a segment plan uses: one name expression per template instance, fetched through
- * jitops_kernel_get (memory, then disk, then NVRTC). Getting every kernel before the first
- * launch means a compile failure leaves no half-done work on the stream, and lets a
- * compile-only runtime prewarm a whole call. */
+/* The kernels a segment plan uses (kernels.h): one name expression per template instance. */
+#include "ops/segment/kernels.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-#include "runtime/ops/segment_internal.h"
 
 #define SRC_SORT     "jitops/segment_sort.cuh"
 #define SRC_REDUCE   "jitops/segment_reduce.cuh"
@@ -35,8 +32,9 @@ static const char *tf(bool b) {
   return b ? "true" : "false";
 }
 
-static jitops_status get_sort(jitops_runtime_t *rt, const seg_call *call, const char *I,
-                              const seg_forward_plan *plan, seg_forward_kernels *k) {
+static jitops_status get_sort(jitops_runtime_t *rt, const jitops__segment_call *call, const char *I,
+                              const jitops__segment_forward_plan *plan,
+                              jitops__segment_sort_kernels *k) {
   /* Only a pass that carries values depends on the value type. */
   const char *T = plan->sort_carry ? jitops__dtype_cname(call->dtype) : "float";
   JITOPS__TRY(get(rt, SRC_SORT, &k->histogram, NS "segment_sort_histogram<%s>", I));
@@ -49,11 +47,11 @@ static jitops_status get_sort(jitops_runtime_t *rt, const seg_call *call, const 
 
 /* chunked reduction and fixup; `key_type` is the ids' type for sorted ids and int (the radix
  * sort's keys) otherwise. */
-static jitops_status get_grouped(jitops_runtime_t *rt, const seg_call *call,
-                                 const seg_forward_plan *plan, const char *key_type, bool sorted,
-                                 seg_forward_kernels *k) {
+static jitops_status get_grouped(jitops_runtime_t *rt, const jitops__segment_call *call,
+                                 const jitops__segment_forward_plan *plan, const char *key_type,
+                                 bool sorted, jitops__segment_forward_kernels *k) {
   const char *T = jitops__dtype_cname(call->dtype);
-  const seg_layout *l = &plan->layout;
+  const jitops__segment_layout *l = &plan->layout;
   const int op = (int)call->reduction;
   if (plan->chunks > 0)
     JITOPS__TRY(get(rt, SRC_REDUCE, &k->reduce,
@@ -65,53 +63,55 @@ static jitops_status get_grouped(jitops_runtime_t *rt, const seg_call *call,
 
 /* The digit path: the scatter and the digit reduction, then the full sort, the chunked
  * reduction and the fixup behind the fallback flag. */
-static jitops_status get_digit(jitops_runtime_t *rt, const seg_call *call, const char *I,
-                               const seg_forward_plan *plan, seg_forward_kernels *k) {
+static jitops_status get_digit(jitops_runtime_t *rt, const jitops__segment_call *call,
+                               const char *I, const jitops__segment_forward_plan *plan,
+                               jitops__segment_forward_kernels *k) {
   const char *T = jitops__dtype_cname(call->dtype);
-  const seg_layout *l = &plan->layout;
+  const jitops__segment_layout *l = &plan->layout;
   JITOPS__TRY(get(rt, SRC_DIGIT, &k->digit_scatter, NS "segment_digit_scatter<%s>", I));
   JITOPS__TRY(get(rt, SRC_DIGIT, &k->digit_reduce, NS "segment_digit_reduce<%s, %d, %d, %d, %d>", T,
                   (int)call->reduction, l->vec, l->lanes, l->cpl));
-  JITOPS__TRY(get_sort(rt, call, I, plan, k));
+  JITOPS__TRY(get_sort(rt, call, I, plan, &k->sort));
   return get_grouped(rt, call, plan, "int", false, k);
 }
 
-jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime, const seg_call *call,
-                                                  const seg_forward_plan *plan,
-                                                  seg_forward_kernels *out) {
+jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime,
+                                                  const jitops__segment_call *call,
+                                                  const jitops__segment_forward_plan *plan,
+                                                  jitops__segment_forward_kernels *out) {
   memset(out, 0, sizeof *out);
   const char *T = jitops__dtype_cname(call->dtype);
   const char *I = jitops__dtype_cname(call->id_dtype);
-  const seg_layout *l = &plan->layout;
+  const jitops__segment_layout *l = &plan->layout;
   const int op = (int)call->reduction;
   switch (plan->path) {
-  case SEG_PATH_EMPTY:
+  case JITOPS__SEGMENT_PATH_EMPTY:
     if (call->counter != NULL && call->rows > 0)
       return get(runtime, SRC_REDUCE, &out->count_too_large, NS "segment_count_too_large<%s>", I);
     return JITOPS_SUCCESS;
-  case SEG_PATH_SORT:
+  case JITOPS__SEGMENT_PATH_SORT:
     if (call->rows > 0)
-      JITOPS__TRY(get_sort(runtime, call, I, plan, out));
+      JITOPS__TRY(get_sort(runtime, call, I, plan, &out->sort));
     return get_grouped(runtime, call, plan, "int", false, out);
-  case SEG_PATH_BOUNDARIES:
+  case JITOPS__SEGMENT_PATH_BOUNDARIES:
     return get_grouped(runtime, call, plan, I, true, out);
-  case SEG_PATH_DIGIT:
+  case JITOPS__SEGMENT_PATH_DIGIT:
     return get_digit(runtime, call, I, plan, out);
-  case SEG_PATH_TILES: {
+  case JITOPS__SEGMENT_PATH_TILES: {
     const bool mean = call->reduction == JITOPS_SEGMENT_MEAN;
     JITOPS__TRY(get(runtime, SRC_TILES, &out->tile_sums, NS "segment_tile_sums<%s, %s, %s>", T, I,
                     tf(mean)));
     return get(runtime, SRC_TILES, &out->tile_combine, NS "segment_tile_combine<%s, %s>", T,
                tf(mean));
   }
-  case SEG_PATH_BUCKETS:
+  case JITOPS__SEGMENT_PATH_BUCKETS:
     JITOPS__TRY(get(runtime, SRC_BUCKETS, &out->bucket_count, NS "segment_bucket_count<%s>", I));
     JITOPS__TRY(get(runtime, SRC_BUCKETS, &out->bucket_offsets, NS "segment_bucket_offsets"));
     JITOPS__TRY(get(runtime, SRC_BUCKETS, &out->bucket_scatter,
                     NS "segment_bucket_scatter<%s, %s, %d>", T, I, op));
     return get(runtime, SRC_BUCKETS, &out->bucket_extreme,
                NS "segment_bucket_extreme<%s, %d, %d, %d, %d>", T, op, l->vec, l->lanes, l->cpl);
-  case SEG_PATH_ATOMIC:
+  case JITOPS__SEGMENT_PATH_ATOMIC:
     JITOPS__TRY(get(runtime, SRC_ATOMIC, &out->atomic,
                     NS "segment_atomic_extreme<%s, %s, %d, %d, %d, %s>", T, I, op, l->vec, l->lanes,
                     tf(plan->atomic_shared)));
@@ -123,20 +123,15 @@ jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime, con
 }
 
 /* max/min over grouped rows: the sort (unsorted ids), then the mark and fix passes. */
-static jitops_status get_backward_runs(jitops_runtime_t *rt, const seg_call *call,
-                                       const seg_backward_plan *plan, seg_backward_kernels *k) {
+static jitops_status get_backward_runs(jitops_runtime_t *rt, const jitops__segment_call *call,
+                                       const jitops__segment_backward_plan *plan,
+                                       jitops__segment_backward_kernels *k) {
   const char *T = jitops__dtype_cname(call->dtype);
   const char *I = jitops__dtype_cname(call->id_dtype);
-  const seg_layout *l = &plan->layout;
+  const jitops__segment_layout *l = &plan->layout;
   const char *key_type = call->sorted ? I : "int";
-  if (!call->sorted) {
-    seg_forward_kernels fk;
-    memset(&fk, 0, sizeof fk);
-    JITOPS__TRY(get_sort(rt, call, I, &plan->grouped, &fk));
-    k->histogram = fk.histogram;
-    k->pass_first = fk.pass_first;
-    k->pass = fk.pass;
-  }
+  if (!call->sorted)
+    JITOPS__TRY(get_sort(rt, call, I, &plan->grouped, &k->sort));
   JITOPS__TRY(get(rt, SRC_RUNS, &k->runs_mark,
                   NS "segment_backward_runs_mark<%s, %s, %d, %d, %d, %s, %s>", T, key_type, l->vec,
                   l->lanes, plan->runs_cpl, tf(call->sorted), tf(call->first_occurrence)));
@@ -145,15 +140,16 @@ static jitops_status get_backward_runs(jitops_runtime_t *rt, const seg_call *cal
              tf(call->first_occurrence));
 }
 
-jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime, const seg_call *call,
-                                                   const seg_backward_plan *plan,
-                                                   seg_backward_kernels *out) {
+jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime,
+                                                   const jitops__segment_call *call,
+                                                   const jitops__segment_backward_plan *plan,
+                                                   jitops__segment_backward_kernels *out) {
   memset(out, 0, sizeof *out);
   if (call->rows == 0 || call->cols == 0)
     return JITOPS_SUCCESS;
   const char *T = jitops__dtype_cname(call->dtype);
   const char *I = jitops__dtype_cname(call->id_dtype);
-  const seg_layout *l = &plan->layout;
+  const jitops__segment_layout *l = &plan->layout;
   const int op = (int)call->reduction;
   switch (call->reduction) {
   case JITOPS_SEGMENT_SUM:
@@ -161,7 +157,7 @@ jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime, co
                NS "segment_backward_gather<%s, %s, %d, %d, %d, false>", T, I, op, l->vec, l->lanes);
   case JITOPS_SEGMENT_MEAN:
     if (call->sorted)
-      JITOPS__TRY(get(runtime, SRC_REDUCE, &out->offsets, NS "segment_offsets<%s, true>", I));
+      JITOPS__TRY(get(runtime, SRC_REDUCE, &out->offsets, NS "segment_offsets<%s>", I));
     else
       JITOPS__TRY(get(runtime, SRC_BACKWARD, &out->count_rows, NS "segment_count_rows<%s, %s>", I,
                       tf(plan->count_shared)));
@@ -180,16 +176,4 @@ jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime, co
                tf(call->first_occurrence));
   }
   return jitops__fail(JITOPS_ERR_INTERNAL, "%s: unknown reduction %d", call->fn, op);
-}
-
-jitops_status jitops__segment_launch(const jitops_kernel_t *kernel, uint32_t blocks,
-                                     uint32_t threads, uint32_t shared_bytes, void *stream,
-                                     void **args) {
-  return jitops__launch(kernel, blocks, 1, 1, threads, 1, 1, shared_bytes, stream, args);
-}
-
-jitops_status jitops__segment_launch_after(const jitops_kernel_t *kernel, uint32_t blocks,
-                                           uint32_t threads, uint32_t shared_bytes, void *stream,
-                                           void **args) {
-  return jitops__launch_after(kernel, blocks, 1, 1, threads, 1, 1, shared_bytes, stream, args);
 }

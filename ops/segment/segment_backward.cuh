@@ -15,13 +15,16 @@ namespace jitops {
 namespace segment {
 
 // Column accesses a lane issues before it uses them (memory-level parallelism on wide rows).
-constexpr int BATCH = 4;
+constexpr int BATCH = JITOPS__SEGMENT_BACKWARD_BATCH;
 
 // counts[s] += number of rows with id s. One warp takes 32 rows at a time; lanes with equal
 // ids add once. With SHARED, each block counts into shared memory (S ints) first.
 template <class I, bool SHARED>
-__global__ void __launch_bounds__(256) segment_count_rows(const I *__restrict__ ids, i64 id_stride,
-                                                          int N, int S, int *__restrict__ counts) {
+__global__ void __launch_bounds__(THREADS) segment_count_rows(const jitops__segment_gather_args a) {
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const i64 id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments;
+  int *__restrict__ counts = a.counts;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   int *target = counts;
   if constexpr (SHARED) {
@@ -57,11 +60,16 @@ __global__ void __launch_bounds__(256) segment_count_rows(const I *__restrict__ 
 // sum and mean: G lanes per row, VEC columns per access. For mean, `counts` holds either
 // per-segment counts or (OFFSETS) the offsets of sorted ids, count = offsets[s+1] - offsets[s].
 template <class T, class I, int OP, int VEC, int G, bool OFFSETS>
-__global__ void __launch_bounds__(256)
-    segment_backward_gather(const T *__restrict__ dy, i64 dy_stride, const I *__restrict__ ids,
-                            i64 id_stride, const int *__restrict__ counts, int N, int S, int D,
-                            T *__restrict__ dx, i64 dx_stride) {
+__global__ void __launch_bounds__(THREADS)
+    segment_backward_gather(const jitops__segment_gather_args a) {
   typedef acc_t<T> A;
+  const T *__restrict__ dy = (const T *)a.tensors.dy;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const int *__restrict__ counts = a.counts;
+  T *__restrict__ dx = (T *)a.tensors.dx;
+  const i64 dy_stride = a.tensors.dy_stride, id_stride = a.ids.stride,
+            dx_stride = a.tensors.dx_stride;
+  const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
   const int nch = D / VEC;
   const int lane = threadIdx.x % G;
   const i64 groups = (i64)gridDim.x * (blockDim.x / G);
@@ -114,13 +122,19 @@ template <int VEC, int RF> struct mark_min_blocks {
 };
 
 template <class T, class I, int VEC, int G, bool FIRST, int RF>
-__global__ void __launch_bounds__(256, (mark_min_blocks<VEC, RF>::value))
-    segment_backward_extreme_mark(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
-                                  i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
-                                  const I *__restrict__ ids, i64 id_stride, int N, int S, int D,
-                                  T *__restrict__ dx, i64 dx_stride, int *__restrict__ ties,
-                                  int *__restrict__ first_row, int *__restrict__ tie_flag) {
+__global__ void __launch_bounds__(THREADS, (mark_min_blocks<VEC, RF>::value))
+    segment_backward_extreme_mark(const jitops__segment_extreme_args a) {
   typedef acc_t<T> A;
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  int *__restrict__ ties = a.ties, *__restrict__ first_row = a.first_row,
+                    *__restrict__ tie_flag = a.tie_flag;
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
   constexpr int B = BATCH / RF;
   const int nch = D / VEC;
   const int lane = threadIdx.x % G;
@@ -190,14 +204,20 @@ __global__ void __launch_bounds__(256, (mark_min_blocks<VEC, RF>::value))
 // max/min, pass 2: only cells with ties change — dy / ties (split), or dy at the first
 // matching row and 0 at the others (FIRST). Returns at once when pass 1 saw no tie.
 template <class T, class I, int VEC, int G, bool FIRST>
-__global__ void __launch_bounds__(256)
-    segment_backward_extreme_split(const T *__restrict__ x, i64 x_stride, const T *__restrict__ y,
-                                   i64 y_stride, const T *__restrict__ dy, i64 dy_stride,
-                                   const I *__restrict__ ids, i64 id_stride, int N, int S, int D,
-                                   T *__restrict__ dx, i64 dx_stride, const int *__restrict__ ties,
-                                   const int *__restrict__ first_row,
-                                   const int *__restrict__ tie_flag) {
+__global__ void __launch_bounds__(THREADS)
+    segment_backward_extreme_split(const jitops__segment_extreme_args a) {
   typedef acc_t<T> A;
+  const T *__restrict__ x = (const T *)a.tensors.x, *__restrict__ y = (const T *)a.tensors.y,
+                        *__restrict__ dy = (const T *)a.tensors.dy;
+  T *__restrict__ dx = (T *)a.tensors.dx;
+  const I *__restrict__ ids = (const I *)a.ids.ptr;
+  const int *__restrict__ ties = a.ties, *__restrict__ first_row = a.first_row,
+                          *__restrict__ tie_flag =
+                              a.tie_flag; /* the mark pass's counts, read-only here */
+  const i64 x_stride = a.tensors.x_stride, y_stride = a.tensors.y_stride,
+            dy_stride = a.tensors.dy_stride, dx_stride = a.tensors.dx_stride,
+            id_stride = a.ids.stride;
+  const int N = a.ids.rows, S = a.ids.segments, D = a.cols;
   if (*tie_flag == 0)
     return;
   const int nch = D / VEC;

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "ops/catalogue_family.h"
-#include "runtime/ops/segment_internal.h"
+#include "ops/segment/kernels.h"
+#include "ops/segment/plan.h"
 
 static const jitops__dtype value_types[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_F16,
                                             JITOPS__DTYPE_BF16};
@@ -61,9 +62,9 @@ static const char *segment_describe(size_t index) {
   return text;
 }
 
-static seg_call typical_call(const entry *e, bool backward, int64_t segments,
-                             jitops_segment_algorithm algorithm) {
-  seg_call call;
+static jitops__segment_call typical_call(const entry *e, bool backward, int64_t segments,
+                                         jitops_segment_algorithm algorithm) {
+  jitops__segment_call call;
   memset(&call, 0, sizeof call);
   call.fn = "jitops_catalogue_compile";
   call.backward = backward;
@@ -81,10 +82,10 @@ static seg_call typical_call(const entry *e, bool backward, int64_t segments,
 
 static jitops_status compile_forward(jitops_runtime_t *runtime, const entry *e, int64_t segments,
                                      jitops_segment_algorithm algorithm) {
-  const seg_call call = typical_call(e, false, segments, algorithm);
-  seg_forward_plan plan;
-  seg_forward_kernels kernels;
-  jitops__segment_plan_forward(jitops__runtime_props(runtime), &call, &plan);
+  const jitops__segment_call call = typical_call(e, false, segments, algorithm);
+  jitops__segment_forward_plan plan;
+  jitops__segment_forward_kernels kernels;
+  JITOPS__TRY(jitops__segment_plan_forward(jitops__runtime_props(runtime), &call, &plan));
   return jitops__segment_get_forward_kernels(runtime, &call, &plan, &kernels);
 }
 
@@ -103,10 +104,10 @@ static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
     JITOPS__TRY(compile_forward(runtime, &e, 10000, JITOPS_SEGMENT_ALGORITHM_ATOMIC));
     JITOPS__TRY(compile_forward(runtime, &e, 10000, JITOPS_SEGMENT_ALGORITHM_SORT));
   }
-  const seg_call call = typical_call(&e, true, 10000, JITOPS_SEGMENT_ALGORITHM_AUTO);
-  seg_backward_plan plan;
-  seg_backward_kernels kernels;
-  jitops__segment_plan_backward(jitops__runtime_props(runtime), &call, &plan);
+  const jitops__segment_call call = typical_call(&e, true, 10000, JITOPS_SEGMENT_ALGORITHM_AUTO);
+  jitops__segment_backward_plan plan;
+  jitops__segment_backward_kernels kernels;
+  JITOPS__TRY(jitops__segment_plan_backward(jitops__runtime_props(runtime), &call, &plan));
   return jitops__segment_get_backward_kernels(runtime, &call, &plan, &kernels);
 }
 
