@@ -20,6 +20,22 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 
+// The SFU's base-2 exponential and logarithm: one instruction each, relative error about
+// 2^-22, subnormals flushed. tests/test_ctc_emulated.cpp runs kernels on the CPU with its own
+// definitions and defines JITOPS_HOST_EMULATION; NVRTC builds never define it.
+#ifndef JITOPS_HOST_EMULATION
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float lg2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#endif
+
 // Storage-only 16-bit floats. Arithmetic happens in the accumulation type (float).
 struct half {
   unsigned short bits;

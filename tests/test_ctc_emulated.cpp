@@ -98,7 +98,7 @@ static inline int min(int a, int b) {
 }
 
 // The template's hardware primitives.
-#define JITOPS_CTC_HOST_EMULATION 1
+#define JITOPS_HOST_EMULATION 1
 static inline float ex2_approx(float x) {
   return exp2f(x);
 }

@@ -37,20 +37,10 @@ constexpr int LINK_END = JITOPS__CTC_LINK_END;
 
 // ---- hardware primitives --------------------------------------------------------------------
 
-// The few PTX instructions the kernels use. tests/test_ctc_emulated.cpp runs these kernels on
-// the CPU (threads and barriers standing in for the GPU's) and supplies its own definitions
-// by defining JITOPS_CTC_HOST_EMULATION; NVRTC builds never define it.
-#ifndef JITOPS_CTC_HOST_EMULATION
-__device__ __forceinline__ float ex2_approx(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float lg2_approx(float x) {
-  float r;
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
+// The few PTX instructions the kernels use beyond common.cuh's. tests/test_ctc_emulated.cpp
+// runs these kernels on the CPU (threads and barriers standing in for the GPU's) and supplies
+// its own definitions by defining JITOPS_HOST_EMULATION; NVRTC builds never define it.
+#ifndef JITOPS_HOST_EMULATION
 // max and min that propagate NaN (fmaxf would drop it and hide a NaN input): one instruction
 // from sm_80 on.
 #if __CUDA_ARCH__ >= 800

@@ -56,18 +56,6 @@ __device__ __forceinline__ long long mul(long long a, long long b) {
   return (long long)((u64)a * (u64)b);
 }
 
-// The SFU's base-2 exponential and logarithm (one instruction each, relative error ~2^-22).
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float lg2_approx(float x) {
-  float y;
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // exp of a non-positive argument, as log-sum-exp combines need it. In f32 it is one ex2 after
 // a multiply: the multiply's rounding costs |x|·2^-24 relative, which, weighted by
 // exp(x) ≤ 1, stays below 2^-25 absolute against terms of order 1. logcumsumexp stays
