@@ -113,7 +113,8 @@ def bench_shape(bt, h, v, dtype, quick, results, accuracy):
     target[torch.rand(bt, device=dev) < 0.05] = -100  # some padding
     ld = (v + 63) // 64 * 64
     esize = x.element_size()
-    configs = [("jitops default (1 GiB budget)", options(), False)]
+    configs = [("jitops default (automatic budget)", options(), False),
+               ("jitops 1 GiB budget (the old default)", options(scratch_budget_bytes=1 << 30), False)]
     # The whole batch as one chunk: 3 GEMMs, no accumulator, BT x V of scratch logits.
     one_chunk = options(scratch_budget_bytes=bt * ld * esize + (96 << 20))
     configs.append(("jitops rows, one chunk", one_chunk, False))

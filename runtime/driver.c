@@ -72,6 +72,7 @@ static void load_driver(void) {
   RESOLVE(cuMemPoolDestroy)
   RESOLVE(cuMemPoolSetAttribute)
   RESOLVE(cuMemAllocFromPoolAsync)
+  RESOLVE(cuMemGetInfo)
   RESOLVE(cuMemsetD8Async)
   RESOLVE(cuMemsetD32Async)
   RESOLVE(cuMemcpyAsync)

@@ -35,6 +35,7 @@ typedef struct jitops__driver {
   CUresult (*cuMemPoolDestroy)(CUmemoryPool);
   CUresult (*cuMemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
   CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+  CUresult (*cuMemGetInfo)(size_t *, size_t *);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
   CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);

@@ -28,6 +28,14 @@
     return JITOPS_SUCCESS;                                                                         \
   } while (0)
 
+/* ---- the device's memory ------------------------------------------------------------- */
+
+jitops_status jitops__device_memory(jitops_runtime_t *runtime, size_t *free_bytes,
+                                    size_t *total_bytes) {
+  IN_CONTEXT(runtime, 1, "reading the device's free memory",
+             runtime->driver->cuMemGetInfo(free_bytes, total_bytes));
+}
+
 /* ---- the scratch pool ------------------------------------------------------------------ */
 
 static jitops_status pool_create(jitops_runtime_t *rt, void **out) {

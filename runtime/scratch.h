@@ -33,6 +33,11 @@ jitops_status jitops__scratch_acquire(jitops_runtime_t *runtime, void *stream,
                                       jitops__scratch *out);
 void jitops__scratch_release(jitops_runtime_t *runtime, void *stream, jitops__scratch *scratch);
 
+/* The device's free and total memory now (cuMemGetInfo in the runtime's context);
+ * JITOPS_ERR_NO_DEVICE on a compile-only runtime. */
+jitops_status jitops__device_memory(jitops_runtime_t *runtime, size_t *free_bytes,
+                                    size_t *total_bytes);
+
 /* cuMemsetD8Async / cuMemsetD32Async and cuMemcpyAsync (device to device) on `stream`. */
 jitops_status jitops__memset8_async(jitops_runtime_t *runtime, void *ptr, uint8_t value,
                                     size_t bytes, void *stream);

@@ -712,6 +712,30 @@ static void test_plan(void) {
   check_plan(&p, &plan);
 }
 
+/* The automatic budget: a sixteenth of the device, half the free memory when that is less,
+ * within [1 GiB, 8 GiB]; and on an idle 80 GB H100 it plans Llama-3's head as one chunk. */
+static void test_auto_budget(void) {
+  const size_t gib = (size_t)1 << 30;
+  const int64_t least = JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET,
+                most = JITOPS_FLCE_MAX_AUTO_SCRATCH_BUDGET;
+  CHECK(jitops__flce_auto_budget(0, 0) == least);                            /* unknown */
+  CHECK(jitops__flce_auto_budget(79 * gib, 80 * gib) == (int64_t)(5 * gib)); /* idle H100 */
+  CHECK(jitops__flce_auto_budget(6 * gib, 80 * gib) == (int64_t)(3 * gib));  /* memory short */
+  CHECK(jitops__flce_auto_budget(gib, 80 * gib) == least);                   /* very short */
+  CHECK(jitops__flce_auto_budget(140 * gib, 141 * gib) == most);             /* an H200: capped */
+  CHECK(jitops__flce_auto_budget(1000 * gib, 1024 * gib) == most);           /* capped */
+  CHECK(jitops__flce_auto_budget(15 * gib, 16 * gib) == least);              /* a 16 GB card */
+  jitops__flce_plan plan;
+  jitops__flce_problem p =
+      problem(8192, 4096, 128256, jitops__flce_auto_budget(79 * gib, 80 * gib));
+  CHECK_OK(jitops__flce_plan_make("test", &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS && plan.chunk_rows == 8192 && !plan.grad_weight_acc);
+  /* With memory short it still falls back to the vocabulary algorithm. */
+  p.budget = jitops__flce_auto_budget(gib, 80 * gib);
+  CHECK_OK(jitops__flce_plan_make("test", &p, &plan));
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB);
+}
+
 /* Problems whose scratch arithmetic overflows: refused, or (an accumulator beyond any budget)
  * planned without it, never wrapped into a small size. */
 static void test_plan_overflow(void) {
@@ -832,6 +856,7 @@ int main(void) {
   test_hostile_backward();
   test_random_hostile();
   test_plan();
+  test_auto_budget();
   test_plan_overflow();
   test_gemm_mapping();
   jitops_runtime_destroy(rt);

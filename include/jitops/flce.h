@@ -28,7 +28,10 @@
  *
  * Determinism: every reduction has a fixed order, and the cuBLASLt algorithm for a shape is
  * chosen once per machine (by timing, unless JITOPS_TUNE=0) and kept in the kernel cache, so
- * reruns on the same GPU, in this process or the next, are bit-identical.
+ * reruns on the same GPU, in this process or the next, are bit-identical. The plan (and so
+ * the rounding of grad_weight) follows the scratch budget: the automatic one depends on free
+ * memory only when less than an eighth of the device is free; pass a budget to make the plan
+ * independent of memory pressure too.
  *
  * No host synchronization: the count of non-ignored rows stays on the device, and the
  * mean's division happens in a kernel that reads it. The ops can be captured in a graph.
@@ -56,12 +59,17 @@ typedef struct jitops_flce_options {
   double z_loss_scale;             /* finite and >= 0; default 0 */
   /* Rows per chunk of the row pass. 0 (default): chosen from the problem and the budget. */
   int64_t chunk_rows;
-  /* Upper bound of the scratch memory (workspace) the call uses, cuBLASLt's included.
-   * 0 (default): JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET. See "Memory" below. */
+  /* Upper bound of the scratch memory (workspace) the call uses, cuBLASLt's included; a
+   * budget given is honoured exactly. 0 (default): at each call, a sixteenth of the device's
+   * memory, but no more than half of what is free, within [JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET,
+   * JITOPS_FLCE_MAX_AUTO_SCRATCH_BUDGET] (the least on a compile-only runtime). See "Memory"
+   * below. */
   int64_t scratch_budget_bytes;
 } jitops_flce_options;
 
-#define JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET ((int64_t)1 << 30)
+/* The least and the most scratch budget a call that sets none gets. */
+#define JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET  ((int64_t)1 << 30)
+#define JITOPS_FLCE_MAX_AUTO_SCRATCH_BUDGET ((int64_t)8 << 30)
 
 /* Fills `options` with the defaults above. */
 JITOPS_API void jitops_flce_options_init(jitops_flce_options *options);
@@ -138,7 +146,8 @@ JITOPS_API jitops_status jitops_flce_forward(jitops_runtime_t *runtime,
                                              const jitops_workspace *workspace, void *stream);
 
 /* The scratch bytes jitops_flce_forward will use for these tensors and options (the same
- * validation; no device work). */
+ * validation; no device work). With the automatic budget it reads the device's free memory,
+ * as the call does: a workspace of this size serves a call made right after. */
 JITOPS_API jitops_status jitops_flce_workspace_size(jitops_runtime_t *runtime,
                                                     const jitops_flce_tensors *tensors,
                                                     const jitops_flce_options *options,

@@ -20,6 +20,27 @@ _Static_assert(SCRATCH_ALIGN % JITOPS__FLCE_VECTOR_BYTES == 0, "scratch buffers 
 #define CHUNK_TARGET_BYTES ((size_t)256 << 20)
 #define CHUNK_MAX_ROWS     ((int64_t)4096)
 
+/* ---- the automatic budget ------------------------------------------------------------------ */
+
+/* A sixteenth of the device: 5 GiB on an 80 GB H100, which holds Llama-3's head (BT 8192,
+ * V 128256, bf16) as one chunk of logits, the fastest plan (3 GEMMs, no accumulator), where
+ * the 1 GiB floor forces the vocabulary algorithm (4 GEMMs) and runs 1.2-1.3x slower. A
+ * fraction of the total, not of what is free, so that the plan, and with it every bit of the
+ * result, is the same on every run on the same kind of GPU; half the free memory bounds it
+ * only when memory is short, where running at all matters more. */
+#define AUTO_BUDGET_SHARE 16
+
+int64_t jitops__flce_auto_budget(size_t free_bytes, size_t total_bytes) {
+  const size_t least = (size_t)JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET;
+  const size_t most = (size_t)JITOPS_FLCE_MAX_AUTO_SCRATCH_BUDGET;
+  size_t budget = total_bytes / AUTO_BUDGET_SHARE;
+  if (free_bytes / 2 < budget)
+    budget = free_bytes / 2;
+  if (budget > most)
+    budget = most;
+  return (int64_t)(budget < least ? least : budget);
+}
+
 /* ---- arithmetic ------------------------------------------------------------------------------ */
 
 /* x rounded up to a whole SCRATCH_ALIGN; false when that overflows. */

@@ -62,6 +62,11 @@ typedef struct jitops__flce_plan {
   size_t workspace_bytes; /* what the call asks for: total_bytes + JITOPS__FLCE_SCRATCH_ALIGN */
 } jitops__flce_plan;
 
+/* The scratch budget of a call that sets none (include/jitops/flce.h states the rule), from
+ * the device's free and total bytes at the call; both 0 when they are unknown (a compile-only
+ * runtime), which gives the least automatic budget. */
+int64_t jitops__flce_auto_budget(size_t free_bytes, size_t total_bytes);
+
 /* Fills `plan`. Fails with JITOPS_ERR_INVALID_ARGUMENT, naming `fn` and the option, when
  * scratch_budget_bytes (or chunk_rows) cannot fit the problem. */
 jitops_status jitops__flce_plan_make(const char *fn, const jitops__flce_problem *problem,

@@ -12,9 +12,19 @@
 #include "ops/flce/plan.h"
 #include "runtime/op_support.h"
 
+/* The call's scratch budget: the caller's, else one from the device's memory. */
+static int64_t budget_of(jitops_runtime_t *runtime, const jitops__flce_call *c) {
+  if (c->opt.scratch_budget_bytes > 0)
+    return c->opt.scratch_budget_bytes;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (jitops__device_memory(runtime, &free_bytes, &total_bytes) != JITOPS_SUCCESS)
+    free_bytes = total_bytes = 0; /* compile-only, or no answer: the least automatic budget */
+  return jitops__flce_auto_budget(free_bytes, total_bytes);
+}
+
 /* The planner's view of a valid call. */
-static jitops_status plan_call(const char *fn, const jitops__flce_call *c,
-                               jitops__flce_plan *plan) {
+static jitops_status plan_call(const char *fn, jitops_runtime_t *runtime,
+                               const jitops__flce_call *c, jitops__flce_plan *plan) {
   jitops__flce_problem p;
   memset(&p, 0, sizeof p);
   p.bt = c->bt;
@@ -27,8 +37,7 @@ static jitops_status plan_call(const char *fn, const jitops__flce_call *c,
   p.grad_bias = c->gb != NULL;
   p.grad_weight_16bit = c->gw != NULL && jitops__dtype_size(c->gw_dtype) == 2;
   p.chunk_rows = c->opt.chunk_rows;
-  p.budget = c->opt.scratch_budget_bytes > 0 ? c->opt.scratch_budget_bytes
-                                             : JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET;
+  p.budget = budget_of(runtime, c);
   return jitops__flce_plan_make(fn, &p, plan);
 }
 
@@ -63,7 +72,7 @@ jitops_status jitops_flce_workspace_size(jitops_runtime_t *runtime,
   jitops__flce_call call;
   JITOPS__TRY(jitops__flce_check_forward(fn, runtime, tensors, options, &call));
   jitops__flce_plan plan;
-  JITOPS__TRY(plan_call(fn, &call, &plan));
+  JITOPS__TRY(plan_call(fn, runtime, &call, &plan));
   *bytes = plan.workspace_bytes;
   return JITOPS_SUCCESS;
 }
@@ -75,7 +84,7 @@ jitops_status jitops_flce_forward(jitops_runtime_t *runtime, const jitops_flce_t
   jitops__flce_call call;
   JITOPS__TRY(jitops__flce_check_forward(fn, runtime, tensors, options, &call));
   jitops__flce_plan plan;
-  JITOPS__TRY(plan_call(fn, &call, &plan));
+  JITOPS__TRY(plan_call(fn, runtime, &call, &plan));
   JITOPS__TRY(require_device(fn, runtime));
   jitops__flce_kernel_plan kernel_plan;
   jitops__flce_kernels_choose(&call, &plan, &kernel_plan);
