@@ -332,8 +332,12 @@ typedef struct jitops_launch_params {
 } jitops_launch_params;
 
 /* Launches `kernel` with `args` (an array of pointers to each argument, as cuLaunchKernel
- * takes them). Asynchronous. Errors: JITOPS_ERR_INVALID_ARGUMENT (bad dimensions),
- * JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_DRIVER. */
+ * takes them). Asynchronous. It makes the kernel's runtime's context current for the launch
+ * and restores the caller's after, so threads may launch on different devices at once, each
+ * with the runtime of its device. The arguments are opaque to the library, so pointers into
+ * another device's memory are the caller's to avoid. Errors: JITOPS_ERR_INVALID_ARGUMENT (bad
+ * dimensions), JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_INVALID_DEVICE (a
+ * stream of another context than the runtime's, such as another device's), JITOPS_ERR_DRIVER. */
 JITOPS_API jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
                                               const jitops_launch_params *params, void **args);
 
