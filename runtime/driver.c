@@ -78,6 +78,7 @@ static void load_driver(void) {
   RESOLVE(cuMemcpyAsync)
   RESOLVE(cuStreamSynchronize)
   RESOLVE(cuStreamIsCapturing)
+  RESOLVE(cuStreamGetCtx)
   RESOLVE(cuEventCreate)
   RESOLVE(cuEventDestroy)
   RESOLVE(cuEventRecord)

@@ -41,6 +41,7 @@ typedef struct jitops__driver {
   CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+  CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
   CUresult (*cuEventCreate)(CUevent *, unsigned int);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuEventRecord)(CUevent, CUstream);

@@ -1,6 +1,7 @@
-/* A kernel request, end to end: the memory registry, then the disk tier (main database and
- * shipped tier), then the remote tier, then NVRTC; and the launch. The hot path (a registry
- * hit) is one hash over the request's strings, one probe under a read lock and one relaxed
+/* A kernel request, end to end: the runtime's memory registry, then the process-wide image
+ * table (images.h: what another runtime of this process built), then the disk tier (main
+ * database and shipped tier), then the remote tier, then NVRTC; and the launch. The hot path (a
+ * registry hit) is one hash over the request's strings, one probe under a read lock and one relaxed
  * counter increment. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "common/log.h"
 #include "runtime/context.h"
+#include "runtime/images.h"
 #include "runtime/runtime_internal.h"
 
 static const char *const fn_get = "jitops_kernel_get";
@@ -165,7 +167,16 @@ typedef struct request {
   const jitops__source **closure;
   size_t closure_count;
   option_list options;
+  jitops__image *pending; /* the image table's entry this thread builds, until published */
 } request;
+
+/* Hands the image the kernel was just loaded from to the other runtimes of the process; the
+ * kernel keeps the builder's reference. Without memory for the copy, nothing is shared. */
+static void share_image(jitops_kernel_t *k, request *req, const void *image, size_t size) {
+  if (req->pending != NULL && jitops__images_publish(req->pending, image, size, k->lowered_name))
+    k->image = req->pending;
+  req->pending = NULL;
+}
 
 /* The row this runtime stores for `req`: its own op, name expression and options (joined into
  * `joined`), under `key`. The caller fills in the image, its kind, lowered name and compile
@@ -184,7 +195,7 @@ static void row_for(const jitops_runtime_t *rt, const jitops_kernel_t *k, const 
   row->kind = rt->target.emit_ptx ? JITOPS__BLOB_PTX : JITOPS__BLOB_CUBIN;
 }
 
-static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k, const request *req,
+static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k, request *req,
                                        uint8_t key[16], jitops__remote_outcome *remote) {
   jitops__compiled compiled;
   jitops_status status =
@@ -213,20 +224,31 @@ static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k,
   jitops__store_put(rt->store, &row);
   jitops__remote_publish(rt->remote, &row, remote);
   status = load_image(rt, k, compiled.image);
+  if (status == JITOPS_SUCCESS)
+    share_image(k, req, compiled.image, compiled.size);
   jitops__compiled_free(&compiled);
   return status;
 }
 
-/* Loads a blob found on disk or on the server. A blob the driver refuses is treated as a
- * miss. */
-static int use_blob(jitops_runtime_t *rt, jitops_kernel_t *k, const char *lowered_name,
-                    const void *image) {
+/* Loads an image that was built elsewhere (on disk, on the server, by another runtime), whose
+ * kernel is `lowered_name`. */
+static jitops_status load_named(jitops_runtime_t *rt, jitops_kernel_t *k, const char *lowered_name,
+                                const void *image) {
   k->lowered_name = strdup(lowered_name);
-  jitops_status status = k->lowered_name != NULL ? load_image(rt, k, image)
-                                                 : jitops__fail(JITOPS_ERR_OUT_OF_MEMORY,
-                                                                "%s: out of host memory", fn_get);
-  if (status == JITOPS_SUCCESS)
+  if (k->lowered_name == NULL)
+    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn_get);
+  return load_image(rt, k, image);
+}
+
+/* Loads a blob found on disk or on the server, and shares it. A blob the driver refuses is
+ * treated as a miss. */
+static int use_blob(jitops_runtime_t *rt, jitops_kernel_t *k, request *req,
+                    const char *lowered_name, const void *image, size_t size) {
+  jitops_status status = load_named(rt, k, lowered_name, image);
+  if (status == JITOPS_SUCCESS) {
+    share_image(k, req, image, size);
     return 1;
+  }
   jitops__log(JITOPS__LOG_WARN, "a cached kernel did not load (%s): recompiling it",
               jitops_last_error());
   free(k->lowered_name);
@@ -236,7 +258,7 @@ static int use_blob(jitops_runtime_t *rt, jitops_kernel_t *k, const char *lowere
 
 /* The disk tier: the main database, the shipped tier, then the claim (which may find the row
  * another process stored meanwhile). A miss leaves the key claimed by this process. */
-static int from_disk(jitops_runtime_t *rt, jitops_kernel_t *k, const request *req,
+static int from_disk(jitops_runtime_t *rt, jitops_kernel_t *k, request *req,
                      const uint8_t key[16]) {
   if (rt->store == NULL)
     return 0;
@@ -246,7 +268,7 @@ static int from_disk(jitops_runtime_t *rt, jitops_kernel_t *k, const request *re
               jitops__store_claim(rt->store, key, &blob, &waited) == JITOPS__CLAIM_FOUND;
   if (waited)
     __atomic_fetch_add(&rt->waits, 1, __ATOMIC_RELAXED);
-  int used = found && use_blob(rt, k, blob.lowered_name, blob.image);
+  int used = found && use_blob(rt, k, req, blob.lowered_name, blob.image, blob.size);
   if (found)
     jitops__blob_free(&blob);
   if (!used)
@@ -260,7 +282,7 @@ static int from_disk(jitops_runtime_t *rt, jitops_kernel_t *k, const request *re
 
 /* The remote tier. A hit, already verified, is stored on disk (which releases this process's
  * claim there) under this request's own names. */
-static int from_remote(jitops_runtime_t *rt, jitops_kernel_t *k, const request *req,
+static int from_remote(jitops_runtime_t *rt, jitops_kernel_t *k, request *req,
                        const uint8_t key[16], jitops__remote_outcome *outcome) {
   char joined[MAX_OPTION_BYTES + 64];
   jitops__store_row row;
@@ -270,8 +292,8 @@ static int from_remote(jitops_runtime_t *rt, jitops_kernel_t *k, const request *
   jitops__remote_result result = jitops__remote_fetch(rt->remote, key, &expect, &found, outcome);
   if (outcome->waited)
     __atomic_fetch_add(&rt->waits, 1, __ATOMIC_RELAXED);
-  int used =
-      result == JITOPS__REMOTE_HIT && use_blob(rt, k, found.row.lowered_name, found.row.image);
+  int used = result == JITOPS__REMOTE_HIT &&
+             use_blob(rt, k, req, found.row.lowered_name, found.row.image, found.row.size);
   if (used) {
     row.lowered_name = found.row.lowered_name;
     row.image = found.row.image;
@@ -290,13 +312,8 @@ static int from_remote(jitops_runtime_t *rt, jitops_kernel_t *k, const request *
   return used;
 }
 
-/* Disk tier, remote tier, then NVRTC. The kernel is pending and owned by this thread. */
-static jitops_status build(jitops_runtime_t *rt, jitops_kernel_t *k, request *req) {
-  jitops__cache_key_inputs inputs = {rt->target.name,      rt->nvrtc_version,  {0, 0},
-                                     req->name_expression, req->options.items, req->options.count};
-  JITOPS__TRY(jitops__sources_closure(&rt->sources, req->source_name, &req->closure,
-                                      &req->closure_count, &inputs.source_closure));
-  k->cache_key = jitops__cache_key(&inputs);
+/* Disk tier, remote tier, then NVRTC, for the key this thread claimed in the image table. */
+static jitops_status build_from_tiers(jitops_runtime_t *rt, jitops_kernel_t *k, request *req) {
   uint8_t key[16];
   jitops__key_to_bytes(k->cache_key, key);
   if (from_disk(rt, k, req, key))
@@ -311,6 +328,39 @@ static jitops_status build(jitops_runtime_t *rt, jitops_kernel_t *k, request *re
     status = compile_and_store(rt, k, req, key, &remote);
   }
   k->remote_errors = remote.errors;
+  return status;
+}
+
+/* An image another runtime of this process built: loaded into this runtime's context. */
+static jitops_status from_shared(jitops_runtime_t *rt, jitops_kernel_t *k, jitops__image *image) {
+  jitops_status status = load_named(rt, k, image->lowered_name, image->bytes);
+  if (status != JITOPS_SUCCESS) {
+    jitops__images_release(image);
+    return status;
+  }
+  k->image = image;
+  jitops__log(JITOPS__LOG_DEBUG, "shared hit: %s for %s (built by another runtime)",
+              k->lowered_name, rt->target.name);
+  __atomic_fetch_add(&rt->shared_hits, 1, __ATOMIC_RELAXED);
+  k->memory_hits = 1; /* to the disk tier's usage counts, a request served from memory */
+  return JITOPS_SUCCESS;
+}
+
+/* The image table, then the tiers. The kernel is pending and owned by this thread. */
+static jitops_status build(jitops_runtime_t *rt, jitops_kernel_t *k, request *req) {
+  jitops__cache_key_inputs inputs = {rt->target.name,      rt->nvrtc_version,  {0, 0},
+                                     req->name_expression, req->options.items, req->options.count};
+  JITOPS__TRY(jitops__sources_closure(&rt->sources, req->source_name, &req->closure,
+                                      &req->closure_count, &inputs.source_closure));
+  k->cache_key = jitops__cache_key(&inputs);
+  int build_here;
+  jitops__image *image = jitops__images_acquire(k->cache_key, &build_here);
+  if (!build_here)
+    return from_shared(rt, k, image);
+  req->pending = image;
+  jitops_status status = build_from_tiers(rt, k, req);
+  if (req->pending != NULL) /* failed, or loaded nothing to share */
+    jitops__images_abandon(req->pending);
   return status;
 }
 
@@ -332,7 +382,10 @@ static jitops_kernel_t *new_kernel(jitops_runtime_t *rt, jitops__key lookup_key,
   return k;
 }
 
-static void discard_kernel(jitops_kernel_t *k) {
+void jitops__kernel_free(jitops_kernel_t *k) {
+  if (k == NULL)
+    return;
+  jitops__images_release(k->image);
   free(k->lowered_name);
   free(k->op);
   free(k);
@@ -360,7 +413,7 @@ static jitops_status get_slow(jitops_runtime_t *rt, jitops__key lookup_key, requ
         : jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn_get);
   pthread_mutex_unlock(&rt->build_lock);
   if (status != JITOPS_SUCCESS) {
-    free(k);
+    jitops__kernel_free(k);
     return status;
   }
   status = build(rt, k, req);
@@ -373,7 +426,7 @@ static jitops_status get_slow(jitops_runtime_t *rt, jitops__key lookup_key, requ
   pthread_cond_broadcast(&rt->build_done);
   pthread_mutex_unlock(&rt->build_lock);
   if (status != JITOPS_SUCCESS) {
-    discard_kernel(k);
+    jitops__kernel_free(k);
     return status;
   }
   *out = k;
@@ -392,7 +445,7 @@ jitops_status jitops_kernel_get(jitops_runtime_t *rt, const char *source_name,
     *out = k;
     return JITOPS_SUCCESS;
   }
-  request req = {source_name, name_expression, NULL, 0, {{0}, 0, {0}, 0}};
+  request req = {source_name, name_expression, NULL, 0, {{0}, 0, {0}, 0}, NULL};
   JITOPS__TRY(build_options(rt, options, num_options, &req.options));
   return get_slow(rt, lookup_key, &req, out);
 }

@@ -26,9 +26,16 @@ struct jitops_kernel {
   char *op;               /* the source name, for usage by op */
   uint32_t static_shared; /* the kernel's static shared memory, which counts against limits */
   uint32_t shared_optin;  /* the dynamic shared memory limit set on `function` so far */
+  /* The process-wide image it was loaded from (images.h), referenced while the kernel lives;
+   * NULL when it could not be shared. */
+  struct jitops__image *image;
   /* Usage since creation, flushed to disk when the runtime is destroyed. */
   uint64_t memory_hits, disk_hits, misses, compiles;
   uint64_t remote_hits, remote_misses, remote_errors;
 };
+
+/* Frees a kernel's host side (its module, if any, is the caller's to unload) and drops its
+ * image reference. */
+void jitops__kernel_free(jitops_kernel_t *kernel);
 
 #endif

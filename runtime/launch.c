@@ -77,6 +77,21 @@ static CUresult launch_programmatic(const jitops_kernel_t *k, const uint32_t gri
   return k->runtime->driver->cuLaunchKernelEx(&config, k->function, args, NULL);
 }
 
+/* Why a launch failed, when the caller passed another device's stream (a thread that drives
+ * several GPUs, with the wrong runtime for its stream): JITOPS_ERR_INVALID_DEVICE, which
+ * says so, rather than the driver's "invalid resource handle". Asked only after a failure,
+ * so the hot path pays nothing for it. */
+static jitops_status launch_failed(jitops_runtime_t *rt, CUresult r, void *stream) {
+  CUcontext owner = NULL;
+  if (stream != NULL && rt->driver->cuStreamGetCtx((CUstream)stream, &owner) == CUDA_SUCCESS &&
+      owner != NULL && owner != rt->context)
+    return jitops__fail(JITOPS_ERR_INVALID_DEVICE,
+                        "jitops_kernel_launch: the stream belongs to another context (another "
+                        "device's, say) than the runtime's, which is device %d's",
+                        rt->device);
+  return jitops__driver_fail(rt->driver, r, "jitops_kernel_launch: cuLaunchKernel");
+}
+
 static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3],
                             const uint32_t block[3], uint32_t shared_bytes, void *stream,
                             void **args, bool after_previous) {
@@ -94,9 +109,9 @@ static jitops_status launch(const jitops_kernel_t *kernel, const uint32_t grid[3
   else if (status == JITOPS_SUCCESS)
     r = rt->driver->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1],
                                    block[2], shared_bytes, (CUstream)stream, args, NULL);
-  jitops__context_restore(rt, pushed);
   if (r != CUDA_SUCCESS)
-    return jitops__driver_fail(rt->driver, r, "jitops_kernel_launch: cuLaunchKernel");
+    status = launch_failed(rt, r, stream);
+  jitops__context_restore(rt, pushed);
   return status;
 }
 

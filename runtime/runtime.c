@@ -227,9 +227,7 @@ static void free_kernels(jitops_runtime_t *rt) {
       continue;
     if (k->module != NULL && pushed >= 0)
       rt->driver->cuModuleUnload(k->module);
-    free(k->lowered_name);
-    free(k->op);
-    free(k);
+    jitops__kernel_free(k);
   }
   if (pushed > 0)
     jitops__context_restore(rt, pushed);
@@ -287,6 +285,7 @@ jitops_status jitops_runtime_get_stats(const jitops_runtime_t *rt, jitops_stats 
   out->remote_hits = __atomic_load_n(&rt->remote_hits, __ATOMIC_RELAXED);
   out->remote_misses = __atomic_load_n(&rt->remote_misses, __ATOMIC_RELAXED);
   out->remote_errors = jitops__remote_errors(rt->remote);
+  out->shared_hits = __atomic_load_n(&rt->shared_hits, __ATOMIC_RELAXED);
   return JITOPS_SUCCESS;
 }
 

@@ -1,6 +1,7 @@
 /* The runtime object. A runtime is bound to one device (or to one
  * target, when compile-only) and owns everything a kernel request touches: its sources, its
- * in-memory registry, its disk tier and its counters. Nothing here is process-global. */
+ * in-memory registry, its disk tier and its counters. Nothing here is process-global; what
+ * runtimes of one process share is the image table (images.h), which holds only bytes. */
 #ifndef JITOPS_RUNTIME_RUNTIME_INTERNAL_H
 #define JITOPS_RUNTIME_RUNTIME_INTERNAL_H
 
@@ -50,7 +51,7 @@ struct jitops_runtime {
 
   /* Counters (atomic). */
   uint64_t memory_hits, disk_hits, misses, compiles, compile_errors, waits;
-  uint64_t remote_hits, remote_misses;
+  uint64_t remote_hits, remote_misses, shared_hits;
   uint64_t compile_us;
 };
 

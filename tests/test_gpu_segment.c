@@ -20,16 +20,8 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "cuda_check.h"
 #include "testutil.h"
-
-#define CUDA_OK(call)                                                                              \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-      ++test_failures;                                                                             \
-    }                                                                                              \
-  } while (0)
 
 typedef struct vtype {
   const char *name;

@@ -256,9 +256,20 @@ JITOPS_API jitops_status jitops_runtime_get_info(const jitops_runtime_t *runtime
                                                  jitops_runtime_info *out);
 
 /* Counters since the runtime was created. Every kernel request is exactly one of a memory
- * hit, a disk hit, a remote hit or a miss. A miss compiles, unless another process compiled
- * the same key while this one waited for it, which counts as a disk (or remote) hit after a
- * wait. ABI: fields are only ever appended. */
+ * hit, a shared hit, a disk hit, a remote hit or a miss. A miss compiles, unless another
+ * process compiled the same key while this one waited for it, which counts as a disk (or
+ * remote) hit after a wait.
+ *
+ * Several runtimes in one process (one per GPU, say) compile each kernel once for all the
+ * devices of one architecture: a compiled image is shared process-wide under its cache key
+ * (which names the target and the NVRTC version), and every runtime loads it into its own
+ * context. A runtime whose registry misses first looks there, and when another runtime has
+ * the kernel (or is building it, in which case it waits) that is a shared hit: no NVRTC, no
+ * disk. So across the process's runtimes, compiles counts each kernel of a target once. An
+ * image is kept while some runtime holds its kernel; a shared hit does not store the kernel
+ * in this runtime's own disk tier (the runtime that built it did, if its tier is writable).
+ * Images are shared whatever tier they came from: every runtime of the process trusts what
+ * another verified (a remote tier's signature, say). ABI: fields are only ever appended. */
 typedef struct jitops_stats {
   uint64_t memory_hits;
   uint64_t disk_hits;
@@ -271,6 +282,8 @@ typedef struct jitops_stats {
   uint64_t remote_hits;    /* kernels taken, verified, from the remote tier */
   uint64_t remote_misses;  /* misses the remote tier was asked about and could not serve */
   uint64_t remote_errors;  /* failed requests, and records refused (bad hash or signature) */
+  uint64_t shared_hits;    /* kernels another runtime of this process had built: its image,
+                              loaded into this runtime's context */
 } jitops_stats;
 
 JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtime,
@@ -319,8 +332,12 @@ typedef struct jitops_launch_params {
 } jitops_launch_params;
 
 /* Launches `kernel` with `args` (an array of pointers to each argument, as cuLaunchKernel
- * takes them). Asynchronous. Errors: JITOPS_ERR_INVALID_ARGUMENT (bad dimensions),
- * JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_DRIVER. */
+ * takes them). Asynchronous. It makes the kernel's runtime's context current for the launch
+ * and restores the caller's after, so threads may launch on different devices at once, each
+ * with the runtime of its device. The arguments are opaque to the library, so pointers into
+ * another device's memory are the caller's to avoid. Errors: JITOPS_ERR_INVALID_ARGUMENT (bad
+ * dimensions), JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_INVALID_DEVICE (a
+ * stream of another context than the runtime's, such as another device's), JITOPS_ERR_DRIVER. */
 JITOPS_API jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
                                               const jitops_launch_params *params, void **args);
 

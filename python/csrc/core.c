@@ -53,7 +53,7 @@ static PyObject *runtime_info(PyObject *self, PyObject *arg) {
 
 /* runtime_stats(runtime) -> (memory_hits, disk_hits, misses, compiles, compile_errors, waits,
  *                            disk_errors, compile_ms, remote_hits, remote_misses,
- *                            remote_errors) */
+ *                            remote_errors, shared_hits) */
 static PyObject *runtime_stats(PyObject *self, PyObject *arg) {
   void *runtime;
   jitops_stats s;
@@ -62,12 +62,12 @@ static PyObject *runtime_stats(PyObject *self, PyObject *arg) {
   jitops_status status = jitops_runtime_get_stats(runtime, &s);
   if (status != JITOPS_SUCCESS)
     return jp_raise(status);
-  return Py_BuildValue("(KKKKKKKdKKK)", (unsigned long long)s.memory_hits,
+  return Py_BuildValue("(KKKKKKKdKKKK)", (unsigned long long)s.memory_hits,
                        (unsigned long long)s.disk_hits, (unsigned long long)s.misses,
                        (unsigned long long)s.compiles, (unsigned long long)s.compile_errors,
                        (unsigned long long)s.waits, (unsigned long long)s.disk_errors, s.compile_ms,
                        (unsigned long long)s.remote_hits, (unsigned long long)s.remote_misses,
-                       (unsigned long long)s.remote_errors);
+                       (unsigned long long)s.remote_errors, (unsigned long long)s.shared_hits);
 }
 
 /* source_register(runtime, name, source) */

@@ -45,7 +45,8 @@ class RuntimeInfo:
 @dataclass(frozen=True)
 class RuntimeStats:
     """Counters since the runtime was created; each kernel request is exactly one of a memory
-    hit, a disk hit or a miss."""
+    hit, a shared hit (a kernel another runtime of this process built), a disk hit, a remote
+    hit or a miss."""
 
     memory_hits: int
     disk_hits: int
@@ -58,6 +59,7 @@ class RuntimeStats:
     remote_hits: int  # kernels taken, verified, from the remote tier (Redis)
     remote_misses: int
     remote_errors: int  # failed requests, and records refused
+    shared_hits: int  # kernels another runtime of this process built (compiled once per arch)
 
 
 def device_index(device: Optional[Device]) -> int:
