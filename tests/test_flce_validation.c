@@ -1,10 +1,14 @@
 /* Fused linear cross-entropy without a GPU: every bad argument gives its status and a message
  * that names it, hostile tensors (sizes, strides and offsets whose arithmetic overflows)
- * included; the planner's choices and bounds; the row-major to cuBLASLt (column-major) GEMM
- * mapping against a reference product. */
+ * included, for the forward, the backward and a vocabulary shard's two phases; the planner's
+ * choices and bounds; the kernels of shard calls compiled by NVRTC; the row-major to cuBLASLt
+ * (column-major) GEMM mapping against a reference product. */
 #include <math.h>
 
+#include "ops/flce/args.h"
+#include "ops/flce/flce_abi.h"
 #include "ops/flce/gemm.h"
+#include "ops/flce/kernels.h"
 #include "ops/flce/plan.h"
 #include "testutil.h"
 
@@ -603,6 +607,343 @@ static void test_random_hostile(void) {
   CHECK(validated > 0 && validated < 20000);
 }
 
+/* ---- vocabulary shards ---------------------------------------------------------------- */
+
+/* Rows [VSTART, VSTART + V) of a vocabulary of VSIZE. */
+enum { VSTART = 100, VSIZE = 200 };
+
+typedef struct shard_call {
+  call c; /* input, weight, bias, target, dy (grad_output) and the gradients */
+  tensor lse_local, linear, lse;
+} shard_call;
+
+/* A valid call of both phases, every tensor at an address of its own (outputs must not overlap
+ * anything). */
+static void valid_shard(shard_call *s) {
+  valid_call(&s->c);
+  s->c.ts.loss = NULL;
+  s->c.ts.lse = NULL;
+  mk(&s->lse_local, F32, 1, BT, 0);
+  mk(&s->linear, F32, 1, BT, 0);
+  mk(&s->lse, F32, 1, BT, 0);
+  s->c.opt.vocab_start = VSTART;
+  s->c.opt.vocab_size = VSIZE;
+  tensor *all[] = {&s->c.input, &s->c.weight, &s->c.bias,    &s->c.target, &s->c.dy, &s->c.gi,
+                   &s->c.gw,    &s->c.gb,     &s->lse_local, &s->linear,   &s->lse};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+    all[i]->t.data = (void *)(uintptr_t)((i + 1) << 20);
+}
+
+/* Phase 1's tensors: the operands of the call. */
+static jitops_flce_tensors stats_tensors(const shard_call *s) {
+  jitops_flce_tensors ts;
+  memset(&ts, 0, sizeof ts);
+  ts.input = s->c.ts.input;
+  ts.weight = s->c.ts.weight;
+  ts.bias = s->c.ts.bias;
+  ts.target = s->c.ts.target;
+  return ts;
+}
+
+static jitops_status shard_stats(shard_call *s) {
+  jitops_flce_tensors ts = stats_tensors(s);
+  return jitops_flce_shard_stats(rt, &ts, &s->c.opt, &s->lse_local.t, &s->linear.t, NULL, NULL);
+}
+
+static jitops_status shard_backward(shard_call *s) {
+  return jitops_flce_shard_backward(rt, &s->c.ts, &s->c.opt, &s->lse.t, NULL, NULL);
+}
+
+static void test_shard_arguments(void) {
+  shard_call s;
+  valid_shard(&s);
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, "compile-only");
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_NO_DEVICE, "compile-only");
+  jitops_flce_tensors ts = stats_tensors(&s);
+  CHECK_FAILS(jitops_flce_shard_stats(NULL, &ts, &s.c.opt, &s.lse_local.t, &s.linear.t, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "runtime");
+  CHECK_FAILS(jitops_flce_shard_stats(rt, NULL, &s.c.opt, &s.lse_local.t, &s.linear.t, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "tensors");
+  CHECK_FAILS(jitops_flce_shard_stats(rt, &ts, &s.c.opt, NULL, &s.linear.t, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "lse_local");
+  CHECK_FAILS(jitops_flce_shard_stats(rt, &ts, &s.c.opt, &s.lse_local.t, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "linear");
+  CHECK_FAILS(jitops_flce_shard_backward(rt, &s.c.ts, &s.c.opt, NULL, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "lse");
+  /* Members a phase does not take. */
+  ts.grad_output = &s.c.dy.t;
+  CHECK_FAILS(jitops_flce_shard_stats(rt, &ts, &s.c.opt, &s.lse_local.t, &s.linear.t, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "tensors->grad_output must be NULL");
+  ts = stats_tensors(&s);
+  ts.grad_weight = &s.c.gw.t;
+  CHECK_FAILS(jitops_flce_shard_stats(rt, &ts, &s.c.opt, &s.lse_local.t, &s.linear.t, NULL, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "tensors->grad_weight must be NULL");
+  s.c.ts.loss = &s.c.loss.t;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_ARGUMENT, "tensors->loss must be NULL");
+  valid_shard(&s);
+  s.c.ts.lse = &s.lse_local.t;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_ARGUMENT, "tensors->lse must be NULL");
+  /* Shapes, dtypes and layouts of the [BT] vectors. */
+  valid_shard(&s);
+  s.lse_local.shape[0] = BT + 1;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_SHAPE, "lse_local must have shape [BT]");
+  valid_shard(&s);
+  s.linear.t.ndim = 2;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_SHAPE, "linear has rank 2");
+  valid_shard(&s);
+  s.lse.shape[0] = BT - 1;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_SHAPE, "lse must have shape [BT]");
+  valid_shard(&s);
+  s.linear.t.dtype = BF16;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_DTYPE, "linear must be f32, got bf16");
+  valid_shard(&s);
+  s.lse.t.dtype = F64;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_DTYPE, "lse must be f32, got f64");
+  valid_shard(&s);
+  set_strides(&s.linear, 0, 0);
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_LAYOUT, "linear has stride 0");
+  set_strides(&s.linear, -3, 0);
+  set_strides(&s.lse, 0, 0); /* an input may repeat one value */
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_shard(&s);
+  set_strides(&s.lse, HUGE_STRIDE, 0);
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_LAYOUT, "lse's strides (shape");
+  valid_shard(&s);
+  s.lse_local.t.byte_offset = 2;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_LAYOUT, "lse_local's first element");
+  /* f64 problems take f64 statistics. */
+  valid_shard(&s);
+  s.c.input.t.dtype = s.c.weight.t.dtype = s.c.bias.t.dtype = F64;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_DTYPE, "lse_local must be f64");
+  s.lse_local.t.dtype = s.linear.t.dtype = F64;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  /* The backward's dy and gradients, as the forward's. */
+  valid_shard(&s);
+  mk(&s.c.dy, F32, 1, BT, 0);
+  s.c.dy.t.data = (void *)(uintptr_t)(64 << 20);
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_SHAPE, "grad_output must be a scalar");
+  s.c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  s.c.ts.grad_output = NULL;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_shard(&s);
+  s.c.ts.bias = NULL;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_ARGUMENT,
+              "grad_bias is given but bias is NULL");
+  valid_shard(&s);
+  s.c.gw.shape[0] = V + 1;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_SHAPE, "grad_weight must have shape [V, H]");
+  valid_shard(&s);
+  s.c.ts.grad_input = s.c.ts.grad_weight = s.c.ts.grad_bias = NULL; /* nothing wanted */
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_NO_DEVICE, NULL);
+}
+
+static void test_shard_options(void) {
+  shard_call s;
+  valid_shard(&s);
+  s.c.opt.vocab_start = -1;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_ARGUMENT, "options->vocab_start -1 is negative");
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_ARGUMENT, "options->vocab_start -1");
+  s.c.opt.vocab_start = VSTART;
+  s.c.opt.vocab_size = VSTART + V - 1;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->vocab_size 139 is below vocab_start + V_r = 100 + 40");
+  s.c.opt.vocab_size = 0;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_ARGUMENT, "options->vocab_size 0 is below");
+  s.c.opt.vocab_start = INT64_MAX; /* vocab_start + V_r overflows */
+  s.c.opt.vocab_size = INT64_MAX;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_ARGUMENT, "options->vocab_size");
+  s.c.opt.vocab_start = INT64_MAX - V; /* the last rows of the largest vocabulary */
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  s.c.opt.vocab_start = VSTART; /* the last shard */
+  s.c.opt.vocab_size = VSTART + V;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  s.c.opt.vocab_start = 0; /* one shard: the whole vocabulary */
+  s.c.opt.vocab_size = V;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_shard(&s);
+  s.c.opt.label_smoothing = 2;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_ARGUMENT, "options->label_smoothing");
+  valid_shard(&s);
+  s.c.opt.scratch_budget_bytes = 4096;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_ARGUMENT, "options->scratch_budget_bytes");
+  /* The unsharded entry points take no shard. */
+  call c;
+  valid_call(&c);
+  c.opt.vocab_size = 10;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "options->vocab_size is 10, but only");
+  c.opt.vocab_start = 1;
+  size_t bytes;
+  CHECK_FAILS(jitops_flce_workspace_size(rt, &c.ts, &c.opt, &bytes), JITOPS_ERR_INVALID_ARGUMENT,
+              "options->vocab_start is 1");
+  c.opt.vocab_start = c.opt.vocab_size = 0;
+  CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, NULL);
+}
+
+static void test_shard_overlaps(void) {
+  shard_call s;
+  valid_shard(&s);
+  s.linear.t.data = s.lse_local.t.data;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_LAYOUT, "lse_local overlaps linear");
+  /* Two columns of one [BT, 2] matrix interleave without overlapping; two of a [BT, 2] matrix
+   * seen with a stride of 2 that start one row apart do overlap. */
+  set_strides(&s.lse_local, 2, 0);
+  set_strides(&s.linear, 2, 0);
+  s.linear.t.byte_offset = 4;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  set_strides(&s.lse_local, 3, 0);
+  set_strides(&s.linear, 3, 0);
+  s.linear.t.byte_offset = 8;
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  set_strides(&s.linear, 2, 0);
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_LAYOUT, "lse_local overlaps linear");
+  set_strides(&s.lse_local, 2, 0);
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_LAYOUT, "lse_local overlaps linear");
+  valid_shard(&s);
+  s.linear.t.data = s.c.target.t.data;
+  s.linear.t.byte_offset = (BT - 1) * 8; /* the target's last element */
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_INVALID_LAYOUT, "linear overlaps target");
+  s.linear.t.byte_offset = BT * 8; /* just past it */
+  CHECK_FAILS(shard_stats(&s), JITOPS_ERR_NO_DEVICE, NULL);
+  valid_shard(&s);
+  s.c.gi.t.data = s.c.input.t.data; /* in place */
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_LAYOUT, "grad_input overlaps input");
+  valid_shard(&s);
+  s.c.gw.t.data = s.lse.t.data;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_LAYOUT, "grad_weight overlaps lse");
+  valid_shard(&s);
+  s.c.gb.t.data = s.c.gw.t.data;
+  s.c.gb.t.byte_offset = (V * H - 1) * 2;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_LAYOUT, "grad_weight overlaps grad_bias");
+  valid_shard(&s);
+  s.c.gi.t.data = s.c.dy.t.data;
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_INVALID_LAYOUT, "grad_input overlaps grad_output");
+  /* Empty tensors overlap nothing. */
+  valid_shard(&s);
+  mk(&s.c.input, BF16, 2, 0, H);
+  mk(&s.c.target, I64, 1, 0, 0);
+  mk(&s.c.gi, BF16, 2, 0, H);
+  mk(&s.lse, F32, 1, 0, 0);
+  CHECK_FAILS(shard_backward(&s), JITOPS_ERR_NO_DEVICE, NULL);
+}
+
+static void test_shard_workspace_size(void) {
+  shard_call s;
+  valid_shard(&s);
+  jitops_flce_tensors ts = stats_tensors(&s);
+  size_t stats = 0, backward = 0;
+  CHECK_FAILS(
+      jitops_flce_shard_stats_workspace_size(rt, &ts, &s.c.opt, &s.lse_local.t, &s.linear.t, NULL),
+      JITOPS_ERR_INVALID_ARGUMENT, "bytes");
+  CHECK_FAILS(jitops_flce_shard_backward_workspace_size(rt, &s.c.ts, &s.c.opt, &s.lse.t, NULL),
+              JITOPS_ERR_INVALID_ARGUMENT, "bytes");
+  CHECK_OK(jitops_flce_shard_stats_workspace_size(rt, &ts, &s.c.opt, &s.lse_local.t, &s.linear.t,
+                                                  &stats));
+  CHECK_OK(jitops_flce_shard_backward_workspace_size(rt, &s.c.ts, &s.c.opt, &s.lse.t, &backward));
+  CHECK(stats > JITOPS__FLCE_BLAS_WORKSPACE && stats < backward);
+  CHECK(backward < JITOPS__FLCE_BLAS_WORKSPACE + (1 << 20));
+  s.c.opt.vocab_size = 1;
+  CHECK_FAILS(jitops_flce_shard_backward_workspace_size(rt, &s.c.ts, &s.c.opt, &s.lse.t, &backward),
+              JITOPS_ERR_INVALID_ARGUMENT, "options->vocab_size");
+}
+
+/* A shard call's plan and kernels, chosen as the entry points choose them. */
+static void shard_kernels(shard_call *s, jitops__flce_kind kind, jitops__flce_plan *plan,
+                          jitops__flce_kernel_plan *k) {
+  jitops__flce_call checked;
+  jitops_flce_tensors ts = stats_tensors(s);
+  if (kind == JITOPS__FLCE_SHARD_STATS)
+    CHECK_OK(jitops__flce_check_shard_stats("test", rt, &ts, &s->c.opt, &s->lse_local.t,
+                                            &s->linear.t, &checked));
+  else
+    CHECK_OK(
+        jitops__flce_check_shard_backward("test", rt, &s->c.ts, &s->c.opt, &s->lse.t, &checked));
+  CHECK(checked.vocab0 == s->c.opt.vocab_start && checked.vocab == s->c.opt.vocab_size);
+  jitops__flce_problem p;
+  jitops__flce_problem_of(&checked, &p);
+  CHECK_OK(jitops__flce_plan_make("test", &p, plan));
+  jitops__flce_kernels_choose(&checked, plan, k);
+}
+
+/* Compiles every kernel a plan names (NVRTC, on the compile-only runtime). */
+static void compile_kernels(const jitops__flce_kernel_plan *k) {
+  for (int role = 0; role < JITOPS__FLCE_K_ROLES; ++role) {
+    jitops_kernel_t *kernel = NULL;
+    if (k->name[role][0] != '\0')
+      CHECK_OK(jitops_kernel_get(rt, JITOPS__FLCE_SOURCE, k->name[role], NULL, 0, &kernel));
+  }
+}
+
+/* The kernels of both phases, as named and as NVRTC compiles them: the statistics in
+ * SHARD_STATS mode (one instance for every reduction and z-loss), the backward in SLICE mode
+ * from the copied lse, over the whole shard or (a tight budget) over vocabulary groups. */
+static void test_shard_kernels(void) {
+  jitops_stats before, after;
+  CHECK_OK(jitops_runtime_get_stats(rt, &before));
+  shard_call s;
+  jitops__flce_plan plan;
+  jitops__flce_kernel_plan k;
+  valid_shard(&s);
+  s.c.opt.softcap = 30;
+  s.c.opt.label_smoothing = 0.1;
+  s.c.opt.z_loss_scale = 1e-4;
+  shard_kernels(&s, JITOPS__FLCE_SHARD_STATS, &plan, &k);
+  CHECK(strcmp(k.name[JITOPS__FLCE_K_PASS1],
+               "jitops::flce::rows<jitops::bfloat16, float, 128, 3, true, true, true, false, "
+               "false>") == 0);
+  CHECK(k.name[JITOPS__FLCE_K_COUNT][0] == '\0' && k.name[JITOPS__FLCE_K_SLICE][0] == '\0');
+  CHECK(strcmp(k.name[JITOPS__FLCE_K_LOSS], "jitops::flce::convert<float, float>") == 0);
+  CHECK(strcmp(k.name[JITOPS__FLCE_K_LSE], "jitops::flce::convert<float, float>") == 0);
+  compile_kernels(&k);
+  shard_kernels(&s, JITOPS__FLCE_SHARD_BACKWARD, &plan, &k);
+  CHECK(plan.algorithm == JITOPS__FLCE_ROWS);
+  CHECK(strcmp(k.name[JITOPS__FLCE_K_PASS1],
+               "jitops::flce::rows<jitops::bfloat16, float, 128, 2, true, true, true, true, "
+               "true>") == 0);
+  CHECK(strcmp(k.name[JITOPS__FLCE_K_COUNT], "jitops::flce::count_valid") == 0);
+  CHECK(k.name[JITOPS__FLCE_K_LOSS][0] == '\0');
+  compile_kernels(&k);
+  /* A tight budget: the first pass for grad_input, vocabulary groups for grad_weight. */
+  s.c.opt.chunk_rows = 2;
+  s.c.opt.scratch_budget_bytes = (int64_t)JITOPS__FLCE_BLAS_WORKSPACE + 2304; /* no f32 acc */
+  s.c.opt.reduction = JITOPS_FLCE_REDUCTION_SUM;
+  shard_kernels(&s, JITOPS__FLCE_SHARD_BACKWARD, &plan, &k);
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB && plan.steps.pass2 && plan.steps.pass1_grads);
+  CHECK(k.name[JITOPS__FLCE_K_COUNT][0] == '\0' && k.name[JITOPS__FLCE_K_SLICE][0] != '\0');
+  compile_kernels(&k);
+  /* ... without grad_input the first pass has nothing to do. */
+  s.c.ts.grad_input = NULL;
+  shard_kernels(&s, JITOPS__FLCE_SHARD_BACKWARD, &plan, &k);
+  CHECK(plan.algorithm == JITOPS__FLCE_VOCAB && !plan.steps.pass1_grads);
+  CHECK(k.name[JITOPS__FLCE_K_PASS1][0] == '\0' && k.name[JITOPS__FLCE_K_SLICE][0] != '\0');
+  /* f32 with no bias and a per-token dy. */
+  valid_shard(&s);
+  s.c.input.t.dtype = s.c.weight.t.dtype = s.c.gi.t.dtype = s.c.gw.t.dtype = F32;
+  s.c.ts.bias = s.c.ts.grad_bias = NULL;
+  s.c.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  mk(&s.c.dy, F32, 1, BT, 0);
+  s.c.dy.t.data = (void *)(uintptr_t)(64 << 20);
+  shard_kernels(&s, JITOPS__FLCE_SHARD_STATS, &plan, &k);
+  compile_kernels(&k);
+  shard_kernels(&s, JITOPS__FLCE_SHARD_BACKWARD, &plan, &k);
+  compile_kernels(&k);
+  /* An empty batch zeroes the shard's gradients. */
+  valid_shard(&s);
+  mk(&s.c.input, BF16, 2, 0, H);
+  mk(&s.c.target, I64, 1, 0, 0);
+  mk(&s.c.gi, BF16, 2, 0, H);
+  mk(&s.lse, F32, 1, 0, 0);
+  shard_kernels(&s, JITOPS__FLCE_SHARD_BACKWARD, &plan, &k);
+  CHECK(k.name[JITOPS__FLCE_K_GW_ZERO][0] != '\0' && k.name[JITOPS__FLCE_K_GB_ZERO][0] != '\0');
+  CHECK(k.name[JITOPS__FLCE_K_PASS1][0] == '\0');
+  CHECK_OK(jitops_runtime_get_stats(rt, &after));
+  CHECK(after.compile_errors == before.compile_errors);
+  printf("  shard kernels: %llu compiled, %llu loaded from the cache\n",
+         (unsigned long long)(after.compiles - before.compiles),
+         (unsigned long long)(after.disk_hits - before.disk_hits));
+}
+
 /* ---- the planner ---------------------------------------------------------------------- */
 
 static jitops__flce_problem problem(int64_t bt, int64_t h, int64_t v, int64_t budget) {
@@ -855,6 +1196,11 @@ int main(void) {
   test_hostile_tensors();
   test_hostile_backward();
   test_random_hostile();
+  test_shard_arguments();
+  test_shard_options();
+  test_shard_overlaps();
+  test_shard_workspace_size();
+  test_shard_kernels();
   test_plan();
   test_auto_budget();
   test_plan_overflow();

@@ -4,7 +4,9 @@
  * chunk; several chunks with an f32 accumulator; vocabulary groups), every dtype, strided
  * tensors, dy in the forward and the scalar backward, bit-identical reruns (also by a fresh
  * runtime, which finds the timed GEMM algorithms in the cache), and (unless
- * --small, which compute-sanitizer runs use) a problem with BT * V > 2^31.
+ * --small, which compute-sanitizer runs use) a problem with BT * V > 2^31. With --shards, only
+ * the vocabulary-parallel phases instead: each case split into 2 and 3 uneven shards, compared
+ * with the unsharded forward.
  *
  * The reference rounds the logits to T as the GEMM does, then works in double; tolerances
  * are relative to the largest reference value and reflect T's precision. */
@@ -441,29 +443,47 @@ static jitops_status run(const flce_case *k, tensors *d) {
   return s;
 }
 
-/* Largest |got - want| over the elements, against tol * max(|want|, floor). NaN must match
- * NaN. Prints the first offender. */
-static void compare(const char *cname, const char *what, const dev *x, const double *want,
-                    int64_t rows, int64_t cols, double tol, double floor) {
+/* Largest |got - want| over n values, against tol * max(|want|, floor). NaN must match NaN.
+ * Prints the first offender (row r = i / cols, column i % cols). */
+static void compare_values(const char *cname, const char *what, const double *got,
+                           const double *want, int64_t n, int64_t cols, double tol, double floor) {
   double scale = floor;
-  for (int64_t i = 0; i < rows * (cols ? cols : 1); ++i)
+  for (int64_t i = 0; i < n; ++i)
     if (isfinite(want[i]))
       scale = fmax(scale, fabs(want[i]));
   int64_t bad = 0;
-  for (int64_t r = 0; r < (x->rows < 0 ? 1 : rows); ++r)
-    for (int64_t c = 0; c < (cols ? cols : 1); ++c) {
-      double w = want[r * (cols ? cols : 1) + c];
-      double g = get(x->t.dtype, x->host, dev_index(x, r, c));
-      int ok = isnan(w) ? isnan(g) : (isfinite(g) && fabs(g - w) <= tol * scale);
-      if (!ok && bad++ == 0)
-        fprintf(stderr, "%s: %s[%lld, %lld] = %.9g, want %.9g (tol %.3g)\n", cname, what,
-                (long long)r, (long long)c, g, w, tol * scale);
-    }
+  for (int64_t i = 0; i < n; ++i) {
+    double w = want[i], g = got[i];
+    int ok = isnan(w) ? isnan(g) : (isfinite(g) && fabs(g - w) <= tol * scale);
+    if (!ok && bad++ == 0)
+      fprintf(stderr, "%s: %s[%lld, %lld] = %.9g, want %.9g (tol %.3g)\n", cname, what,
+              (long long)(i / cols), (long long)(i % cols), g, w, tol * scale);
+  }
   if (bad > 0) {
     fprintf(stderr, "%s: %s: %lld of %lld elements off\n", cname, what, (long long)bad,
-            (long long)(rows * (cols ? cols : 1)));
+            (long long)n);
     ++test_failures;
   }
+}
+
+/* The logical values of a downloaded device tensor (rows x cols; cols 0: a vector; rows < 0:
+ * a scalar), row-major, into a new array. */
+static double *dev_values(const dev *x, int64_t rows, int64_t cols) {
+  int64_t n_rows = x->rows < 0 ? 1 : rows, n_cols = cols ? cols : 1;
+  double *v = malloc(sizeof(double) * (size_t)(n_rows * n_cols + 1));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t c = 0; c < n_cols; ++c)
+      v[r * n_cols + c] = get(x->t.dtype, x->host, dev_index(x, r, c));
+  return v;
+}
+
+/* compare_values over a downloaded device tensor. */
+static void compare(const char *cname, const char *what, const dev *x, const double *want,
+                    int64_t rows, int64_t cols, double tol, double floor) {
+  double *got = dev_values(x, rows, cols);
+  int64_t n = (x->rows < 0 ? 1 : rows) * (cols ? cols : 1);
+  compare_values(cname, what, got, want, n, cols ? cols : 1, tol, floor);
+  free(got);
 }
 
 static double grad_tol(DLDataType t) {
@@ -512,20 +532,25 @@ static void check_outputs(const problem *p, tensors *d) {
   }
 }
 
-/* Every output's bytes, for the rerun comparison. */
-static void snapshot(tensors *d, char **out, size_t *bytes) {
-  dev *outs[] = {&d->loss, &d->lse, &d->gi, &d->gw, &d->gb};
+/* The bytes of n device tensors (those allocated), for rerun comparisons. */
+static void snapshot_devs(dev *const *outs, size_t n, char **out, size_t *bytes) {
   *bytes = 0;
-  for (size_t i = 0; i < 5; ++i)
+  for (size_t i = 0; i < n; ++i)
     *bytes += outs[i]->ptr != NULL ? outs[i]->bytes : 0;
   *out = malloc(*bytes + 1);
   size_t off = 0;
-  for (size_t i = 0; i < 5; ++i)
+  for (size_t i = 0; i < n; ++i)
     if (outs[i]->ptr != NULL) {
       dev_download(outs[i]);
       memcpy(*out + off, outs[i]->host, outs[i]->bytes);
       off += outs[i]->bytes;
     }
+}
+
+/* Every output's bytes, for the rerun comparison. */
+static void snapshot(tensors *d, char **out, size_t *bytes) {
+  dev *const outs[] = {&d->loss, &d->lse, &d->gi, &d->gw, &d->gb};
+  snapshot_devs(outs, 5, out, bytes);
 }
 
 /* Runs the case again, then again on a fresh runtime (as the next process would: it finds
@@ -555,31 +580,41 @@ static void check_reruns(const flce_case *k, tensors *d) {
   free(first);
 }
 
-static void run_case(const flce_case *k) {
-  problem p;
-  memset(&p, 0, sizeof p);
-  p.k = k;
-  make_inputs(&p, 0x5eed0000u + (uint64_t)k->bt * 31 + (uint64_t)k->v);
-  reference(&p);
-  tensors d;
-  memset(&d, 0, sizeof d);
-  upload_inputs(&p, &d);
-  make_outputs(k, &d);
-  poison_outputs(&d);
-  jitops_status s = run(k, &d);
+/* Inputs from `seed`, the reference, the device tensors, and a first run checked against the
+ * reference; false (a failure counted) when the run fails. */
+static bool case_start(const flce_case *k, uint64_t seed, problem *p, tensors *d) {
+  memset(p, 0, sizeof *p);
+  p->k = k;
+  make_inputs(p, seed + (uint64_t)k->bt * 31 + (uint64_t)k->v);
+  reference(p);
+  memset(d, 0, sizeof *d);
+  upload_inputs(p, d);
+  make_outputs(k, d);
+  poison_outputs(d);
+  jitops_status s = run(k, d);
   if (s != JITOPS_SUCCESS) {
     fprintf(stderr, "%s: %s: %s\n", k->name, jitops_status_string(s), jitops_last_error());
     ++test_failures;
-  } else {
-    check_outputs(&p, &d);
-    if (k->rerun)
-      check_reruns(k, &d);
+    return false;
   }
-  dev *all[] = {&d.x,   &d.w,  &d.b,  &d.target, &d.dy,    &d.loss,
-                &d.lse, &d.gi, &d.gw, &d.gb,     &d.dy_bwd};
+  check_outputs(p, d);
+  return true;
+}
+
+static void case_free(problem *p, tensors *d) {
+  dev *all[] = {&d->x,   &d->w,  &d->b,  &d->target, &d->dy,    &d->loss,
+                &d->lse, &d->gi, &d->gw, &d->gb,     &d->dy_bwd};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
     dev_free(all[i]);
-  problem_free(&p);
+  problem_free(p);
+}
+
+static void run_case(const flce_case *k) {
+  problem p;
+  tensors d;
+  if (case_start(k, 0x5eed0000u, &p, &d) && k->rerun)
+    check_reruns(k, &d);
+  case_free(&p, &d);
   printf("  %s: done\n", k->name);
 }
 
@@ -829,12 +864,366 @@ static void large_case(int64_t chunk_rows, int64_t budget, const char *name) {
   problem_free(&p);
 }
 
+/* ---- vocabulary shards ---------------------------------------------------------------- */
+
+/* A case split into shards of the weight's rows: phase 1 on each, the statistics combined on
+ * the host as the all-reduces would (max, then a sum of exp; a sum), phase 2 on each from the
+ * combined lse, the grad_input partials summed; everything compared with the unsharded
+ * forward on the same device tensors. */
+enum { MAX_SHARDS = 4 };
+
+typedef struct shard_run {
+  int n;
+  int64_t start[MAX_SHARDS], rows[MAX_SHARDS];
+  dev lse_local[MAX_SHARDS], linear[MAX_SHARDS], gi[MAX_SHARDS];
+  dev lse;    /* the combined lse, phase 2's input */
+  dev gw, gb; /* the shards' gradients, concatenated */
+  double *loss_rows;
+  double loss;
+} shard_run;
+
+/* Rows [r0, r0 + n) of a device matrix or vector, as its own tensor (shape storage: `shape`). */
+static DLTensor rows_view(const dev *x, int64_t r0, int64_t n, int64_t shape[2]) {
+  DLTensor t = x->t;
+  shape[0] = n;
+  shape[1] = x->cols;
+  t.shape = shape;
+  t.byte_offset = (uint64_t)(r0 * x->stride) * dsize(x->t.dtype);
+  return t;
+}
+
+static jitops_flce_options shard_options(const flce_case *k, const shard_run *s, int r) {
+  jitops_flce_options o = k->opt;
+  o.vocab_start = s->start[r];
+  o.vocab_size = k->v;
+  return o;
+}
+
+/* Phase 1 on every shard. */
+static jitops_status shard_stats(const flce_case *k, tensors *d, shard_run *s) {
+  for (int r = 0; r < s->n; ++r) {
+    int64_t ws[2], bs[2];
+    DLTensor w = rows_view(&d->w, s->start[r], s->rows[r], ws);
+    DLTensor b = k->bias ? rows_view(&d->b, s->start[r], s->rows[r], bs) : w;
+    jitops_flce_tensors ts = {
+        .input = &d->x.t, .weight = &w, .bias = k->bias ? &b : NULL, .target = &d->target.t};
+    jitops_flce_options o = shard_options(k, s, r);
+    jitops_status st =
+        jitops_flce_shard_stats(rt, &ts, &o, &s->lse_local[r].t, &s->linear[r].t, NULL, stream);
+    if (st != JITOPS_SUCCESS)
+      return st;
+  }
+  return JITOPS_SUCCESS;
+}
+
+/* What the caller does between the phases, in the accumulation type: lse = m + log(sum over
+ * shards of exp(lse_local - m)) with m their max, linear = their sum, the loss from those
+ * (0 for ignored rows), reduced; the combined lse uploaded. */
+static void shard_combine(const problem *p, shard_run *s) {
+  const flce_case *k = p->k;
+  bool f64 = same_dtype(k->t, F64);
+  double total = 0;
+  for (int r = 0; r < s->n; ++r) {
+    dev_download(&s->lse_local[r]);
+    dev_download(&s->linear[r]);
+  }
+  for (int64_t t = 0; t < k->bt; ++t) {
+    double m = -INFINITY, sum = 0, linear = 0;
+    for (int r = 0; r < s->n; ++r)
+      m = fmax(
+          m, get(s->lse_local[r].t.dtype, s->lse_local[r].host, dev_index(&s->lse_local[r], t, 0)));
+    for (int r = 0; r < s->n; ++r) {
+      double l =
+          get(s->lse_local[r].t.dtype, s->lse_local[r].host, dev_index(&s->lse_local[r], t, 0));
+      double lin = get(s->linear[r].t.dtype, s->linear[r].host, dev_index(&s->linear[r], t, 0));
+      sum = f64 ? sum + exp(l - m) : (double)((float)sum + expf((float)(l - m)));
+      linear = f64 ? linear + lin : (double)((float)linear + (float)lin);
+    }
+    double lse = f64 ? m + log(sum) : (double)((float)m + logf((float)sum));
+    double zl = k->opt.z_loss_scale;
+    double loss = f64 ? lse - linear + zl * lse * lse
+                      : (double)((float)lse - (float)linear + (float)zl * (float)lse * (float)lse);
+    s->loss_rows[t] = ignored(p, t) ? 0.0 : loss;
+    total += s->loss_rows[t];
+    put(s->lse.t.dtype, s->lse.host, dev_index(&s->lse, t, 0), lse);
+  }
+  s->loss = k->opt.reduction == JITOPS_FLCE_REDUCTION_MEAN ? total / (double)p->count : total;
+  dev_upload(&s->lse);
+}
+
+/* Phase 2 on every shard. */
+static jitops_status shard_backward(const flce_case *k, tensors *d, shard_run *s) {
+  for (int r = 0; r < s->n; ++r) {
+    int64_t ws[2], bs[2], gws[2], gbs[2];
+    DLTensor w = rows_view(&d->w, s->start[r], s->rows[r], ws);
+    DLTensor b = k->bias ? rows_view(&d->b, s->start[r], s->rows[r], bs) : w;
+    DLTensor gw = k->gw ? rows_view(&s->gw, s->start[r], s->rows[r], gws) : w;
+    DLTensor gb = k->gb ? rows_view(&s->gb, s->start[r], s->rows[r], gbs) : w;
+    jitops_flce_tensors ts = {.input = &d->x.t,
+                              .weight = &w,
+                              .bias = k->bias ? &b : NULL,
+                              .target = &d->target.t,
+                              .grad_output = k->dy ? &d->dy.t : NULL,
+                              .grad_input = k->gi ? &s->gi[r].t : NULL,
+                              .grad_weight = k->gw ? &gw : NULL,
+                              .grad_bias = k->gb ? &gb : NULL};
+    jitops_flce_options o = shard_options(k, s, r);
+    jitops_status st = jitops_flce_shard_backward(rt, &ts, &o, &s->lse.t, NULL, stream);
+    if (st != JITOPS_SUCCESS)
+      return st;
+  }
+  return JITOPS_SUCCESS;
+}
+
+/* The outputs of both phases, NULL-terminated; their count. */
+static size_t shard_outputs(shard_run *s, dev **outs) {
+  size_t n = 0;
+  for (int r = 0; r < s->n; ++r) {
+    outs[n++] = &s->lse_local[r];
+    outs[n++] = &s->linear[r];
+    outs[n++] = &s->gi[r];
+  }
+  outs[n++] = &s->gw;
+  outs[n++] = &s->gb;
+  outs[n] = NULL;
+  return n;
+}
+
+/* Both phases, every output poisoned first; false (a failure counted) when a call fails. */
+static bool shard_run_all(const problem *p, tensors *d, shard_run *s) {
+  const flce_case *k = p->k;
+  dev *outs[3 * MAX_SHARDS + 3];
+  shard_outputs(s, outs);
+  for (size_t i = 0; outs[i] != NULL; ++i)
+    if (outs[i]->ptr != NULL)
+      dev_poison(outs[i]);
+  jitops_status st = shard_stats(k, d, s);
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+  if (st == JITOPS_SUCCESS) {
+    shard_combine(p, s);
+    st = shard_backward(k, d, s);
+    CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+  }
+  if (st != JITOPS_SUCCESS) {
+    fprintf(stderr, "%s (shards): %s: %s\n", k->name, jitops_status_string(st),
+            jitops_last_error());
+    ++test_failures;
+  }
+  return st == JITOPS_SUCCESS;
+}
+
+/* Shard vs unsharded: a few f32 (f64) roundings apart, or for 16-bit T, T's rounding of the
+ * gradients (grad_input is a sum of rounded partials). */
+static void shard_compare(const problem *p, tensors *d, shard_run *s) {
+  const flce_case *k = p->k;
+  bool none = k->opt.reduction == JITOPS_FLCE_REDUCTION_NONE;
+  double tol = same_dtype(k->t, F64) ? 1e-10 : same_dtype(k->t, F32) ? 1e-5 : grad_tol(k->t);
+  double ltol = same_dtype(k->t, F64) ? 1e-10 : same_dtype(k->t, F32) ? 1e-5 : 1e-4;
+  char name[160];
+  snprintf(name, sizeof name, "%s (%d shards)", k->name, s->n);
+  dev_download(&d->loss);
+  double *want = dev_values(&d->loss, none ? k->bt : 1, 0);
+  compare_values(name, "loss", none ? s->loss_rows : &s->loss, want, none ? k->bt : 1, 1, ltol,
+                 1.0);
+  free(want);
+  if (k->lse) { /* the rows that are not ignored */
+    dev_download(&d->lse);
+    dev_download(&s->lse);
+    double *got = dev_values(&s->lse, k->bt, 0);
+    want = dev_values(&d->lse, k->bt, 0);
+    for (int64_t t = 0; t < k->bt; ++t)
+      if (ignored(p, t))
+        got[t] = want[t];
+    compare_values(name, "lse", got, want, k->bt, 1, ltol, 1.0);
+    free(got);
+    free(want);
+  }
+  if (k->gi) {
+    double *sum = calloc((size_t)(k->bt * k->h) + 1, sizeof(double));
+    for (int r = 0; r < s->n; ++r) {
+      dev_download(&s->gi[r]);
+      double *part = dev_values(&s->gi[r], k->bt, k->h);
+      for (int64_t i = 0; i < k->bt * k->h; ++i)
+        sum[i] += part[i];
+      free(part);
+    }
+    dev_download(&d->gi);
+    want = dev_values(&d->gi, k->bt, k->h);
+    compare_values(name, "grad_input", sum, want, k->bt * k->h, k->h, tol * s->n, 1e-6);
+    free(sum);
+    free(want);
+  }
+  dev *const pairs[][2] = {{&s->gw, &d->gw}, {&s->gb, &d->gb}};
+  const char *const what[] = {"grad_weight", "grad_bias"};
+  for (int i = 0; i < 2; ++i) {
+    if (pairs[i][1]->ptr == NULL)
+      continue;
+    dev_download(pairs[i][0]);
+    dev_download(pairs[i][1]);
+    int64_t cols = i == 0 ? k->h : 0;
+    double *got = dev_values(pairs[i][0], k->v, cols);
+    want = dev_values(pairs[i][1], k->v, cols);
+    compare_values(name, what[i], got, want, k->v * (cols ? cols : 1), cols ? cols : 1, tol, 1e-6);
+    free(got);
+    free(want);
+  }
+}
+
+static void shard_alloc(const flce_case *k, shard_run *s) {
+  DLDataType acc = same_dtype(k->t, F64) ? F64 : F32;
+  for (int r = 0; r < s->n; ++r) {
+    dev_make(&s->lse_local[r], acc, k->bt, 0, k->out_stride);
+    dev_make(&s->linear[r], acc, k->bt, 0, 0);
+    if (k->gi)
+      dev_make(&s->gi[r], k->t, k->bt, k->h, 0);
+  }
+  dev_make(&s->lse, acc, k->bt, 0, k->target_stride);
+  if (k->gw)
+    dev_make(&s->gw, k->gw_dtype, k->v, k->h, 0);
+  if (k->gb)
+    dev_make(&s->gb, k->gw_dtype, k->v, 0, 0);
+  s->loss_rows = calloc((size_t)k->bt + 1, sizeof(double));
+}
+
+static void shard_free(shard_run *s) {
+  dev *outs[3 * MAX_SHARDS + 3];
+  shard_outputs(s, outs);
+  for (size_t i = 0; outs[i] != NULL; ++i)
+    dev_free(outs[i]);
+  dev_free(&s->lse);
+  free(s->loss_rows);
+}
+
+/* The case unsharded (checked against the reference), then split into shards of `sizes`
+ * rows (summing to V), for each split. */
+static void run_shard_case(const flce_case *k, int nsplits, const int64_t sizes[][MAX_SHARDS + 1]) {
+  problem p;
+  tensors d;
+  bool ok = case_start(k, 0x5aad0000u, &p, &d);
+  for (int split = 0; split < nsplits && ok; ++split) {
+    shard_run s;
+    memset(&s, 0, sizeof s);
+    int64_t start = 0;
+    for (s.n = 0; sizes[split][s.n] > 0; ++s.n) {
+      s.start[s.n] = start;
+      s.rows[s.n] = sizes[split][s.n];
+      start += s.rows[s.n];
+    }
+    CHECK(start == k->v);
+    shard_alloc(k, &s);
+    if (shard_run_all(&p, &d, &s)) {
+      shard_compare(&p, &d, &s);
+      if (k->rerun) { /* the same bits again */
+        dev *outs[3 * MAX_SHARDS + 3];
+        size_t n = shard_outputs(&s, outs), n1, n2;
+        char *first, *again;
+        snapshot_devs(outs, n, &first, &n1);
+        if (shard_run_all(&p, &d, &s)) {
+          snapshot_devs(outs, n, &again, &n2);
+          if (n1 != n2 || memcmp(first, again, n1) != 0) {
+            fprintf(stderr, "%s (%d shards): the rerun is not bit-identical\n", k->name, s.n);
+            ++test_failures;
+          }
+          free(again);
+        }
+        free(first);
+      }
+    }
+    shard_free(&s);
+    printf("  %s, %d shards: done\n", k->name, s.n);
+  }
+  case_free(&p, &d);
+}
+
+static void shard_cases(void) {
+  flce_case k;
+  /* f32, every option, mean; V = 513 in 2 and 3 uneven shards. */
+  static const int64_t v513[][MAX_SHARDS + 1] = {{200, 313, 0}, {64, 300, 149, 0}};
+  k = base("shard f32 mean, every option", F32, 33, 40, 513);
+  k.opt.label_smoothing = 0.1;
+  k.opt.softcap = 4.0;
+  k.opt.z_loss_scale = 0.01;
+  k.rerun = 1;
+  run_shard_case(&k, 2, v513);
+  k = base("shard f32 sum, no bias, dy", F32, 33, 40, 513);
+  k.opt.reduction = JITOPS_FLCE_REDUCTION_SUM;
+  k.bias = k.gb = 0;
+  k.dy = 1;
+  k.opt.label_smoothing = 0.2;
+  run_shard_case(&k, 2, v513);
+  k = base("shard f32 none, per-token dy, chunks", F32, 45, 48, 513);
+  k.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  k.opt.chunk_rows = 8;
+  k.dy = 1;
+  k.opt.softcap = 2.5;
+  k.opt.z_loss_scale = 0.02;
+  k.x_pad = 8;
+  k.target_stride = 3;
+  k.out_stride = 2;
+  run_shard_case(&k, 2, v513);
+  /* bf16: one chunk; several (grad_weight in f32 scratch); the vocab algorithm (a tight
+   * budget); f32 gradients. */
+  static const int64_t v777[][MAX_SHARDS + 1] = {{400, 377, 0}, {100, 500, 177, 0}};
+  k = base("shard bf16 mean, every option", BF16, 45, 48, 777);
+  k.opt.label_smoothing = 0.1;
+  k.opt.softcap = 30.0;
+  k.opt.z_loss_scale = 1e-3;
+  k.rerun = 1;
+  run_shard_case(&k, 2, v777);
+  k.name = "shard bf16 mean, chunks f32-acc";
+  k.opt.chunk_rows = 16;
+  run_shard_case(&k, 2, v777);
+  k = base("shard bf16 none, vocab groups", BF16, 45, 48, 777);
+  k.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  k.opt.chunk_rows = 8;
+  k.opt.scratch_budget_bytes = tight_budget(777, 48);
+  k.opt.label_smoothing = 0.05;
+  k.dy = 1;
+  k.rerun = 1;
+  run_shard_case(&k, 2, v777);
+  k.name = "shard bf16 none, vocab groups, no grad_input";
+  k.gi = 0;
+  k.rerun = 0;
+  run_shard_case(&k, 2, v777);
+  k = base("shard bf16 sum, f32 gradients", BF16, 40, 32, 777);
+  k.opt.reduction = JITOPS_FLCE_REDUCTION_SUM;
+  k.opt.chunk_rows = 16;
+  k.gw_dtype = F32;
+  run_shard_case(&k, 2, v777);
+  /* f64; edge cases. */
+  static const int64_t v129[][MAX_SHARDS + 1] = {{1, 128, 0}, {50, 50, 29, 0}};
+  k = base("shard f64 sum, z-loss", F64, 21, 24, 129);
+  k.opt.reduction = JITOPS_FLCE_REDUCTION_SUM;
+  k.opt.z_loss_scale = 0.01;
+  k.opt.chunk_rows = 8;
+  run_shard_case(&k, 2, v129);
+  static const int64_t v100[][MAX_SHARDS + 1] = {{37, 63, 0}, {10, 80, 10, 0}};
+  k = base("shard all ignored, mean is NaN", F32, 16, 32, 100);
+  k.all_ignored = 1;
+  run_shard_case(&k, 2, v100);
+  k = base("shard empty batch", BF16, 0, 32, 100);
+  run_shard_case(&k, 2, v100);
+  k = base("shard ignore_index 0", BF16, 20, 16, 100);
+  k.opt.ignore_index = 0;
+  k.ignore_frac = 0.3;
+  run_shard_case(&k, 2, v100);
+  k = base("shard target out of range", F32, 9, 16, 100);
+  k.opt.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  k.bad_target = 1;
+  k.gw = k.gb = 0; /* as unsharded: the bad row's gradient lacks its target term */
+  run_shard_case(&k, 2, v100);
+}
+
 int main(int argc, char **argv) {
   rt = test_gpu_runtime_or_skip("test_gpu_flce");
   int small = argc > 1 && strcmp(argv[1], "--small") == 0;
+  int shards = argc > 1 && strcmp(argv[1], "--shards") == 0;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
-  small_cases();
-  if (!small) {
+  if (shards)
+    shard_cases();
+  else
+    small_cases();
+  if (!small && !shards) {
     /* One chunk of all 16500 rows: the logits buffer alone has 2.16e9 elements. */
     large_case(16500, (int64_t)6 << 30, "BT*V > 2^31, one chunk");
     /* The default plan for it. */

@@ -5,7 +5,7 @@
  * UBSan and ASan (scripts/test_sanitized.sh), a signed overflow, a wrapped pointer or a wild
  * read fails the test.
  *
- * Families: scans, repeat, segment reductions, CTC and FLCE.
+ * Families: scans, repeat, segment reductions, CTC and FLCE (a vocabulary shard's phases too).
  *
  * The calls are the ones that validate without launching: the *_workspace_size entry points
  * on a compile-only runtime, where a valid call returns a byte count and an invalid one its
@@ -226,6 +226,53 @@ static void fuzz_flce(jitops_runtime_t *rt) {
                 "jitops_flce_workspace_size");
 }
 
+/* A vocabulary shard's two phases: the operands as fuzz_flce's, [BT] statistics, and shard
+ * bounds that are mostly coherent. */
+static void fuzz_flce_shard(jitops_runtime_t *rt) {
+  fuzz_tensor input, weight, bias, target, dy, lse, linear, grad_input, grad_weight, grad_bias;
+  fuzz(&input, 2), fuzz(&weight, 2), fuzz(&bias, 1), fuzz(&target, 1), fuzz(&dy, next() % 2);
+  fuzz(&lse, 1), fuzz(&linear, 1), fuzz(&grad_input, 2), fuzz(&grad_weight, 2);
+  fuzz(&grad_bias, 1);
+  if (next() % 4) { /* a coherent call, but for what the generator changed above */
+    target.dl.dtype = (DLDataType){kDLInt, 64, 1};
+    weight.shape[1] = input.shape[1], target.shape[0] = input.shape[0];
+    bias.shape[0] = weight.shape[0], weight.dl.dtype = bias.dl.dtype = input.dl.dtype;
+    fuzz_like(&lse, &target), fuzz_like(&linear, &lse), fuzz_like(&grad_bias, &bias);
+    lse.dl.dtype = linear.dl.dtype = (DLDataType){kDLFloat, 32, 1};
+    fuzz_like(&grad_input, &input), fuzz_like(&grad_weight, &weight);
+    /* Outputs must not overlap: most tensors at addresses of their own. */
+    fuzz_tensor *all[] = {&input, &weight, &bias,       &target,      &dy,
+                          &lse,   &linear, &grad_input, &grad_weight, &grad_bias};
+    for (size_t k = 0; k < sizeof all / sizeof *all; ++k)
+      if (all[k]->dl.data == (void *)(uintptr_t)(1u << 20) && next() % 8)
+        all[k]->dl.data = (void *)((uintptr_t)(k + 1) << 36);
+  }
+  jitops_flce_options options;
+  jitops_flce_options_init(&options);
+  options.reduction = (jitops_flce_reduction)(next() % 3);
+  options.vocab_start = next() % 4 ? (int64_t)(next() % 9) : fuzz_stride(1);
+  if (next() % 4 == 0 ||
+      __builtin_add_overflow(options.vocab_start, weight.shape[0], &options.vocab_size))
+    options.vocab_size = fuzz_extent();
+  options.scratch_budget_bytes = next() % 4 ? 0 : fuzz_stride(1 << 30);
+  jitops_flce_tensors stats = {.input = maybe(&input),
+                               .weight = maybe(&weight),
+                               .bias = next() % 2 ? &bias.dl : NULL,
+                               .target = maybe(&target)};
+  size_t bytes;
+  expect_status(jitops_flce_shard_stats_workspace_size(rt, &stats, &options, maybe(&lse),
+                                                       maybe(&linear), &bytes),
+                "jitops_flce_shard_stats_workspace_size");
+  jitops_flce_tensors backward = stats;
+  backward.grad_output = next() % 2 ? &dy.dl : NULL;
+  backward.grad_input = next() % 2 ? &grad_input.dl : NULL;
+  backward.grad_weight = next() % 2 ? &grad_weight.dl : NULL;
+  backward.grad_bias = next() % 2 ? &grad_bias.dl : NULL;
+  expect_status(
+      jitops_flce_shard_backward_workspace_size(rt, &backward, &options, maybe(&lse), &bytes),
+      "jitops_flce_shard_backward_workspace_size");
+}
+
 int main(void) {
   const char *env = getenv("JITOPS_FUZZ_ITERATIONS");
   int iterations = env != NULL ? atoi(env) : 100000;
@@ -235,8 +282,8 @@ int main(void) {
   CHECK_OK(jitops_runtime_create(&config, &rt));
   if (rt == NULL)
     return test_finish("test_validation_fuzz");
-  void (*const families[])(jitops_runtime_t *) = {fuzz_scan, fuzz_repeat, fuzz_segment, fuzz_ctc,
-                                                  fuzz_flce};
+  void (*const families[])(jitops_runtime_t *) = {fuzz_scan, fuzz_repeat, fuzz_segment,
+                                                  fuzz_ctc,  fuzz_flce,   fuzz_flce_shard};
   for (int n = 0; n < iterations; ++n)
     for (size_t f = 0; f < sizeof families / sizeof *families; ++f)
       families[f](rt);

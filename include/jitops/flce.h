@@ -65,6 +65,11 @@ typedef struct jitops_flce_options {
    * JITOPS_FLCE_MAX_AUTO_SCRATCH_BUDGET] (the least on a compile-only runtime). See "Memory"
    * below. */
   int64_t scratch_budget_bytes;
+  /* Vocabulary parallelism (the jitops_flce_shard_* entry points only; both 0, the default,
+   * everywhere else): the weight and bias hold rows [vocab_start, vocab_start + V_r) of a
+   * vocabulary of vocab_size rows. vocab_start >= 0, vocab_size >= vocab_start + V_r. */
+  int64_t vocab_start;
+  int64_t vocab_size;
 } jitops_flce_options;
 
 /* The least and the most scratch budget a call that sets none gets. */
@@ -163,6 +168,74 @@ JITOPS_API jitops_status jitops_flce_backward(jitops_runtime_t *runtime,
                                               const DLTensor *grad_output, DLTensor *grad_input,
                                               DLTensor *grad_weight, DLTensor *grad_bias,
                                               void *stream);
+
+/* ---- vocabulary parallelism ------------------------------------------------------------------
+ *
+ * Megatron-style vocabulary-parallel FLCE: rank r holds weight [V_r, H] (and bias [V_r]), rows
+ * [vocab_start, vocab_start + V_r) of a vocabulary of vocab_size rows (options->vocab_start,
+ * options->vocab_size), and every rank holds all BT rows of input and the global targets. The
+ * loss is computed in two calls with collectives between them, which the caller runs:
+ *
+ *   per non-ignored row t, with the global logits z (after the softcap), V = vocab_size:
+ *     loss_t = lse - linear + z_loss_scale lse^2,
+ *     lse    = log sum_j exp(z_j) over all V columns,
+ *     linear = (1 - eps) z_y + (eps / V) sum_j z_j, a sum over shards.
+ *
+ * 1. jitops_flce_shard_stats on every rank: lse_local[t] (the log-sum-exp of the shard's logits)
+ *    and linear[t] (the shard's part of linear: (1 - eps) z_y when y is one of its rows, plus
+ *    (eps / V) times the sum of its logits). Ignored rows give 0 and 0; a target outside
+ *    [0, vocab_size) that is not ignore_index gives linear NaN (the loss's NaN, as unsharded).
+ * 2. The caller combines: m = max all-reduce of lse_local; lse = m + log(sum all-reduce of
+ *    exp(lse_local - m)); linear = sum all-reduce of linear; loss_t from those, set to 0 where
+ *    target == ignore_index (whose lse is then log(ranks), not 0), reduced as it chooses (the
+ *    mean divides by the count of non-ignored rows).
+ * 3. jitops_flce_shard_backward on every rank, given that lse: recomputes the shard's logits
+ *    chunk by chunk and writes the shard's grad_weight and grad_bias and its partial
+ *    grad_input, for dy = grad_output as in jitops_flce_forward (the mean's division by the
+ *    count of non-ignored rows happens on the device); the caller sum-all-reduces grad_input.
+ *
+ * Tensors as in jitops_flce_tensors, with V = V_r (the shard's rows). lse_local, linear and lse
+ * are [BT] of the accumulation type A (f32; f64 for f64), any stride (not 0 for the outputs).
+ * Outputs must not overlap each other or the inputs: refused with JITOPS_ERR_INVALID_LAYOUT.
+ * Errors as jitops_flce_forward's; an options->vocab_start below 0 or a vocab_size below
+ * vocab_start + V_r is JITOPS_ERR_INVALID_ARGUMENT (and jitops_flce_forward refuses options
+ * that set either). Deterministic (the caller's collectives aside); asynchronous on `stream`;
+ * never synchronizes. Memory and the algorithm as jitops_flce_forward's with V = V_r. */
+
+/* Phase 1. tensors: input, weight, bias (or NULL) and target; the others NULL. Reads the
+ * options' ignore_index, label_smoothing, softcap, chunk_rows, scratch_budget_bytes,
+ * vocab_start and vocab_size (the reduction and z_loss_scale must be valid, but do not
+ * matter). Writes lse_local [BT] and linear [BT]. */
+JITOPS_API jitops_status jitops_flce_shard_stats(jitops_runtime_t *runtime,
+                                                 const jitops_flce_tensors *tensors,
+                                                 const jitops_flce_options *options,
+                                                 DLTensor *lse_local, DLTensor *linear,
+                                                 const jitops_workspace *workspace, void *stream);
+
+/* The scratch bytes jitops_flce_shard_stats will use (the same validation; no device work). */
+JITOPS_API jitops_status jitops_flce_shard_stats_workspace_size(jitops_runtime_t *runtime,
+                                                                const jitops_flce_tensors *tensors,
+                                                                const jitops_flce_options *options,
+                                                                const DLTensor *lse_local,
+                                                                const DLTensor *linear,
+                                                                size_t *bytes);
+
+/* Phase 3. tensors: input, weight, bias (or NULL), target, grad_output (or NULL: dy = 1), and
+ * whichever of grad_input (the shard's partial [BT, H]), grad_weight [V_r, H] and grad_bias
+ * [V_r] are wanted (overwritten); loss and lse NULL. lse: [BT] A, the combined log-sum-exp of
+ * step 2 (its ignored rows are not read). */
+JITOPS_API jitops_status jitops_flce_shard_backward(jitops_runtime_t *runtime,
+                                                    const jitops_flce_tensors *tensors,
+                                                    const jitops_flce_options *options,
+                                                    const DLTensor *lse,
+                                                    const jitops_workspace *workspace,
+                                                    void *stream);
+
+/* The scratch bytes jitops_flce_shard_backward will use (the same validation; no device
+ * work). */
+JITOPS_API jitops_status jitops_flce_shard_backward_workspace_size(
+    jitops_runtime_t *runtime, const jitops_flce_tensors *tensors,
+    const jitops_flce_options *options, const DLTensor *lse, size_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -141,6 +141,35 @@ static jitops_status check_options(const char *fn, const jitops_flce_options *o)
   return JITOPS_SUCCESS;
 }
 
+/* jitops_flce_forward takes a whole vocabulary. */
+static jitops_status check_unsharded(const char *fn, const jitops_flce_options *o) {
+  if (o->vocab_start == 0 && o->vocab_size == 0)
+    return JITOPS_SUCCESS;
+  bool start = o->vocab_start != 0;
+  return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
+                      "%s: options->%s is %lld, but only the jitops_flce_shard_* entry points take "
+                      "a vocabulary shard; set vocab_start and vocab_size to 0",
+                      fn, start ? "vocab_start" : "vocab_size",
+                      (long long)(start ? o->vocab_start : o->vocab_size));
+}
+
+/* A shard's rows [vocab_start, vocab_start + V_r) within the vocabulary's vocab_size. */
+static jitops_status check_shard_range(const char *fn, jitops__flce_call *c) {
+  const jitops_flce_options *o = &c->opt;
+  int64_t end;
+  if (o->vocab_start < 0)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: options->vocab_start %lld is negative",
+                        fn, (long long)o->vocab_start);
+  if (!jitops__add_i64(o->vocab_start, c->v, &end) || o->vocab_size < end)
+    return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT,
+                        "%s: options->vocab_size %lld is below vocab_start + V_r = %lld + %lld "
+                        "(weight's rows must lie within the vocabulary)",
+                        fn, (long long)o->vocab_size, (long long)o->vocab_start, (long long)c->v);
+  c->vocab0 = o->vocab_start;
+  c->vocab = o->vocab_size;
+  return JITOPS_SUCCESS;
+}
+
 /* input, weight, bias and target: the problem's sizes and T. */
 static jitops_status check_operands(const char *fn, jitops_runtime_t *runtime,
                                     const jitops_flce_tensors *ts, jitops__flce_call *c) {
@@ -190,23 +219,40 @@ static jitops_status check_operands(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
+/* A [BT] vector of the accumulation type: lse, or a shard's lse_local, linear or lse. */
+static jitops_status check_acc_rows(const char *fn, const char *arg, const DLTensor *t,
+                                    jitops_runtime_t *runtime, const jitops__flce_call *c,
+                                    bool output, void **ptr, int64_t *stride) {
+  JITOPS__TRY(check_vector(fn, arg, t, runtime, c->bt, "BT", output, ptr, stride));
+  if (jitops__dtype_of(t->dtype) != c->acc)
+    return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: %s must be %s, got %s", fn, arg,
+                        jitops__dtype_name(c->acc), jitops__dtype_name(jitops__dtype_of(t->dtype)));
+  return JITOPS_SUCCESS;
+}
+
+/* grad_output (dy): [BT] for reduction none, else a scalar; NULL means 1. */
+static jitops_status check_grad_output(const char *fn, jitops_runtime_t *runtime,
+                                       const jitops_flce_tensors *ts, jitops__flce_call *c) {
+  void *p;
+  c->dy_dtype = JITOPS__DTYPE_F32;
+  if (ts->grad_output == NULL)
+    return JITOPS_SUCCESS;
+  if (c->opt.reduction == JITOPS_FLCE_REDUCTION_NONE)
+    JITOPS__TRY(check_vector(fn, "grad_output", ts->grad_output, runtime, c->bt, "BT", false, &p,
+                             &c->dy_stride));
+  else
+    JITOPS__TRY(check_scalar(fn, "grad_output", ts->grad_output, runtime,
+                             "the loss is reduced to one value", &p));
+  JITOPS__TRY(check_float_dtype(fn, "grad_output", ts->grad_output, &c->dy_dtype));
+  c->dy = p;
+  return JITOPS_SUCCESS;
+}
+
 /* grad_output, loss and lse: their shapes follow the reduction. */
 static jitops_status check_loss_side(const char *fn, jitops_runtime_t *runtime,
                                      const jitops_flce_tensors *ts, jitops__flce_call *c) {
   bool none = c->opt.reduction == JITOPS_FLCE_REDUCTION_NONE;
-  void *p;
-  if (ts->grad_output != NULL) {
-    if (none)
-      JITOPS__TRY(check_vector(fn, "grad_output", ts->grad_output, runtime, c->bt, "BT", false, &p,
-                               &c->dy_stride));
-    else
-      JITOPS__TRY(check_scalar(fn, "grad_output", ts->grad_output, runtime,
-                               "the loss is reduced to one value", &p));
-    JITOPS__TRY(check_float_dtype(fn, "grad_output", ts->grad_output, &c->dy_dtype));
-    c->dy = p;
-  } else {
-    c->dy_dtype = JITOPS__DTYPE_F32;
-  }
+  JITOPS__TRY(check_grad_output(fn, runtime, ts, c));
   if (none)
     JITOPS__TRY(
         check_vector(fn, "loss", ts->loss, runtime, c->bt, "BT", true, &c->loss, &c->loss_stride));
@@ -217,14 +263,8 @@ static jitops_status check_loss_side(const char *fn, jitops_runtime_t *runtime,
     return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: loss must be %s or %s, got %s", fn,
                         jitops__dtype_name(c->t), jitops__dtype_name(c->acc),
                         jitops__dtype_name(c->loss_dtype));
-  if (ts->lse != NULL) {
-    JITOPS__TRY(
-        check_vector(fn, "lse", ts->lse, runtime, c->bt, "BT", true, &c->lse, &c->lse_stride));
-    if (jitops__dtype_of(ts->lse->dtype) != c->acc)
-      return jitops__fail(JITOPS_ERR_INVALID_DTYPE, "%s: lse must be %s, got %s", fn,
-                          jitops__dtype_name(c->acc),
-                          jitops__dtype_name(jitops__dtype_of(ts->lse->dtype)));
-  }
+  if (ts->lse != NULL)
+    JITOPS__TRY(check_acc_rows(fn, "lse", ts->lse, runtime, c, true, &c->lse, &c->lse_stride));
   return JITOPS_SUCCESS;
 }
 
@@ -254,21 +294,168 @@ static jitops_status check_grads(const char *fn, jitops_runtime_t *runtime,
   return JITOPS_SUCCESS;
 }
 
-jitops_status jitops__flce_check_forward(const char *fn, jitops_runtime_t *runtime,
-                                         const jitops_flce_tensors *tensors,
-                                         const jitops_flce_options *options,
-                                         jitops__flce_call *call) {
+/* What every entry point checks first: the runtime, the options, and the operands. */
+static jitops_status check_start(const char *fn, jitops__flce_kind kind, jitops_runtime_t *runtime,
+                                 const jitops_flce_tensors *tensors,
+                                 const jitops_flce_options *options, jitops__flce_call *call) {
   JITOPS__REQUIRE_NONNULL(fn, runtime);
   JITOPS__REQUIRE_NONNULL(fn, tensors);
   memset(call, 0, sizeof *call);
+  call->kind = kind;
   if (options != NULL)
     call->opt = *options;
   else
     jitops_flce_options_init(&call->opt);
   JITOPS__TRY(check_options(fn, &call->opt));
+  if (kind == JITOPS__FLCE_FORWARD)
+    JITOPS__TRY(check_unsharded(fn, &call->opt));
   JITOPS__TRY(check_operands(fn, runtime, tensors, call));
+  if (kind == JITOPS__FLCE_FORWARD) {
+    call->vocab = call->v;
+    return JITOPS_SUCCESS;
+  }
+  return check_shard_range(fn, call);
+}
+
+jitops_status jitops__flce_check_forward(const char *fn, jitops_runtime_t *runtime,
+                                         const jitops_flce_tensors *tensors,
+                                         const jitops_flce_options *options,
+                                         jitops__flce_call *call) {
+  JITOPS__TRY(check_start(fn, JITOPS__FLCE_FORWARD, runtime, tensors, options, call));
   JITOPS__TRY(check_loss_side(fn, runtime, tensors, call));
   return check_grads(fn, runtime, tensors, call);
+}
+
+/* ---- the shard entry points ------------------------------------------------------------------ */
+
+typedef struct named_tensor {
+  const char *arg;
+  const DLTensor *t;
+} named_tensor;
+
+/* Members of jitops_flce_tensors that an entry point does not take must be NULL. */
+static jitops_status require_null(const char *fn, const named_tensor *unused, size_t n,
+                                  const char *why) {
+  for (size_t i = 0; i < n; ++i)
+    if (unused[i].t != NULL)
+      return jitops__fail(JITOPS_ERR_INVALID_ARGUMENT, "%s: tensors->%s must be NULL: %s", fn,
+                          unused[i].arg, why);
+  return JITOPS_SUCCESS;
+}
+
+/* Whether two validated, addressable tensors may share a byte: their spans intersect, unless
+ * both are vectors of one stride whose elements interleave (two columns of one matrix). */
+static bool may_overlap(const DLTensor *a, const DLTensor *b) {
+  int64_t alo, ahi, blo, bhi;
+  if (jitops__tensor_numel(a) == 0 || jitops__tensor_numel(b) == 0)
+    return false;
+  if (!jitops__tensor_byte_extent(a, &alo, &ahi) || !jitops__tensor_byte_extent(b, &blo, &bhi))
+    return true;
+  /* Inside the address space (jitops__check_addressable): no sum below wraps. */
+  uintptr_t a0 = (uintptr_t)jitops__tensor_ptr(a) + (uintptr_t)alo,
+            a1 = (uintptr_t)jitops__tensor_ptr(a) + (uintptr_t)ahi,
+            b0 = (uintptr_t)jitops__tensor_ptr(b) + (uintptr_t)blo,
+            b1 = (uintptr_t)jitops__tensor_ptr(b) + (uintptr_t)bhi;
+  if (a1 <= b0 || b1 <= a0)
+    return false;
+  size_t elem = jitops__dtype_size(jitops__dtype_of(a->dtype));
+  if (a->ndim != 1 || b->ndim != 1 || a->shape[0] < 2 || b->shape[0] < 2 ||
+      elem != jitops__dtype_size(jitops__dtype_of(b->dtype)))
+    return true;
+  int64_t sa, sb;
+  jitops__tensor_strides(a, &sa);
+  jitops__tensor_strides(b, &sb);
+  if (sa != sb || sa == 0)
+    return true;
+  /* One grid of period |stride| bytes each (the span fits int64): apart by less than an
+   * element modulo the period, or never. */
+  uintptr_t period = (uintptr_t)(sa < 0 ? -(uint64_t)sa : (uint64_t)sa) * elem;
+  uintptr_t r = (b0 > a0 ? b0 - a0 : a0 - b0) % period;
+  return r < elem || period - r < elem;
+}
+
+/* Outputs must not overlap each other or the inputs (NULL entries are absent). */
+static jitops_status check_disjoint(const char *fn, const named_tensor *outs, size_t nouts,
+                                    const named_tensor *ins, size_t nins) {
+  for (size_t i = 0; i < nouts; ++i) {
+    if (outs[i].t == NULL)
+      continue;
+    for (size_t j = 0; j < nouts + nins; ++j) {
+      const named_tensor *o = j < nouts ? &outs[j] : &ins[j - nouts];
+      if ((j < nouts && j <= i) || o->t == NULL || !may_overlap(outs[i].t, o->t))
+        continue;
+      return jitops__fail(JITOPS_ERR_INVALID_LAYOUT,
+                          "%s: %s overlaps %s: outputs must not share memory with each other or "
+                          "the inputs",
+                          fn, outs[i].arg, o->arg);
+    }
+  }
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops__flce_check_shard_stats(const char *fn, jitops_runtime_t *runtime,
+                                             const jitops_flce_tensors *tensors,
+                                             const jitops_flce_options *options,
+                                             const DLTensor *lse_local, const DLTensor *linear,
+                                             jitops__flce_call *call) {
+  JITOPS__TRY(check_start(fn, JITOPS__FLCE_SHARD_STATS, runtime, tensors, options, call));
+  const named_tensor unused[] = {{"grad_output", tensors->grad_output},
+                                 {"loss", tensors->loss},
+                                 {"lse", tensors->lse},
+                                 {"grad_input", tensors->grad_input},
+                                 {"grad_weight", tensors->grad_weight},
+                                 {"grad_bias", tensors->grad_bias}};
+  JITOPS__TRY(require_null(fn, unused, sizeof unused / sizeof unused[0],
+                           "the statistics' outputs are lse_local and linear"));
+  JITOPS__TRY(check_acc_rows(fn, "lse_local", lse_local, runtime, call, true, &call->lse,
+                             &call->lse_stride));
+  JITOPS__TRY(
+      check_acc_rows(fn, "linear", linear, runtime, call, true, &call->loss, &call->loss_stride));
+  call->loss_dtype = call->acc;
+  const named_tensor outs[] = {{"lse_local", lse_local}, {"linear", linear}};
+  const named_tensor ins[] = {{"input", tensors->input},
+                              {"weight", tensors->weight},
+                              {"bias", tensors->bias},
+                              {"target", tensors->target}};
+  return check_disjoint(fn, outs, 2, ins, sizeof ins / sizeof ins[0]);
+}
+
+jitops_status jitops__flce_check_shard_backward(const char *fn, jitops_runtime_t *runtime,
+                                                const jitops_flce_tensors *tensors,
+                                                const jitops_flce_options *options,
+                                                const DLTensor *lse, jitops__flce_call *call) {
+  JITOPS__TRY(check_start(fn, JITOPS__FLCE_SHARD_BACKWARD, runtime, tensors, options, call));
+  const named_tensor unused[] = {{"loss", tensors->loss}, {"lse", tensors->lse}};
+  JITOPS__TRY(require_null(fn, unused, sizeof unused / sizeof unused[0],
+                           "the backward reads the combined lse from its lse argument"));
+  JITOPS__TRY(check_grad_output(fn, runtime, tensors, call));
+  void *p;
+  JITOPS__TRY(check_acc_rows(fn, "lse", lse, runtime, call, false, &p, &call->saved_lse_stride));
+  call->saved_lse = p;
+  JITOPS__TRY(check_grads(fn, runtime, tensors, call));
+  const named_tensor outs[] = {{"grad_input", tensors->grad_input},
+                               {"grad_weight", tensors->grad_weight},
+                               {"grad_bias", tensors->grad_bias}};
+  const named_tensor ins[] = {
+      {"input", tensors->input},   {"weight", tensors->weight},           {"bias", tensors->bias},
+      {"target", tensors->target}, {"grad_output", tensors->grad_output}, {"lse", lse}};
+  return check_disjoint(fn, outs, 3, ins, sizeof ins / sizeof ins[0]);
+}
+
+void jitops__flce_problem_of(const jitops__flce_call *c, jitops__flce_problem *p) {
+  memset(p, 0, sizeof *p);
+  p->bt = c->bt;
+  p->h = c->h;
+  p->v = c->v;
+  p->elem = jitops__dtype_size(c->t);
+  p->acc_elem = jitops__dtype_size(c->acc);
+  p->grad_input = c->gi != NULL;
+  p->grad_weight = c->gw != NULL;
+  p->grad_bias = c->gb != NULL;
+  p->grad_weight_16bit = c->gw != NULL && jitops__dtype_size(c->gw_dtype) == 2;
+  p->chunk_rows = c->opt.chunk_rows;
+  p->budget = c->opt.scratch_budget_bytes > 0 ? c->opt.scratch_budget_bytes
+                                              : JITOPS_FLCE_DEFAULT_SCRATCH_BUDGET;
 }
 
 /* One gradient of the backward: any float dtype, a matrix or (grad_bias) a vector. */

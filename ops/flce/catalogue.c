@@ -1,8 +1,9 @@
 /* The prewarm catalogue of fused linear cross-entropy (ops/catalogue_family.h): the kernels of
  * a language model's output layer in bf16, f16 and f32 with a large vocabulary (rows of >= 8192
  * columns) and no bias, softcap, label smoothing or z-loss; reduction mean (and sum/none, which
- * share the statistics pass); the f32 accumulator conversions, loss reductions and backward
- * scales of contiguous gradients. Names come from kernels.c's builders, as a call's do. */
+ * share the statistics pass); a vocabulary shard's statistics pass; the f32 accumulator
+ * conversions, loss reductions and backward scales of contiguous gradients. Names come from
+ * kernels.c's builders, as a call's do. */
 #include <stdio.h>
 #include <string.h>
 
@@ -26,10 +27,11 @@ typedef struct entry {
 #define ROWS(t, columns, mode, mean)                                                               \
   { "rows", t, F32, columns, JITOPS__FLCE_MODE_##mode, mean }
 /* A whole vocabulary's statistics pass (every reduction), its full pass for the mean and for
- * sum/none, and the vocab algorithm's slices, of two group widths. */
+ * sum/none, and the vocab algorithm's slices, of two group widths (a vocabulary shard's
+ * backward uses the wider, and its statistics pass the shard's). */
 #define LARGE_VOCABULARY_ROWS(t)                                                                   \
   ROWS(t, 8192, STATS, false), ROWS(t, 8192, FULL, true), ROWS(t, 8192, FULL, false),              \
-      ROWS(t, 8192, SLICE, true), ROWS(t, 1024, SLICE, true)
+      ROWS(t, 8192, SLICE, true), ROWS(t, 1024, SLICE, true), ROWS(t, 8192, SHARD_STATS, false)
 /* A 16-bit T's: those, the f32 accumulator into T (strided and flat), the loss reduced into T,
  * and the backward's scales by a T or an f32 dy. */
 #define HALF_TYPE_ENTRIES(t)                                                                       \

@@ -86,6 +86,21 @@ __device__ __forceinline__ acc_t<T> logit(acc_t<T> raw, const T *bias, long long
   return raw;
 }
 
+// The target's logit as a vocabulary shard's statistics see it: read from the shard's buffer
+// when target y is one of its columns, 0 when y is another shard's, NaN when y is no column of
+// the vocabulary (the loss's NaN, as unsharded).
+template <class T, bool BIAS, bool SOFTCAP>
+__device__ __forceinline__ acc_t<T> shard_target_logit(const jitops__flce_rows_args &a,
+                                                       const T *row, const T *bias, long long y,
+                                                       acc_t<T> cap, acc_t<T> inv_cap) {
+  if (y < 0 || y >= a.vocab)
+    return limits<acc_t<T>>::quiet_nan();
+  const long long yl = y - a.vocab0 - a.col0; // no overflow: every term is in [0, vocab]
+  if (yl < 0 || yl >= a.ncols)
+    return 0;
+  return logit<T, BIAS, SOFTCAP>(load(row + yl), bias, a.bias_stride, yl, cap, inv_cap);
+}
+
 template <class T, int BLOCK> __device__ __forceinline__ void zero_row(T *row, long long ncols) {
   constexpr int VEC = JITOPS__FLCE_VECTOR_BYTES / sizeof(T);
   Pack<T, VEC> zero;
@@ -101,7 +116,9 @@ template <class T, int BLOCK> __device__ __forceinline__ void zero_row(T *row, l
 
 // One block per buffer row. MODE (JITOPS__FLCE_MODE_*): STATS computes the row's log-sum-exp
 // and loss; FULL also overwrites the row with d(loss)/d(logits) times the row's scale; SLICE
-// writes the gradient of a vocabulary slice from the log-sum-exp saved by an earlier pass.
+// writes the gradient of a vocabulary slice from the log-sum-exp saved by an earlier pass (or
+// the whole vocabulary's, given to a shard); SHARD_STATS computes a vocabulary shard's
+// log-sum-exp and linear part (flce_abi.h), which the caller combines across shards.
 // The gradient, with p = softmax(z), eps = label smoothing, zl = z-loss scale:
 //   g_j = p_j (1 + 2 zl lse) - eps / V - (1 - eps) [j == y],  times 1 - (z_j / cap)^2 with a
 //   softcap, times dy / count (mean) or dy; it is rounded to T once, after all the terms.
@@ -121,8 +138,11 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
   const long long y = a.target[t * a.target_stride];
   const long long nvec = a.ncols / VEC;
 
+  constexpr bool SHARD = MODE == JITOPS__FLCE_MODE_SHARD_STATS;
+  constexpr bool GRADS = MODE == JITOPS__FLCE_MODE_FULL || MODE == JITOPS__FLCE_MODE_SLICE;
+
   if (y == a.ignore_index) { // no loss, no gradient, not counted
-    if (MODE != JITOPS__FLCE_MODE_STATS)
+    if (GRADS)
       zero_row<T, BLOCK>(row, a.ncols);
     if (MODE != JITOPS__FLCE_MODE_SLICE && threadIdx.x == 0) {
       lse_rows[t] = 0;
@@ -137,7 +157,9 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
   if (MODE != JITOPS__FLCE_MODE_SLICE) {
     // The target's logit is read before any thread can overwrite the row.
     A zy = 0;
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0 && SHARD)
+      zy = shard_target_logit<T, BIAS, SOFTCAP>(a, row, bias, y, cap, inv_cap);
+    else if (threadIdx.x == 0)
       zy = (y >= 0 && y < a.vocab)
                ? logit<T, BIAS, SOFTCAP>(load(row + y), bias, a.bias_stride, y, cap, inv_cap)
                : limits<A>::quiet_nan();
@@ -169,7 +191,13 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
     }
     block_reduce_stats<A, BLOCK>(m, s, zsum);
     lse = m + flog(s);
-    if (threadIdx.x == 0) {
+    if (SHARD && threadIdx.x == 0) {
+      A linear = ((A)1 - eps) * zy;
+      if (SMOOTH)
+        linear += eps_v * zsum;
+      lse_rows[t] = lse;
+      loss_rows[t] = linear;
+    } else if (threadIdx.x == 0) {
       A loss = lse - ((A)1 - eps) * zy;
       if (SMOOTH)
         loss -= eps_v * zsum;
@@ -178,7 +206,7 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
       lse_rows[t] = lse;
       loss_rows[t] = loss;
     }
-    if (MODE == JITOPS__FLCE_MODE_STATS)
+    if (!GRADS)
       return;
   } else {
     lse = lse_rows[t];
@@ -190,7 +218,8 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
   if (MEAN)
     scale /= (A)*a.count; // count >= 1: this row is not ignored
   const A pfac = ZLOSS ? (A)1 + (A)2 * (A)a.z_loss_scale * lse : (A)1;
-  const long long yl = y - a.col0; // the target's column in this buffer, if it is here
+  // The target's column in this buffer, if it is here (a wrapped difference is no column).
+  const long long yl = (long long)((unsigned long long)y - (unsigned long long)(a.vocab0 + a.col0));
   const A hit = (A)1 - eps;
   for (long long i = threadIdx.x; i < nvec; i += BLOCK) {
     P p = reinterpret_cast<const P *>(row)[i];

@@ -16,6 +16,10 @@
 #define JITOPS__FLCE_MODE_STATS 0 /* the row's log-sum-exp and loss */
 #define JITOPS__FLCE_MODE_FULL  1 /* those, then the gradient over the row, in place */
 #define JITOPS__FLCE_MODE_SLICE 2 /* the gradient of a vocabulary slice from a saved lse */
+/* A vocabulary shard's part of the statistics: the log-sum-exp over the shard's columns, and
+ * in place of the loss the shard's linear part, (1 - eps) z_y when the target is one of its
+ * columns (0 when another shard's, NaN when none of the vocabulary's) + (eps / V) sum_j z_j. */
+#define JITOPS__FLCE_MODE_SHARD_STATS 3
 
 /* Bytes per vector access of the row kernel and of scale_flat. A logits buffer's row stride
  * is a multiple of JITOPS__FLCE_LOGITS_LD_MULTIPLE elements, so that every row starts on such
@@ -45,13 +49,13 @@ typedef struct jitops__flce_rows_args {
   const void *bias;      /* T [V] or NULL */
   const void *dy;        /* DY: [BT] (reduction none) or a scalar; NULL means 1 */
   const int64_t *count;  /* the number of non-ignored rows (read for the mean) */
-  void *lse_rows;        /* acc_t<T> [BT]: written by STATS and FULL, read by SLICE */
-  void *loss_rows;       /* acc_t<T> [BT]: written by STATS and FULL */
+  void *lse_rows;        /* acc_t<T> [BT]: written by STATS, FULL, SHARD_STATS, read by SLICE */
+  void *loss_rows;       /* acc_t<T> [BT]: written by STATS and FULL (SHARD_STATS: linear) */
   int64_t ld;            /* row stride of `logits`: a multiple of LOGITS_LD_MULTIPLE */
   int64_t row0;          /* global row of the buffer's first row */
   int64_t ncols;         /* columns held by the buffer */
-  int64_t col0;          /* vocabulary index of the buffer's column 0 */
-  int64_t vocab;         /* V */
+  int64_t col0;          /* weight (and bias) row of the buffer's column 0 */
+  int64_t vocab;         /* V: the whole vocabulary's size, sharded or not */
   int64_t target_stride;
   int64_t bias_stride;
   int64_t dy_stride; /* 0 for a scalar dy */
@@ -59,11 +63,15 @@ typedef struct jitops__flce_rows_args {
   double label_smoothing;
   double softcap; /* read when the SOFTCAP template parameter is set */
   double z_loss_scale;
+  /* Vocabulary index of weight row 0: a shard's first row (0 unsharded). Target y is the
+   * buffer's column y - vocab0 - col0. */
+  int64_t vocab0;
 } jitops__flce_rows_args;
-JITOPS__ABI_SIZE(jitops__flce_rows_args, 152);
+JITOPS__ABI_SIZE(jitops__flce_rows_args, 160);
 JITOPS__ABI_OFFSET(jitops__flce_rows_args, ld, 56);
 JITOPS__ABI_OFFSET(jitops__flce_rows_args, label_smoothing, 128);
 JITOPS__ABI_OFFSET(jitops__flce_rows_args, z_loss_scale, 144);
+JITOPS__ABI_OFFSET(jitops__flce_rows_args, vocab0, 152);
 
 /* The argument of jitops::flce::count_valid: *count = the rows whose target is not
  * ignore_index. */

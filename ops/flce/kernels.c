@@ -46,10 +46,12 @@ static void rows_name(const jitops__flce_call *c, int mode, int64_t ncols, char 
   kind.softcap = c->opt.softcap > 0.0;
   kind.smooth = c->opt.label_smoothing > 0.0;
   kind.zloss = c->opt.z_loss_scale > 0.0;
-  /* The statistics pass never reads dy or the count: one instance serves every reduction. */
-  bool grads = mode != JITOPS__FLCE_MODE_STATS;
+  /* The statistics passes never read dy or the count (nor a shard's the z-loss): one instance
+   * serves every reduction. */
+  bool grads = mode == JITOPS__FLCE_MODE_FULL || mode == JITOPS__FLCE_MODE_SLICE;
   kind.dy = grads && c->dy != NULL ? c->dy_dtype : JITOPS__DTYPE_F32;
   kind.mean = grads && c->opt.reduction == JITOPS_FLCE_REDUCTION_MEAN;
+  kind.zloss = kind.zloss && mode != JITOPS__FLCE_MODE_SHARD_STATS;
   jitops__flce_rows_name(&kind, out, JITOPS__FLCE_NAME_SIZE);
   *block = kind.block;
 }
@@ -58,22 +60,39 @@ static void zero_name(jitops__dtype t, char *out) {
   snprintf(out, JITOPS__FLCE_NAME_SIZE, "jitops::flce::zero<%s>", jitops__dtype_cname(t));
 }
 
-/* The outputs every call writes: the count of non-ignored rows, the loss, lse. */
+/* The count of non-ignored rows (for the gradients' mean and the loss's), the per-row outputs
+ * (the forward's loss and lse, a shard's linear and lse_local), or the combined lse into the
+ * shard backward's scratch. */
 static void choose_outputs(const jitops__flce_call *c, jitops__flce_kernel_plan *k) {
-  snprintf(k->name[JITOPS__FLCE_K_COUNT], JITOPS__FLCE_NAME_SIZE, "jitops::flce::count_valid");
-  jitops__flce_name2(c->opt.reduction == JITOPS_FLCE_REDUCTION_NONE ? "convert" : "reduce_loss",
-                     c->acc, c->loss_dtype, k->name[JITOPS__FLCE_K_LOSS], JITOPS__FLCE_NAME_SIZE);
-  if (c->lse != NULL)
+  bool mean = c->opt.reduction == JITOPS_FLCE_REDUCTION_MEAN;
+  if (c->kind == JITOPS__FLCE_FORWARD || (c->kind == JITOPS__FLCE_SHARD_BACKWARD && mean))
+    snprintf(k->name[JITOPS__FLCE_K_COUNT], JITOPS__FLCE_NAME_SIZE, "jitops::flce::count_valid");
+  bool per_row = c->opt.reduction == JITOPS_FLCE_REDUCTION_NONE || c->kind != JITOPS__FLCE_FORWARD;
+  if (c->kind != JITOPS__FLCE_SHARD_BACKWARD)
+    jitops__flce_name2(per_row ? "convert" : "reduce_loss", c->acc, c->loss_dtype,
+                       k->name[JITOPS__FLCE_K_LOSS], JITOPS__FLCE_NAME_SIZE);
+  if (c->lse != NULL || c->kind == JITOPS__FLCE_SHARD_BACKWARD)
     jitops__flce_name2("convert", c->acc, c->acc, k->name[JITOPS__FLCE_K_LSE],
                        JITOPS__FLCE_NAME_SIZE);
+}
+
+/* The first pass's row kernel: the forward's statistics (and gradients), a shard's statistics,
+ * or a shard's gradients from the combined lse (none when the first pass has nothing to do). */
+static int pass1_mode(const jitops__flce_call *c, const jitops__flce_steps *s) {
+  if (c->kind == JITOPS__FLCE_SHARD_STATS)
+    return JITOPS__FLCE_MODE_SHARD_STATS;
+  if (c->kind == JITOPS__FLCE_SHARD_BACKWARD)
+    return s->pass1_grads ? JITOPS__FLCE_MODE_SLICE : -1;
+  return s->pass1_grads ? JITOPS__FLCE_MODE_FULL : JITOPS__FLCE_MODE_STATS;
 }
 
 /* The passes over a non-empty batch: row kernels, grad_bias's sums, grad_weight's conversion. */
 static void choose_passes(const jitops__flce_call *c, const jitops__flce_plan *plan,
                           jitops__flce_kernel_plan *k) {
   const jitops__flce_steps *s = &plan->steps;
-  rows_name(c, s->pass1_grads ? JITOPS__FLCE_MODE_FULL : JITOPS__FLCE_MODE_STATS, c->v,
-            k->name[JITOPS__FLCE_K_PASS1], &k->pass1_block);
+  int mode = pass1_mode(c, s);
+  if (mode >= 0)
+    rows_name(c, mode, c->v, k->name[JITOPS__FLCE_K_PASS1], &k->pass1_block);
   if (s->pass2)
     rows_name(c, JITOPS__FLCE_MODE_SLICE, plan->group_cols, k->name[JITOPS__FLCE_K_SLICE],
               &k->slice_block);

@@ -15,9 +15,9 @@
 /* The kernels of a forward call, by what they do. */
 typedef enum jitops__flce_role {
   JITOPS__FLCE_K_COUNT = 0,  /* count_valid: non-ignored rows, kept on the device */
-  JITOPS__FLCE_K_LOSS,       /* convert (reduction none) or reduce_loss: the loss output */
-  JITOPS__FLCE_K_LSE,        /* convert: the lse output */
-  JITOPS__FLCE_K_PASS1,      /* rows over each chunk of the first pass */
+  JITOPS__FLCE_K_LOSS,       /* convert (reduction none, linear) or reduce_loss: the loss */
+  JITOPS__FLCE_K_LSE,        /* convert: lse (lse_local) out, or a shard backward's lse in */
+  JITOPS__FLCE_K_PASS1,      /* rows over each chunk of the first pass, if it has one */
   JITOPS__FLCE_K_SLICE,      /* rows over each vocabulary group of the second pass */
   JITOPS__FLCE_K_COLSUM,     /* colsum: grad_bias's f32 (f64) accumulator */
   JITOPS__FLCE_K_GB_CONVERT, /* convert: that accumulator into grad_bias */

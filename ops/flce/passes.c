@@ -1,4 +1,5 @@
-/* The order of a forward call's GEMMs and kernels.
+/* The order of a call's GEMMs and kernels (jitops_flce_forward's; the shard entry points run
+ * the same passes, see the end).
  *
  * First pass, per chunk of rows (every algorithm):
  *   logits[chunk, V] = input[chunk] @ weight^T                      (cuBLASLt)
@@ -11,6 +12,12 @@
  *   from the saved lse; grad_weight[group] = dlogits^T @ input (one GEMM, no accumulator).
  * Then the f32 accumulators are converted and the loss reduced, dividing by the count of
  * non-ignored rows that a first kernel left on the device.
+ *
+ * A vocabulary shard's statistics (jitops_flce_shard_stats) are the first pass alone, its row
+ * kernel in SHARD_STATS mode; lse_local and linear are converted out of the per-row scratch. A
+ * shard's backward (jitops_flce_shard_backward) first copies the caller's combined lse into
+ * that scratch, then runs both passes with the row kernel in SLICE mode from it (the first
+ * pass is skipped when only the second has work), and converts the gradients as the forward.
  *
  * The element and byte offsets below (row r0 of input, column group col0 of weight) cannot
  * overflow: args.c checked that every tensor's elements lie within 2^63 bytes of its first,
@@ -139,7 +146,8 @@ static jitops__flce_rows_args rows_args_of(const jitops__flce_call *c, const flc
                                   .bias_stride = c->bias_stride,
                                   .dy = c->dy,
                                   .dy_stride = c->dy_stride,
-                                  .vocab = c->v,
+                                  .vocab = c->vocab,
+                                  .vocab0 = c->vocab0,
                                   .label_smoothing = c->opt.label_smoothing,
                                   .softcap = c->opt.softcap,
                                   .z_loss_scale = c->opt.z_loss_scale,
@@ -200,7 +208,8 @@ static jitops_status run_passes(const flce_ctx *x) {
   a.logits = x->s->region;
   a.ld = plan->ld_logits;
   a.ncols = c->v;
-  for (int64_t r0 = 0; r0 < c->bt; r0 += plan->chunk_rows) {
+  for (int64_t r0 = 0; kernel(x, JITOPS__FLCE_K_PASS1) != NULL && r0 < c->bt;
+       r0 += plan->chunk_rows) {
     int64_t rows = c->bt - r0 < plan->chunk_rows ? c->bt - r0 : plan->chunk_rows;
     JITOPS__TRY(pass1_chunk(x, &a, r0, rows));
   }
@@ -251,10 +260,13 @@ static jitops_status finish_grads(const flce_ctx *x) {
   return JITOPS_SUCCESS;
 }
 
-/* The loss (per row, or reduced with the device's count) and lse. */
+/* The loss (per row, or reduced with the device's count) and lse; a shard's linear and
+ * lse_local. */
 static jitops_status finish_loss(const flce_ctx *x) {
   const jitops__flce_call *c = x->c;
-  if (c->opt.reduction == JITOPS_FLCE_REDUCTION_NONE) {
+  if (c->kind == JITOPS__FLCE_SHARD_BACKWARD)
+    return JITOPS_SUCCESS;
+  if (c->opt.reduction == JITOPS_FLCE_REDUCTION_NONE || c->kind == JITOPS__FLCE_SHARD_STATS) {
     JITOPS__TRY(
         convert(x, JITOPS__FLCE_K_LOSS, x->s->loss_rows, 1, c->loss, c->loss_stride, c->bt, 1));
   } else {
@@ -273,7 +285,11 @@ jitops_status jitops__flce_forward_run(const jitops__flce_forward *f) {
   flce_ctx x = {f, c, f->plan, &s, jitops__dtype_size(c->t)};
   jitops__flce_count_args count = {c->target, c->target_stride, c->bt, c->opt.ignore_index,
                                    s.count};
-  JITOPS__TRY(jitops__flce_launch_count(kernel(&x, JITOPS__FLCE_K_COUNT), &count, f->stream));
+  if (kernel(&x, JITOPS__FLCE_K_COUNT) != NULL)
+    JITOPS__TRY(jitops__flce_launch_count(kernel(&x, JITOPS__FLCE_K_COUNT), &count, f->stream));
+  if (c->kind == JITOPS__FLCE_SHARD_BACKWARD) /* the combined lse, where the passes read it */
+    JITOPS__TRY(convert(&x, JITOPS__FLCE_K_LSE, c->saved_lse, c->saved_lse_stride, s.lse_rows, 1,
+                        c->bt, 1));
   JITOPS__TRY(run_passes(&x));
   JITOPS__TRY(finish_grads(&x));
   return finish_loss(&x);

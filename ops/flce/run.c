@@ -1,6 +1,7 @@
 /* The fused linear cross-entropy entry points: validate (args.c), plan (plan.c), choose and get
  * the kernels of "jitops/flce.cuh" (kernels.c), take scratch, run the passes (passes.c),
- * release. The backward scales saved gradients in place. */
+ * release; the vocabulary shard's two phases the same way. The backward scales saved gradients
+ * in place. */
 #include <string.h>
 
 #include "jitops/flce.h"
@@ -26,17 +27,7 @@ static int64_t budget_of(jitops_runtime_t *runtime, const jitops__flce_call *c) 
 static jitops_status plan_call(const char *fn, jitops_runtime_t *runtime,
                                const jitops__flce_call *c, jitops__flce_plan *plan) {
   jitops__flce_problem p;
-  memset(&p, 0, sizeof p);
-  p.bt = c->bt;
-  p.h = c->h;
-  p.v = c->v;
-  p.elem = jitops__dtype_size(c->t);
-  p.acc_elem = jitops__dtype_size(c->acc);
-  p.grad_input = c->gi != NULL;
-  p.grad_weight = c->gw != NULL;
-  p.grad_bias = c->gb != NULL;
-  p.grad_weight_16bit = c->gw != NULL && jitops__dtype_size(c->gw_dtype) == 2;
-  p.chunk_rows = c->opt.chunk_rows;
+  jitops__flce_problem_of(c, &p);
   p.budget = budget_of(runtime, c);
   return jitops__flce_plan_make(fn, &p, plan);
 }
@@ -64,6 +55,34 @@ static jitops_status get_kernels(jitops_runtime_t *runtime, const jitops__flce_k
   return JITOPS_SUCCESS;
 }
 
+/* Plans a validated call, and reports its scratch bytes. */
+static jitops_status workspace_size(const char *fn, jitops_runtime_t *runtime,
+                                    const jitops__flce_call *call, size_t *bytes) {
+  jitops__flce_plan plan;
+  JITOPS__TRY(plan_call(fn, runtime, call, &plan));
+  *bytes = plan.workspace_bytes;
+  return JITOPS_SUCCESS;
+}
+
+/* Plans a validated call and runs it: kernels, scratch, the passes. */
+static jitops_status run_call(const char *fn, jitops_runtime_t *runtime,
+                              const jitops__flce_call *call, const jitops_workspace *workspace,
+                              void *stream) {
+  jitops__flce_plan plan;
+  JITOPS__TRY(plan_call(fn, runtime, call, &plan));
+  JITOPS__TRY(require_device(fn, runtime));
+  jitops__flce_kernel_plan kernel_plan;
+  jitops__flce_kernels_choose(call, &plan, &kernel_plan);
+  jitops__flce_forward forward = {runtime, call, &plan, &kernel_plan, {NULL}, NULL, stream};
+  JITOPS__TRY(get_kernels(runtime, &kernel_plan, forward.kernels));
+  jitops__scratch scratch;
+  JITOPS__TRY(jitops__scratch_acquire(runtime, stream, workspace, plan.workspace_bytes, &scratch));
+  forward.scratch = scratch.ptr;
+  jitops_status status = jitops__flce_forward_run(&forward);
+  jitops__scratch_release(runtime, stream, &scratch);
+  return status;
+}
+
 jitops_status jitops_flce_workspace_size(jitops_runtime_t *runtime,
                                          const jitops_flce_tensors *tensors,
                                          const jitops_flce_options *options, size_t *bytes) {
@@ -71,10 +90,7 @@ jitops_status jitops_flce_workspace_size(jitops_runtime_t *runtime,
   JITOPS__REQUIRE_NONNULL(fn, bytes);
   jitops__flce_call call;
   JITOPS__TRY(jitops__flce_check_forward(fn, runtime, tensors, options, &call));
-  jitops__flce_plan plan;
-  JITOPS__TRY(plan_call(fn, runtime, &call, &plan));
-  *bytes = plan.workspace_bytes;
-  return JITOPS_SUCCESS;
+  return workspace_size(fn, runtime, &call, bytes);
 }
 
 jitops_status jitops_flce_forward(jitops_runtime_t *runtime, const jitops_flce_tensors *tensors,
@@ -83,19 +99,52 @@ jitops_status jitops_flce_forward(jitops_runtime_t *runtime, const jitops_flce_t
   static const char fn[] = "jitops_flce_forward";
   jitops__flce_call call;
   JITOPS__TRY(jitops__flce_check_forward(fn, runtime, tensors, options, &call));
-  jitops__flce_plan plan;
-  JITOPS__TRY(plan_call(fn, runtime, &call, &plan));
-  JITOPS__TRY(require_device(fn, runtime));
-  jitops__flce_kernel_plan kernel_plan;
-  jitops__flce_kernels_choose(&call, &plan, &kernel_plan);
-  jitops__flce_forward forward = {runtime, &call, &plan, &kernel_plan, {NULL}, NULL, stream};
-  JITOPS__TRY(get_kernels(runtime, &kernel_plan, forward.kernels));
-  jitops__scratch scratch;
-  JITOPS__TRY(jitops__scratch_acquire(runtime, stream, workspace, plan.workspace_bytes, &scratch));
-  forward.scratch = scratch.ptr;
-  jitops_status status = jitops__flce_forward_run(&forward);
-  jitops__scratch_release(runtime, stream, &scratch);
-  return status;
+  return run_call(fn, runtime, &call, workspace, stream);
+}
+
+jitops_status jitops_flce_shard_stats_workspace_size(jitops_runtime_t *runtime,
+                                                     const jitops_flce_tensors *tensors,
+                                                     const jitops_flce_options *options,
+                                                     const DLTensor *lse_local,
+                                                     const DLTensor *linear, size_t *bytes) {
+  static const char fn[] = "jitops_flce_shard_stats_workspace_size";
+  JITOPS__REQUIRE_NONNULL(fn, bytes);
+  jitops__flce_call call;
+  JITOPS__TRY(
+      jitops__flce_check_shard_stats(fn, runtime, tensors, options, lse_local, linear, &call));
+  return workspace_size(fn, runtime, &call, bytes);
+}
+
+jitops_status jitops_flce_shard_stats(jitops_runtime_t *runtime, const jitops_flce_tensors *tensors,
+                                      const jitops_flce_options *options, DLTensor *lse_local,
+                                      DLTensor *linear, const jitops_workspace *workspace,
+                                      void *stream) {
+  static const char fn[] = "jitops_flce_shard_stats";
+  jitops__flce_call call;
+  JITOPS__TRY(
+      jitops__flce_check_shard_stats(fn, runtime, tensors, options, lse_local, linear, &call));
+  return run_call(fn, runtime, &call, workspace, stream);
+}
+
+jitops_status jitops_flce_shard_backward_workspace_size(jitops_runtime_t *runtime,
+                                                        const jitops_flce_tensors *tensors,
+                                                        const jitops_flce_options *options,
+                                                        const DLTensor *lse, size_t *bytes) {
+  static const char fn[] = "jitops_flce_shard_backward_workspace_size";
+  JITOPS__REQUIRE_NONNULL(fn, bytes);
+  jitops__flce_call call;
+  JITOPS__TRY(jitops__flce_check_shard_backward(fn, runtime, tensors, options, lse, &call));
+  return workspace_size(fn, runtime, &call, bytes);
+}
+
+jitops_status jitops_flce_shard_backward(jitops_runtime_t *runtime,
+                                         const jitops_flce_tensors *tensors,
+                                         const jitops_flce_options *options, const DLTensor *lse,
+                                         const jitops_workspace *workspace, void *stream) {
+  static const char fn[] = "jitops_flce_shard_backward";
+  jitops__flce_call call;
+  JITOPS__TRY(jitops__flce_check_shard_backward(fn, runtime, tensors, options, lse, &call));
+  return run_call(fn, runtime, &call, workspace, stream);
 }
 
 /* grad *= dy, in place. */
