@@ -44,13 +44,18 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
 
     Not supported, and refused with :class:`jitops.UnsupportedError`: per-class weights
     (``ce_weight``), ``use_token_scaling`` and ``return_token_accuracy``. Accumulation is
-    always f32 (``accum_dtype`` may be None or torch.float32)."""
+    always f32 (``accum_dtype`` may be None or torch.float32).
+
+    With a ``torch.distributed`` ``process_group``, ``lin_weight`` (and ``bias``) are this
+    rank's shard of the vocabulary, ``target`` holds global indices, and every rank gets the
+    loss and its own shard's gradients (:mod:`jitops.ops.flce_parallel`)."""
 
     def __init__(self, ce_weight: Optional[torch.Tensor] = None, ignore_index: int = -100,
                  lse_square_scale: float = 0.0, label_smoothing: float = 0.0, reduction: str = "mean",
                  softcap: Optional[float] = None, return_z_loss: bool = False,
                  accum_dtype: Optional[torch.dtype] = None, use_token_scaling: bool = False,
-                 return_token_accuracy: bool = False) -> None:
+                 return_token_accuracy: bool = False, *, process_group=None,
+                 vocab_range: Optional[tuple[int, int]] = None) -> None:
         super().__init__()
         refused = {"ce_weight": ce_weight is not None, "use_token_scaling": use_token_scaling,
                    "return_token_accuracy": return_token_accuracy,
@@ -66,12 +71,16 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
         self.reduction = reduction
         self.softcap = softcap
         self.return_z_loss = return_z_loss
+        # With a process group, forward's lin_weight (and bias) is this rank's vocabulary
+        # shard (jitops.ops.flce_parallel).
+        self.process_group = process_group
+        self.vocab_range = vocab_range
 
     def forward(self, lin_weight: torch.Tensor, _input: torch.Tensor, target: torch.Tensor,
                 bias: Optional[torch.Tensor] = None) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         loss, lse = _flce.fused_linear_cross_entropy_with_lse(
             _input, lin_weight, target, bias, self.ignore_index, self.label_smoothing, self.softcap,
-            self.lse_square_scale, self.reduction)
+            self.lse_square_scale, self.reduction, process_group=self.process_group, vocab_range=self.vocab_range)
         if not self.return_z_loss:
             return loss
         return loss, self._z_loss(lse.detach(), target)

@@ -22,7 +22,7 @@ import torch
 
 from .. import errors
 from .._lib import C
-from . import _torch
+from . import _torch, flce_parallel
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -78,10 +78,15 @@ def _fake_flce_scale(grad, grad_input, grad_weight, grad_bias):
 def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                                         bias: Optional[torch.Tensor] = None, ignore_index: int = -100,
                                         label_smoothing: float = 0.0, softcap: Optional[float] = None,
-                                        z_loss_scale: float = 0.0,
-                                        reduction: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+                                        z_loss_scale: float = 0.0, reduction: str = "mean", *,
+                                        process_group=None,
+                                        vocab_range: Optional[tuple[int, int]] = None
+                                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`fused_linear_cross_entropy` and each row's log-sum-exp of the logits ([BT], 0 for
     ignored rows), from which a z-loss can be reported."""
+    if process_group is not None:
+        return flce_parallel.vocab_parallel_cross_entropy(input, weight, target, bias, ignore_index, label_smoothing,
+                                                          softcap, z_loss_scale, reduction, process_group, vocab_range)
     if softcap is not None and not softcap > 0:
         raise errors.InvalidArgumentError(f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
     grads = [False, False, False]
@@ -95,9 +100,15 @@ def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tenso
 def fused_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                                bias: Optional[torch.Tensor] = None, ignore_index: int = -100,
                                label_smoothing: float = 0.0, softcap: Optional[float] = None,
-                               z_loss_scale: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+                               z_loss_scale: float = 0.0, reduction: str = "mean", *, process_group=None,
+                               vocab_range: Optional[tuple[int, int]] = None) -> torch.Tensor:
     """``cross_entropy(input @ weight.T + bias, target)`` without the logits: ``input``
     [BT, H], ``weight`` [V, H] (as ``nn.Linear`` stores it), int64 ``target`` [BT], optional
-    ``bias`` [V]; f32, f64, f16 or bf16. Gradients for input, weight and bias."""
+    ``bias`` [V]; f32, f64, f16 or bf16. Gradients for input, weight and bias.
+
+    With a ``torch.distributed`` ``process_group``, ``weight`` (and ``bias``) are this rank's
+    shard of the vocabulary and ``target`` holds global indices: see
+    :mod:`jitops.ops.flce_parallel` (``vocab_range`` names an uneven split)."""
     return fused_linear_cross_entropy_with_lse(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                                               z_loss_scale, reduction)[0]
+                                               z_loss_scale, reduction, process_group=process_group,
+                                               vocab_range=vocab_range)[0]
