@@ -167,8 +167,11 @@ static int64_t count_wrong(const buffers *b) {
     for (size_t c = 0; c < SCAN_COLS; ++c)
       wrong += sy[r * SCAN_COLS + c] != (sum += sx[r * SCAN_COLS + c]);
   }
-  static double sums[SEG_COUNT * SEG_COLS];
-  memset(sums, 0, sizeof sums);
+  /* Each worker thread checks its own results: no shared scratch here. */
+  double *sums = calloc((size_t)SEG_COUNT * SEG_COLS, sizeof *sums);
+  CHECK(sums != NULL);
+  if (sums == NULL)
+    return 1;
   const float *data = b->host[B_SEG_DATA], *seg = b->host[B_SEG_OUT];
   const int64_t *ids = b->host[B_SEG_IDS];
   for (size_t r = 0; r < SEG_ROWS; ++r)
@@ -181,6 +184,7 @@ static int64_t count_wrong(const buffers *b) {
     size_t col = i % (4 * REP_COLS), row = i / (4 * REP_COLS) % (3 * REP_ROWS);
     wrong += ry[i] != rx[(row % REP_ROWS) * REP_COLS + col % REP_COLS];
   }
+  free(sums);
   return wrong;
 }
 

@@ -13,22 +13,27 @@
 #include "ops/flce/plan.h"
 #include "runtime/op_support.h"
 
-/* The call's scratch budget: the caller's, else one from the device's memory. */
-static int64_t budget_of(jitops_runtime_t *runtime, const jitops__flce_call *c) {
-  if (c->opt.scratch_budget_bytes > 0)
-    return c->opt.scratch_budget_bytes;
+/* The automatic budget, from the device's memory now. */
+static int64_t auto_budget(jitops_runtime_t *runtime) {
   size_t free_bytes = 0, total_bytes = 0;
   if (jitops__device_memory(runtime, &free_bytes, &total_bytes) != JITOPS_SUCCESS)
     free_bytes = total_bytes = 0; /* compile-only, or no answer: the least automatic budget */
   return jitops__flce_auto_budget(free_bytes, total_bytes);
 }
 
-/* The planner's view of a valid call. */
+/* The planner's view of a valid call. A call that sets no budget is planned with the least
+ * automatic one first: when that already holds every row in one chunk (every small call), no
+ * larger budget could change the plan, and the device's memory is not asked (cuMemGetInfo
+ * costs microseconds). */
 static jitops_status plan_call(const char *fn, jitops_runtime_t *runtime,
                                const jitops__flce_call *c, jitops__flce_plan *plan) {
   jitops__flce_problem p;
   jitops__flce_problem_of(c, &p);
-  p.budget = budget_of(runtime, c);
+  jitops_status least = jitops__flce_plan_make(fn, &p, plan);
+  if (c->opt.scratch_budget_bytes > 0 ||
+      (least == JITOPS_SUCCESS && plan->algorithm == JITOPS__FLCE_ROWS && plan->chunk_rows >= p.bt))
+    return least;
+  p.budget = auto_budget(runtime);
   return jitops__flce_plan_make(fn, &p, plan);
 }
 
