@@ -87,7 +87,10 @@ def main():
             rows.append((BT, H, V, t_whole, m_whole, t_shard, m_shard))
             del wf
         dist.barrier()
-        del x, w_full, target
+        # The closures hold this shape's tensors: drop them before the next shape's baseline.
+        del x, w_full, target, sharded
+        if rank == 0:
+            del whole
         torch.cuda.empty_cache()
     if rank == 0:
         print(f"GPU: {torch.cuda.get_device_name()} x {world}, torch {torch.__version__}, {args.dtype}; "
