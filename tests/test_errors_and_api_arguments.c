@@ -149,8 +149,7 @@ static void allocator_arguments(jitops_runtime_t *rt) {
               "allocator->release");
   allocator.release = never_release;
   CHECK_OK(jitops_runtime_set_allocator(rt, &allocator));
-  CHECK_FAILS(jitops_runtime_set_allocator(rt, &allocator), JITOPS_ERR_ALREADY_EXISTS,
-              "already");
+  CHECK_FAILS(jitops_runtime_set_allocator(rt, &allocator), JITOPS_ERR_ALREADY_EXISTS, "already");
 }
 
 static int count_entry(const jitops_cache_entry *e, void *user) {
