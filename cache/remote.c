@@ -319,6 +319,43 @@ static claim_result take_claim(jitops__remote *remote, const uint8_t key[16],
   return result;
 }
 
+static void release_claim(jitops__remote *remote, const uint8_t key[16],
+                          jitops__remote_outcome *outcome);
+
+/* After a claim is taken: the node that held it before may have published its record and
+ * released the claim between this node's lookup and its claim, so look once more. A record
+ * found now is a hit (and the claim goes back); otherwise this node compiles. Without this,
+ * eight nodes on two loaded cores compiled one key twice now and then. */
+static jitops__remote_result after_claim(jitops__remote *remote, const uint8_t key[16],
+                                         const jitops__remote_expect *expect,
+                                         jitops__remote_found *found,
+                                         jitops__remote_outcome *outcome) {
+  if (lookup(remote, key, expect, found, outcome) != LOOKUP_FOUND)
+    return JITOPS__REMOTE_MISS;
+  release_claim(remote, key, outcome);
+  outcome->claimed = 0;
+  return JITOPS__REMOTE_HIT;
+}
+
+/* Tries the claim: 1 with *result settled, or 0 while another node holds it. Taken, it is a
+ * miss (this node compiles), unless `recheck` (the record was absent, not refused) and
+ * after_claim finds the record; when Redis fails, a miss. */
+static int claim(jitops__remote *remote, const uint8_t key[16], const jitops__remote_expect *expect,
+                 jitops__remote_found *found, jitops__remote_outcome *outcome, int recheck,
+                 jitops__remote_result *result) {
+  switch (take_claim(remote, key, outcome)) {
+  case CLAIM_TAKEN:
+    *result = recheck ? after_claim(remote, key, expect, found, outcome) : JITOPS__REMOTE_MISS;
+    return 1;
+  case CLAIM_HELD:
+    return 0;
+  case CLAIM_FAILED:
+    break;
+  }
+  *result = JITOPS__REMOTE_MISS;
+  return 1;
+}
+
 /* Polls for the claim holder's record, taking the claim over if it goes without one. */
 static jitops__remote_result wait_for_holder(jitops__remote *remote, const uint8_t key[16],
                                              const jitops__remote_expect *expect,
@@ -331,8 +368,9 @@ static jitops__remote_result wait_for_holder(jitops__remote *remote, const uint8
     lookup_result found_now = lookup(remote, key, expect, found, outcome);
     if (found_now != LOOKUP_ABSENT)
       return found_now == LOOKUP_FOUND ? JITOPS__REMOTE_HIT : JITOPS__REMOTE_MISS;
-    if (take_claim(remote, key, outcome) != CLAIM_HELD)
-      return JITOPS__REMOTE_MISS;
+    jitops__remote_result settled;
+    if (claim(remote, key, expect, found, outcome, 1, &settled))
+      return settled;
   }
   jitops__log(JITOPS__LOG_DEBUG,
               "remote cache %s: waited %d s for another node's compile; "
@@ -358,7 +396,8 @@ jitops__remote_result jitops__remote_fetch(jitops__remote *remote, const uint8_t
   memset(outcome, 0, sizeof *outcome);
   if (!usable(remote))
     return JITOPS__REMOTE_SKIPPED;
-  switch (lookup(remote, key, expect, found, outcome)) {
+  lookup_result first = lookup(remote, key, expect, found, outcome);
+  switch (first) {
   case LOOKUP_FOUND:
     return JITOPS__REMOTE_HIT;
   case LOOKUP_FAILED:
@@ -367,8 +406,9 @@ jitops__remote_result jitops__remote_fetch(jitops__remote *remote, const uint8_t
   case LOOKUP_REFUSED: /* compile and publish over it */
     break;
   }
-  if (take_claim(remote, key, outcome) != CLAIM_HELD)
-    return JITOPS__REMOTE_MISS;
+  jitops__remote_result settled;
+  if (claim(remote, key, expect, found, outcome, first == LOOKUP_ABSENT, &settled))
+    return settled;
   return wait_for_holder(remote, key, expect, found, outcome);
 }
 
