@@ -433,15 +433,29 @@ static jitops_status get_slow(jitops_runtime_t *rt, jitops__key lookup_key, requ
   return JITOPS_SUCCESS;
 }
 
+/* The ready kernel of `lookup_key` in the runtime's memory, counted as a memory hit; NULL when
+ * it is not ready there. */
+static jitops_kernel_t *find_ready(jitops_runtime_t *rt, jitops__key lookup_key) {
+  jitops_kernel_t *k = jitops__registry_find_ready(&rt->registry, lookup_key);
+  if (k != NULL) {
+    __atomic_fetch_add(&k->memory_hits, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&rt->memory_hits, 1, __ATOMIC_RELAXED);
+  }
+  return k;
+}
+
+jitops_kernel_t *jitops__kernel_find_ready(jitops_runtime_t *rt, const char *source_name,
+                                           const char *name_expression) {
+  return find_ready(rt, jitops__lookup_key(source_name, name_expression, NULL, 0));
+}
+
 jitops_status jitops_kernel_get(jitops_runtime_t *rt, const char *source_name,
                                 const char *name_expression, const char *const *options,
                                 size_t num_options, jitops_kernel_t **out) {
   JITOPS__TRY(check_request(rt, source_name, name_expression, options, num_options, out));
   jitops__key lookup_key = jitops__lookup_key(source_name, name_expression, options, num_options);
-  jitops_kernel_t *k = jitops__registry_find_ready(&rt->registry, lookup_key);
+  jitops_kernel_t *k = find_ready(rt, lookup_key);
   if (k != NULL) {
-    __atomic_fetch_add(&k->memory_hits, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&rt->memory_hits, 1, __ATOMIC_RELAXED);
     *out = k;
     return JITOPS_SUCCESS;
   }

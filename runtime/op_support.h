@@ -46,6 +46,7 @@
 #include "common/error.h"
 #include "runtime/context.h"
 #include "runtime/device.h"
+#include "runtime/kernel_batch.h"
 #include "runtime/dtype.h"
 #include "runtime/launch.h"
 #include "runtime/scratch.h"

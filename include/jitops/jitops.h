@@ -104,8 +104,9 @@ typedef void (*jitops_log_callback)(void *user, int level, const char *message);
  * above the threshold of $JITOPS_LOG (default warn; "off" sends none).
  *
  * Contract for `callback`:
- *   - It runs synchronously on the thread whose call into the library logs, and may run on
- *     several threads at once: it must be thread-safe.
+ *   - It runs synchronously on the thread whose call into the library logs (or on a thread
+ *     that call started to compile an op's kernels in parallel, while the call waits), and
+ *     may run on several threads at once: it must be thread-safe.
  *   - It may run while the library holds internal locks: it must return promptly and must not
  *     call any jitops_ function (jitops_set_log_callback included), which may deadlock.
  *   - Warnings given once per process are not repeated for a callback installed later.

@@ -48,16 +48,19 @@ static jitops_status require_device(const char *fn, jitops_runtime_t *runtime) {
   return JITOPS_SUCCESS;
 }
 
-/* Every kernel the plan names, compiled or loaded before any device work. */
+/* Every kernel the plan names, compiled (in parallel, when several are new) or loaded before
+ * any device work. */
 static jitops_status get_kernels(jitops_runtime_t *runtime, const jitops__flce_kernel_plan *plan,
                                  jitops_kernel_t *kernels[JITOPS__FLCE_K_ROLES]) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
   for (int role = 0; role < JITOPS__FLCE_K_ROLES; ++role) {
     kernels[role] = NULL;
     if (plan->name[role][0] != '\0')
-      JITOPS__TRY(jitops_kernel_get(runtime, JITOPS__FLCE_SOURCE, plan->name[role], NULL, 0,
-                                    &kernels[role]));
+      JITOPS__TRY(
+          jitops__kernel_batch_add(&batch, JITOPS__FLCE_SOURCE, plan->name[role], &kernels[role]));
   }
-  return JITOPS_SUCCESS;
+  return jitops__kernel_batch_get(runtime, &batch);
 }
 
 /* Plans a validated call, and reports its scratch bytes. */

@@ -1,0 +1,102 @@
+/* An op call's kernels got together (runtime/kernel_batch.h), on a compile-only sm_90 runtime:
+ * several new kernels are all built, each exactly once, and are the very kernels
+ * jitops_kernel_get gives afterwards (as memory hits); a batch of kernels already in memory
+ * builds nothing; a failure is reported with its own status and message, though another
+ * thread built it, while the batch's other kernels are still built; a full batch and a name
+ * expression too long are refused. Needs no GPU. */
+#include "runtime/kernel_batch.h"
+#include "testutil.h"
+
+enum { KERNELS = 6 };
+
+static const char *const SOURCE = "jitops/example.cuh";
+
+static void expr_for(int k, char *out, size_t size) {
+  static const char *const types[] = {"float", "double", "jitops::half"};
+  snprintf(out, size, "jitops::example_axpy<%s, %d>", types[k % 3], 1 + k / 3);
+}
+
+static jitops_stats stats_of(jitops_runtime_t *rt) {
+  jitops_stats s;
+  memset(&s, 0, sizeof s);
+  CHECK_OK(jitops_runtime_get_stats(rt, &s));
+  return s;
+}
+
+static void new_kernels_are_built_once_each(jitops_runtime_t *rt) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops_kernel_t *got[KERNELS] = {0};
+  char expr[96];
+  for (int k = 0; k < KERNELS; ++k) {
+    expr_for(k, expr, sizeof expr);
+    CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, expr, &got[k]));
+  }
+  jitops_stats before = stats_of(rt);
+  CHECK_OK(jitops__kernel_batch_get(rt, &batch));
+  jitops_stats after = stats_of(rt);
+  CHECK(after.compiles - before.compiles == KERNELS);
+  for (int k = 0; k < KERNELS; ++k) {
+    expr_for(k, expr, sizeof expr);
+    jitops_kernel_t *again = NULL;
+    CHECK_OK(jitops_kernel_get(rt, SOURCE, expr, NULL, 0, &again));
+    CHECK(got[k] != NULL && again == got[k]);
+  }
+  /* The same batch again: every kernel is in memory, nothing is built. */
+  memset(got, 0, sizeof got);
+  before = stats_of(rt);
+  CHECK_OK(jitops__kernel_batch_get(rt, &batch));
+  after = stats_of(rt);
+  CHECK(after.compiles == before.compiles && after.memory_hits - before.memory_hits == KERNELS);
+  for (int k = 0; k < KERNELS; ++k)
+    CHECK(got[k] != NULL);
+}
+
+static void a_failure_keeps_its_status_and_message(jitops_runtime_t *rt) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops_kernel_t *good[2] = {0}, *bad = NULL;
+  CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::example_axpy<float, 5>", &good[0]));
+  CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::no_such_kernel<float>", &bad));
+  CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::example_axpy<double, 5>", &good[1]));
+  CHECK_FAILS(jitops__kernel_batch_get(rt, &batch), JITOPS_ERR_COMPILE, "no_such_kernel");
+  CHECK(bad == NULL);
+  /* The others were built all the same: now they are memory hits. */
+  jitops_stats before = stats_of(rt);
+  jitops_kernel_t *k = NULL;
+  CHECK_OK(jitops_kernel_get(rt, SOURCE, "jitops::example_axpy<float, 5>", NULL, 0, &k));
+  CHECK_OK(jitops_kernel_get(rt, SOURCE, "jitops::example_axpy<double, 5>", NULL, 0, &k));
+  CHECK(stats_of(rt).compiles == before.compiles);
+}
+
+static void limits_are_refused(void) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops_kernel_t *out[JITOPS__KERNEL_BATCH_MAX + 1];
+  for (int k = 0; k < JITOPS__KERNEL_BATCH_MAX; ++k)
+    CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::example_axpy<float, 1>", &out[k]));
+  CHECK_FAILS(jitops__kernel_batch_add(&batch, SOURCE, "jitops::example_axpy<float, 1>",
+                                       &out[JITOPS__KERNEL_BATCH_MAX]),
+              JITOPS_ERR_INTERNAL, "more than");
+  char long_expr[JITOPS__KERNEL_BATCH_EXPR + 8];
+  memset(long_expr, 'x', sizeof long_expr - 1);
+  long_expr[sizeof long_expr - 1] = '\0';
+  jitops__kernel_batch_init(&batch);
+  CHECK_FAILS(jitops__kernel_batch_add(&batch, SOURCE, long_expr, &out[0]), JITOPS_ERR_INTERNAL,
+              "too long");
+}
+
+int main(void) {
+  char dir[1024];
+  test_fresh_dir("kernel-batch", dir, sizeof dir);
+  jitops_runtime_config cfg = test_offline_config("sm_90", dir);
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  if (rt == NULL)
+    return test_finish("test_kernel_batch");
+  new_kernels_are_built_once_each(rt);
+  a_failure_keeps_its_status_and_message(rt);
+  limits_are_refused();
+  jitops_runtime_destroy(rt);
+  return test_finish("test_kernel_batch");
+}
