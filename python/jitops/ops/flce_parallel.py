@@ -113,7 +113,8 @@ class _VocabParallel(torch.autograd.Function):
         lse_local, linear = shard.stats()
         valid = target != ignore_index
         lse = _global_lse(lse_local, valid, group)
-        _dist().all_reduce(linear, op=_dist().ReduceOp.SUM, group=group)
+        dist = _dist()
+        dist.all_reduce(linear, op=dist.ReduceOp.SUM, group=group)
         loss_rows = torch.where(valid, lse - linear + z_loss_scale * lse * lse, torch.zeros_like(lse))
         ctx.shard, ctx.reduction, ctx.group = shard, reduction, group
         ctx.save_for_backward(lse)
@@ -127,7 +128,8 @@ class _VocabParallel(torch.autograd.Function):
         wanted = (ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2])
         grad_input, grad_weight, grad_bias = shard.gradients(lse, grad_loss.contiguous(), ctx.reduction, wanted)
         if grad_input is not None:
-            _dist().all_reduce(grad_input, op=_dist().ReduceOp.SUM, group=ctx.group)
+            dist = _dist()
+            dist.all_reduce(grad_input, op=dist.ReduceOp.SUM, group=ctx.group)
         return (grad_input, grad_weight, grad_bias) + (None,) * 9
 
 
