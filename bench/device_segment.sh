@@ -2,7 +2,8 @@
 # One device call for the segment family: the GPU test, compute-sanitizer memcheck and racecheck
 # over its --quick subset, the benchmark against PyTorch, and (step "ceilings", not in the
 # default) the memory ceilings of its access patterns (bench/stream_ceilings.cu, compiled
-# there). Run from a directory holding `build` (tests/, libjitops.so and the package in python/)
+# there); step "narrow" (not in the default) runs the narrow-rows sweep
+# (bench/bench_segment_narrow.py, $NARROW_ARGS). Run from a directory holding `build` (tests/, libjitops.so and the package in python/)
 # and `bench`; logs go to $OUT. A kernel cache prewarmed on the build machine (test_gpu_segment
 # --prewarm DIR) may be given as $PREWARMED. $STEPS picks the steps (default "test memcheck
 # racecheck bench"); each has a time limit.
@@ -46,5 +47,9 @@ if has bench; then
   timeout "${T_BENCH:-200}" python3 "$HERE/bench/bench_segment.py" ${BENCH_ARGS:-} --json "$OUT/bench.json" \
     2>"$OUT/bench_rows.log" | tee "$OUT/bench.md" || status=1
   tail -n 3 "$OUT/bench_rows.log"
+fi
+if has narrow; then
+  timeout "${T_NARROW:-120}" python3 "$HERE/bench/bench_segment_narrow.py" ${NARROW_ARGS:-} \
+    --json "$OUT/narrow.json" 2>"$OUT/narrow_rows.log" | tee "$OUT/narrow.md" || status=1
 fi
 exit $status

@@ -12,6 +12,8 @@
  *   test_gpu_segment            all cases (exits 77 without a GPU)
  *   test_gpu_segment --quick    a subset that still reaches every kernel variant, each call
  *                               once (for compute-sanitizer)
+ *   test_gpu_segment --match TEXT
+ *                               the cases whose name contains TEXT (all of their calls, twice)
  *   test_gpu_segment --prewarm DIR
  *                               no GPU: runs every case's calls on a compile-only sm_90
  *                               runtime caching in DIR, so a later GPU run finds its kernels */
@@ -84,7 +86,7 @@ typedef enum {
   IDS_FEW_BAD,
   IDS_HOT
 } id_dist;
-typedef enum { VALS_EIGHTHS, VALS_RANDOM, VALS_TIES, VALS_SOME_TIES, VALS_NAN } val_dist;
+typedef enum { VALS_EIGHTHS, VALS_RANDOM, VALS_TIES, VALS_SOME_TIES, VALS_NAN, VALS_INF } val_dist;
 
 typedef struct seg_case {
   const char *name;
@@ -175,9 +177,11 @@ static const seg_case cases[] = {
     /* One column, more segments: the global sort carries the values (not f64, which gathers
      * rows). 2, 3 and 4 radix passes, many tiles (look-back), dropped ids. */
     {"carried values bf16 i64 D1 bad ids", BF16, .id64 = true, SHAPE(300000, 1, 20000),
-     .ids = IDS_BAD, .counter_bits = 64},
-    {"three passes f64 i64 D1", F64, .id64 = true, SHAPE(100000, 1, 70000), .vals = VALS_RANDOM},
-    {"four passes f32 D1", F32, SHAPE(20000, 1, (1 << 24) + 5), .counter_bits = 32, .ids = IDS_BAD},
+     .ids = IDS_BAD, .counter_bits = 64, SORT},
+    {"three passes f64 i64 D1", F64, .id64 = true, SHAPE(100000, 1, 70000), .vals = VALS_RANDOM,
+     SORT},
+    {"four passes f32 D1", F32, SHAPE(20000, 1, (1 << 24) + 5), .counter_bits = 32, .ids = IDS_BAD,
+     SORT},
     {"one segment f32 D1 million rows sorted", F32, SHAPE((1 << 20) + 3, 1, 3), .ids = IDS_ONE,
      .sorted = true},
     {"one segment f32 D64 unsorted", F32, .id64 = true, SHAPE(300000, 64, 1), .ids = IDS_ONE},
@@ -221,13 +225,13 @@ static const seg_case cases[] = {
      * merge tiles through the output and the last tile decodes it. */
     {"buckets f32 i64 D64", F32, .id64 = true, SHAPE(200000, 64, 100000), .vals = VALS_RANDOM,
      .quick = true},
-    {"buckets one segment f64 D8 atomic", F64, SHAPE(100000, 8, 50000), .ids = IDS_ONE, ATOMIC,
+    {"buckets one segment f64 D12 atomic", F64, SHAPE(100000, 12, 50000), .ids = IDS_ONE, ATOMIC,
      .quick = true},
     {"buckets skewed f32 i64 D32 ties", F32, .id64 = true, SHAPE(300000, 32, 200000),
      .ids = IDS_SKEWED, .vals = VALS_TIES},
     {"buckets bad ids f32 D16 fill counter32 padded", F32, SHAPE(50000, 16, 30000), .ids = IDS_BAD,
      .fill = true, .counter_bits = 32, .data_pad = 2, .out_pad = 3, .id_stride = 2, .quick = true},
-    {"buckets nan f64 i64 D4", F64, .id64 = true, SHAPE(4000, 4, 3000), .vals = VALS_NAN},
+    {"buckets nan f64 i64 D12", F64, .id64 = true, SHAPE(4000, 12, 3000), .vals = VALS_NAN},
     {"buckets wide f32 D1000 atomic", F32, .id64 = true, SHAPE(20000, 1000, 500), ATOMIC},
     {"buckets bench shape f32 i64 D64", F32, .id64 = true, SHAPE(1 << 20, 64, 1000000),
      .counter_bits = 64},
@@ -256,6 +260,27 @@ static const seg_case cases[] = {
     {"digit one segment f16 D32", F16, SHAPE(100000, 32, 300000), .ids = IDS_ONE},
     {"digit bad ids f32 i64 D16 counter64", F32, .id64 = true, SHAPE(200000, 16, 150000),
      .ids = IDS_BAD, .counter_bits = 64},
+    /* Rows of at most 8 columns over many unsorted segments: a thread an element, integer
+     * atomics into a global table (max/min: codes; sum/mean: 64-bit fixed point from a scale
+     * the prepare pass finds; non-finite values as marks). Every row length 1 to 8 (3, 5, 7:
+     * rows not aligned to packs), both id types, dropped ids, padded rows, strided ids, skewed
+     * and hot ids (long runs of same-cell atomics), NaN and infinities, the bench's shape. */
+    {"narrow f32 i64 D3 bench shape counter64", F32, .id64 = true, SHAPE(1 << 20, 3, 1000000),
+     .vals = VALS_RANDOM, .counter_bits = 64},
+    {"narrow f16 i32 D1 bad ids fill counter32 padded", F16, SHAPE(200000, 1, 100000),
+     .ids = IDS_BAD, .fill = true, .counter_bits = 32, .data_pad = 1, .out_pad = 2, .id_stride = 2,
+     .vals = VALS_RANDOM, .quick = true},
+    {"narrow bf16 i64 D8 nan", BF16, .id64 = true, SHAPE(100000, 8, 50000), .vals = VALS_NAN,
+     .quick = true},
+    {"narrow f32 D5 inf", F32, SHAPE(100000, 5, 30000), .vals = VALS_INF, .quick = true},
+    {"narrow f32 i64 D2 skewed", F32, .id64 = true, SHAPE(300000, 2, 200000), .ids = IDS_SKEWED,
+     .vals = VALS_RANDOM},
+    {"narrow f32 D4 hot segment host ids", F32, SHAPE(200000, 4, 100000), .ids = IDS_HOT,
+     .vals = VALS_RANDOM, .host_ids = true},
+    {"narrow f64 i64 D7 (max/min; sum/mean sort)", F64, .id64 = true, SHAPE(100000, 7, 100000),
+     .vals = VALS_RANDOM, .quick = true},
+    {"narrow f32 D6 negative ids workspace", F32, SHAPE(100000, 6, 20000), .ids = IDS_NEGATIVE,
+     .workspace = true},
 };
 #undef ATOMIC
 #undef SORT
@@ -378,6 +403,10 @@ static double make_value(const seg_case *c, uint64_t *seed) {
   case VALS_NAN:
     if (test_rand_u64(seed) % 32 == 0)
       return NAN;
+    return sign * (double)(2 + test_rand_u64(seed) % 7) / 8.0;
+  case VALS_INF: /* 1 in 32 values infinite, of either sign: sums of both signs are NaN */
+    if (test_rand_u64(seed) % 32 == 0)
+      return sign * INFINITY;
     /* fall through */
   default:
     return sign * (double)(2 + test_rand_u64(seed) % 7) / 8.0;
@@ -503,7 +532,7 @@ static int64_t compare(const char *name, const char *what, int vt, const double 
     for (int64_t d = 0; d < cols; ++d) {
       const double want = ref[i * cols + d];
       const double g = get(vt, got, (size_t)(i * pitch + d));
-      const bool ok = isnan(want) ? isnan(g) : fabs(g - want) <= tol[i * cols + d];
+      const bool ok = isnan(want) ? isnan(g) : g == want || fabs(g - want) <= tol[i * cols + d];
       if (!ok && bad++ < 5)
         fprintf(stderr, "%s: %s[%lld, %lld] = %.9g, expected %.9g (tolerance %.3g)\n", name, what,
                 (long long)i, (long long)d, g, want, tol[i * cols + d]);
@@ -668,7 +697,9 @@ static void run_reduction(run_ctx *x, int r) {
   const double fill = custom_fill ? (r == JITOPS_SEGMENT_MAX ? -7.5 : 7.5) : default_fill(c->vt, r);
   x->options.has_fill = custom_fill;
   x->options.fill = r == JITOPS_SEGMENT_MAX ? -7.5 : 7.5;
-  x->options.algorithm = r >= JITOPS_SEGMENT_MAX ? c->algorithm : 0;
+  /* The atomic algorithm is max/min's only; the sort algorithm is every reduction's. */
+  x->options.algorithm =
+      r >= JITOPS_SEGMENT_MAX || c->algorithm == JITOPS_SEGMENT_ALGORITHM_SORT ? c->algorithm : 0;
   if (prewarm) {
     call_ok(forward(x, r), "forward", what);
     call_ok(backward(x, r), "backward", what);
@@ -847,6 +878,7 @@ static void run_case(jitops_runtime_t *rt, cudaStream_t stream, const seg_case *
 int main(int argc, char **argv) {
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   prewarm = argc > 2 && strcmp(argv[1], "--prewarm") == 0;
+  const char *match = argc > 2 && strcmp(argv[1], "--match") == 0 ? argv[2] : NULL;
   if (quick)
     runs = 1;
   jitops_runtime_t *rt = NULL;
@@ -861,7 +893,7 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    if (quick && !cases[i].quick)
+    if ((quick && !cases[i].quick) || (match != NULL && strstr(cases[i].name, match) == NULL))
       continue;
     const int before = test_failures;
     run_case(rt, stream, &cases[i]);

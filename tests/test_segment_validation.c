@@ -453,6 +453,45 @@ static void workspace_sizes(jitops_runtime_t *rt) {
   CHECK(atomic >= (size_t)10000 * 64 * 4 && atomic < (size_t)10000 * 64 * 4 + 4096);
 }
 
+/* Unsorted rows of at most 8 columns over many segments take the narrow path, whose workspace
+ * is its global table: max/min 4-byte codes; sum/mean 64-bit fixed-point cells, 2 bits of
+ * non-finite marks a cell and a word a prepare block (at most 8 blocks an SM), mean also a count
+ * a segment. f64 sums, fewer than 16384 segments and 9 columns keep the sort (16 bytes a row). */
+static void narrow_workspace_sizes(jitops_runtime_t *rt) {
+  const int64_t rows = 1 << 20;
+  fixture f = good();
+  f.ids = make(DEV, kDLInt, 64, 1, rows, 0, 0);
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  const struct {
+    jitops_segment_reduction r;
+    int bits;
+    int64_t D, S;
+    size_t least, most;
+  } want[] = {
+      {JITOPS_SEGMENT_MAX, 32, 3, 1000000, 12000000, 12000000 + 256},
+      {JITOPS_SEGMENT_MIN, 32, 1, 100000, 400000, 400000 + 256},
+      {JITOPS_SEGMENT_SUM, 32, 3, 1000000, 24750000, 24750000 + 8192},
+      {JITOPS_SEGMENT_MEAN, 32, 3, 1000000, 28750000, 28750000 + 8192},
+      {JITOPS_SEGMENT_SUM, 16, 8, 16384, 16384 * 8 * 8 + 32768, 16384 * 8 * 8 + 32768 + 8192},
+      {JITOPS_SEGMENT_SUM, 64, 3, 1000000, (size_t)16 << 20, SIZE_MAX},
+      {JITOPS_SEGMENT_SUM, 32, 3, 16383, (size_t)16 << 20, SIZE_MAX},
+      {JITOPS_SEGMENT_SUM, 32, 9, 100000, (size_t)16 << 20, SIZE_MAX},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
+    f.data = make(DEV, kDLFloat, want[i].bits, 2, rows, want[i].D, 0);
+    f.out = make(DEV, kDLFloat, want[i].bits, 2, want[i].S, want[i].D, 0);
+    size_t bytes = 0;
+    CHECK_OK(jitops_segment_reduce_workspace_size(rt, want[i].r, T(&f.data), T(&f.ids), want[i].S,
+                                                  T(&f.out), &o, &bytes));
+    if (bytes < want[i].least || bytes >= want[i].most) {
+      fprintf(stderr, "narrow_workspace_sizes[%zu]: %zu bytes, expected [%zu, %zu)\n", i, bytes,
+              want[i].least, want[i].most);
+      ++test_failures;
+    }
+  }
+}
+
 /* Hostile tensors: sizes, strides and byte offsets whose products or sums overflow int64, or
  * that wrap the address space, are refused with a status and a message naming the argument
  * (the core's addressability rule), before any of that arithmetic overflows (the test runs
@@ -640,6 +679,7 @@ int main(void) {
   extreme_workspace(rt);
   valid_calls_reach_the_launch(rt);
   workspace_sizes(rt);
+  narrow_workspace_sizes(rt);
   catalogue(rt);
   jitops_runtime_destroy(rt);
   return test_finish("test_segment_validation");

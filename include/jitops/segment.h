@@ -34,9 +34,15 @@
  * a few rows: scattered into parts of consecutive segments, each part's rows then ordered by
  * segment and row index), and each segment is reduced in row order by a fixed split; the
  * atomic algorithm for max/min uses integer atomics, whose result does not depend on their
- * order. The backward uses integer atomics only (counts), and divides or routes
- * deterministically; the max/min backward with sorted ids or at least 2^22 result cells groups
- * the rows by segment (the same sort, or none for sorted ids) and finds ties without atomics.
+ * order. Unsorted sum and mean of f32, f16 and bf16 rows of at most 8 columns over at least
+ * 16384 segments (but not those the parts take) add in 64-bit fixed point with integer atomics
+ * (exact and order-independent): every value is first rounded to a multiple of 2^(e + L - 62),
+ * where the largest finite |x| of the call is below 2^e and N below 2^L (about 2^-41 of the largest
+ * |x| at N = 2^20), so segments whose values are all more than ~10^6 times smaller than the call's
+ * largest lose relative precision; infinities and NaN give inf/-inf/NaN as any summation order
+ * would. The backward uses integer atomics only (counts), and divides or routes deterministically;
+ * the max/min backward with sorted ids or at least 2^22 result cells groups the rows by segment
+ * (the same sort, or none for sorted ids) and finds ties without atomics.
  *
  * Work and memory: O(N x D) time for every variant (no per-cell scans), on the caller's
  * stream, never synchronizing. Scratch comes from `workspace` when it is at least as large
@@ -52,6 +58,9 @@
  *   forward, sorted ids:                     8 S + 2 (N / chunk) D a  bytes
  *   forward, unsorted, one column, sum/mean, S <= 16384, N <= 2^22 (not f64):
  *                                            4 S ceil(N / 4096)  bytes (8 for mean)
+ *   forward, unsorted, D <= 8, sum/mean (not f64), S >= 16384, not the parts above:
+ *                                            8 S D + S D / 4 (+ 4 S for mean) + 4 K  bytes
+ *                                            (K <= 8 blocks an SM)
  *   forward, atomic algorithm (max/min):     S D k  bytes (k = 4, or 8 for f64); with buckets
  *                                            of segments 8 N + 4 B (C + 5) + 16 (B + N / 4096)
  *                                            (B buckets, C <= 128 counting blocks)
@@ -87,11 +96,12 @@ typedef enum jitops_segment_reduction {
 } jitops_segment_reduction;
 
 typedef enum jitops_segment_algorithm {
-  /* The sort algorithm for sum and mean and for sorted ids; for unsorted max/min, the
-   * atomic algorithm when its S x D table fits in shared memory (and N x D is at least 16
-   * times S x D per block), when rows have at most 4 columns and segments at least 16 rows
-   * on average, or (f32 and f64) when segments hold at most 2 rows on average; else the sort
-   * algorithm (global atomics lose on wide rows). */
+  /* The sort algorithm for sum and mean and for sorted ids (but fixed-point atomics for
+   * unsorted sum and mean over rows of at most 8 columns and at least 16384 segments, see
+   * Determinism); for unsorted max/min, the atomic algorithm when its S x D table fits in
+   * shared memory (and N x D is at least 16 times S x D per block), when rows have at most 8
+   * columns (a thread an element into the global table), or (f32 and f64) when segments hold
+   * at most 2 rows on average; else the sort algorithm (global atomics lose on wide rows). */
   JITOPS_SEGMENT_ALGORITHM_AUTO = 0,
   /* Group rows by segment — a stable radix sort of unsorted ids, the boundaries of sorted
    * ones — and reduce each segment in row order. Any reduction. */

@@ -3,9 +3,10 @@
  * and backward calls use — through the same planner the calls use, for a typical problem
  * (2^20 rows, 10 000 segments; for unsorted max/min also 100 segments, which takes the
  * shared-memory atomic path, 10^6 segments, which takes buckets of shared tables for 4- and
- * 8-byte types, and each algorithm forced; for unsorted sum/mean also 10^6 segments, which
- * takes the digit path at 64 columns). Row lengths 1 (scalars per row) and 64 (a
- * typical embedding width, aligned) cover the small-row and the wide-row layouts. */
+ * 8-byte types at 64 columns and the narrow path (a global table, a thread an element) at one,
+ * and each algorithm forced; for unsorted sum/mean also 10^6 segments, which takes the digit
+ * path at 64 columns and the narrow path's fixed-point sums at one). Row lengths 1 (scalars per
+ * row) and 64 (a typical embedding width, aligned) cover the small-row and the wide-row layouts. */
 #include <stdio.h>
 #include <string.h>
 

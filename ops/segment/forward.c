@@ -6,6 +6,8 @@
  *   buckets:    count -> offsets -> layout and scatter -> reduce a tile a block (max/min)
  *   digit:      clear -> scatter into parts -> a block a part -> [digit histogram -> radix
  *               passes -> chunks -> fixup]      (sum/mean; [...] only when a part overflows)
+ *   narrow:     clear the code table -> atomic pass -> finalize   (max/min, D <= 8)
+ *               prepare (clear, largest |x|) -> fixed-point atomic pass -> finalize  (sum/mean)
  *   empty:      count the dropped ids, if asked                 (S = 0 or D = 0) */
 #include "ops/segment/launches.h"
 
@@ -218,6 +220,44 @@ static jitops_status run_digit(const jitops__segment_launch *l,
   return run_grouped(l, p, k, &sorted, args.fallback);
 }
 
+/* The narrow path: max/min clear the code table by a memset, sum/mean by their prepare pass;
+ * the atomic pass and the finalize follow, each a dependent launch of a kernel before it. */
+static jitops_status run_narrow(const jitops__segment_launch *l,
+                                const jitops__segment_forward_plan *p,
+                                const jitops__segment_forward_kernels *k) {
+  const jitops__segment_call *call = l->call;
+  char *w = l->scratch;
+  const bool fixed = k->narrow_prepare != NULL;
+  jitops__segment_narrow_args args = {
+      .tensors = tensors_of(call),
+      .ids = l->ids,
+      .table = w + p->codes,
+      .flags = fixed ? (uint32_t *)(w + p->narrow_flags) : NULL,
+      .counts = call->reduction == JITOPS_SEGMENT_MEAN ? (uint32_t *)(w + p->narrow_counts) : NULL,
+      .block_max = fixed ? (uint32_t *)(w + p->narrow_block_max) : NULL,
+      .zeroed = w + p->zeroed,
+      .zeroed_words = (int64_t)(p->zeroed_bytes / 16),
+      .prepare_blocks = (int32_t)p->narrow_prepare_blocks,
+      .counter = counter_of(call),
+      .fill = fill_of(call)};
+  void *params[] = {&args};
+  if (fixed) {
+    JITOPS__TRY(jitops__launch(k->narrow_prepare, p->narrow_prepare_blocks, 1, 1,
+                               JITOPS__SEGMENT_THREADS, 1, 1, 0, l->stream, params));
+    JITOPS__TRY(jitops__launch_after(k->narrow_add, p->narrow_blocks, 1, 1, JITOPS__SEGMENT_THREADS,
+                                     1, 1, 0, l->stream, params));
+  } else {
+    /* Every cell starts at the "no row yet" code: 0 for max, all ones for min. */
+    const uint8_t empty_byte = call->reduction == JITOPS_SEGMENT_MAX ? 0x00 : 0xff;
+    JITOPS__TRY(
+        jitops__memset8_async(l->runtime, args.table, empty_byte, p->code_table, l->stream));
+    JITOPS__TRY(jitops__launch(k->narrow_add, p->narrow_blocks, 1, 1, JITOPS__SEGMENT_THREADS, 1, 1,
+                               0, l->stream, params));
+  }
+  return jitops__launch_after(k->narrow_finalize, p->narrow_finalize_blocks, 1, 1,
+                              JITOPS__SEGMENT_THREADS, 1, 1, 0, l->stream, params);
+}
+
 jitops_status jitops__segment_launch_forward(const jitops__segment_launch *l,
                                              const jitops__segment_forward_plan *p,
                                              const jitops__segment_forward_kernels *k) {
@@ -236,6 +276,8 @@ jitops_status jitops__segment_launch_forward(const jitops__segment_launch *l,
     return run_sort(l, p, k);
   case JITOPS__SEGMENT_PATH_DIGIT:
     return run_digit(l, p, k);
+  case JITOPS__SEGMENT_PATH_NARROW:
+    return run_narrow(l, p, k);
   }
   return jitops__fail(JITOPS_ERR_INTERNAL, "%s: unknown segment path %d", l->call->fn,
                       (int)p->path);

@@ -15,6 +15,7 @@
 #define SRC_RUNS     "jitops/segment_backward_runs.cuh"
 #define SRC_BUCKETS  "jitops/segment_buckets.cuh"
 #define SRC_DIGIT    "jitops/segment_digit.cuh"
+#define SRC_NARROW   "jitops/segment_narrow.cuh"
 #define NS           "jitops::segment::"
 
 /* Adds one kernel to the call's batch (its name expression formatted from `fmt`). */
@@ -78,6 +79,26 @@ static jitops_status get_digit(jitops__kernel_batch *b, const jitops__segment_ca
   return get_grouped(b, call, plan, "int", false, k);
 }
 
+/* The narrow path: max/min's atomic pass and finalize, or sum/mean's prepare, fixed-point
+ * atomic pass and finalize; the row length is a template argument (at most 8). */
+static jitops_status get_narrow(jitops__kernel_batch *b, const jitops__segment_call *call,
+                                const char *I, jitops__segment_forward_kernels *k) {
+  const char *T = jitops__dtype_cname(call->dtype);
+  const int op = (int)call->reduction, D = (int)call->cols;
+  if (call->reduction == JITOPS_SEGMENT_MAX || call->reduction == JITOPS_SEGMENT_MIN) {
+    JITOPS__TRY(get(b, SRC_NARROW, &k->narrow_add, NS "segment_narrow_extreme<%s, %s, %d, %d>", T,
+                    I, op, D));
+    return get(b, SRC_NARROW, &k->narrow_finalize, NS "segment_narrow_extreme_finalize<%s, %d, %d>",
+               T, op, D);
+  }
+  const char *mean = tf(call->reduction == JITOPS_SEGMENT_MEAN);
+  JITOPS__TRY(get(b, SRC_NARROW, &k->narrow_prepare, NS "segment_fixed_prepare<%s, %d>", T, D));
+  JITOPS__TRY(
+      get(b, SRC_NARROW, &k->narrow_add, NS "segment_fixed_add<%s, %s, %s, %d>", T, I, mean, D));
+  return get(b, SRC_NARROW, &k->narrow_finalize, NS "segment_fixed_finalize<%s, %s, %d>", T, mean,
+             D);
+}
+
 /* The forward's kernels for `plan`'s path, added to the call's batch. */
 static jitops_status add_forward(jitops__kernel_batch *b, const jitops__segment_call *call,
                                  const jitops__segment_forward_plan *plan,
@@ -99,6 +120,8 @@ static jitops_status add_forward(jitops__kernel_batch *b, const jitops__segment_
     return get_grouped(b, call, plan, I, true, out);
   case JITOPS__SEGMENT_PATH_DIGIT:
     return get_digit(b, call, I, plan, out);
+  case JITOPS__SEGMENT_PATH_NARROW:
+    return get_narrow(b, call, I, out);
   case JITOPS__SEGMENT_PATH_TILES: {
     const bool mean = call->reduction == JITOPS_SEGMENT_MEAN;
     JITOPS__TRY(

@@ -21,6 +21,7 @@ typedef struct jitops__segment_forward_kernels {
   jitops_kernel_t *tile_sums, *tile_combine;
   jitops_kernel_t *bucket_count, *bucket_offsets, *bucket_scatter, *bucket_extreme;
   jitops_kernel_t *digit_scatter, *digit_reduce;
+  jitops_kernel_t *narrow_prepare, *narrow_add, *narrow_finalize;
   jitops_kernel_t *count_too_large;
 } jitops__segment_forward_kernels;
 

@@ -74,6 +74,28 @@ _Static_assert(SEG_BUCKET_COUNT_BLOCKS <=
 #define SEG_DIGIT_MAX_COLS          128
 _Static_assert(JITOPS__SEGMENT_DIGIT_PART_SEGMENTS_MAX <= 65536, "a part's segments are 16-bit");
 
+/* Unsorted reductions over rows of at most JITOPS__SEGMENT_NARROW_MAX_COLS columns take the
+ * narrow path (segment_narrow.cuh, a thread an element, atomics into a global S x D table): max
+ * and min wherever the shared-memory table does not fit, sum and mean (not f64: the fixed-point
+ * table holds about 40 bits below the largest |x|) from SEG_NARROW_SUM_MIN_SEGMENTS segments on
+ * (below, the per-tile sums and the sort keep their measured targets, and the table's cells
+ * would see long runs of same-address atomics) where the digit path does not fit (D = 8, S >= 2^17
+ * and about 5 rows a segment or fewer: there both take the same time and the digit path sums
+ * in row order, without the fixed point's quantum). Measured on an H200 (N = 2^20, f32, int64
+ * ids, ms, before -> after): max D = 1 S = 10^6 0.092 (buckets) -> 0.022, D = 3 0.112 -> 0.036,
+ * D = 8 0.091 -> 0.059, D = 3 S = 10^5 0.092 (sort) -> 0.034; sum D = 1 S = 10^6 0.129 (sort)
+ * -> 0.025, D = 3 0.169 -> 0.053, D = 8 S = 10^5 0.096 -> 0.052, D = 8 S = 10^6 digit 0.123
+ * against narrow 0.126. A thread a row (the old global table) paid D sector requests a row:
+ * 0.092 ms at D = 1, 0.112 ms at D = 3, S = 10^6. The sweep: bench/NOTES-segment.md, "Narrow
+ * rows". The prepare pass (sum/mean) runs at most SEG_NARROW_PREPARE_PER_SM blocks an SM (full
+ * occupancy): each later block merges one word a prepare block. */
+#define SEG_NARROW_SUM_MIN_SEGMENTS 16384
+#ifndef SEG_NARROW_SUM_MAX_COLS
+#define SEG_NARROW_SUM_MAX_COLS JITOPS__SEGMENT_NARROW_MAX_COLS
+#endif
+#define SEG_NARROW_PREPARE_PER_SM 8
+#define SEG_NARROW_BLOCKS_PER_SM  8
+
 /* ---- what the forward and backward plans share --------------------------------------------- */
 
 size_t jitops__segment_take(jitops__segment_scratch_cursor *cursor, size_t count, size_t size) {
@@ -319,6 +341,49 @@ static void plan_atomic(const jitops__device_props *props, const jitops__segment
   plan->finalize_blocks = jitops__segment_grid(props, call->segments, plan->layout.lanes, 32);
 }
 
+/* Whether the narrow path takes an unsorted call (max/min: when the shared table does not fit,
+ * which the caller checks first). */
+static bool narrow_fits(const jitops__segment_call *call) {
+  if (call->sorted || call->rows <= 0 || call->cols > JITOPS__SEGMENT_NARROW_MAX_COLS)
+    return false;
+  if (extreme(call))
+    return true;
+  return call->dtype != JITOPS__DTYPE_F64 && call->algorithm == JITOPS_SEGMENT_ALGORITHM_AUTO &&
+         call->segments >= SEG_NARROW_SUM_MIN_SEGMENTS && call->cols <= SEG_NARROW_SUM_MAX_COLS;
+}
+
+/* The table (max/min: codes, cleared by a memset; sum/mean: 64-bit fixed point, then the
+ * non-finite marks and the counts, all cleared by the prepare pass, which needs them to end on
+ * a 16-byte boundary: every take ends on a 256-byte one), the prepare blocks' words, the grids. */
+static void plan_narrow(const jitops__device_props *props, const jitops__segment_call *call,
+                        jitops__segment_forward_plan *plan,
+                        jitops__segment_scratch_cursor *cursor) {
+  const bool fixed = sum_or_mean(call);
+  const size_t cells = (size_t)(call->segments * call->cols); /* below 2^34 */
+  const int64_t elements = call->rows * call->cols;
+  const int64_t per_thread = JITOPS__SEGMENT_NARROW_UNROLL;
+  plan->code_size = fixed ? sizeof(uint64_t) : code_size(call);
+  plan->zeroed = cursor->end;
+  plan->codes = jitops__segment_take(cursor, cells, plan->code_size);
+  plan->code_table = cells * plan->code_size; /* checked by the take */
+  if (fixed) {
+    plan->narrow_flags = jitops__segment_take(
+        cursor, (cells + JITOPS__SEGMENT_NARROW_FLAG_CELLS - 1) / JITOPS__SEGMENT_NARROW_FLAG_CELLS,
+        sizeof(uint32_t));
+    if (call->reduction == JITOPS_SEGMENT_MEAN)
+      plan->narrow_counts = jitops__segment_take(cursor, (size_t)call->segments, sizeof(uint32_t));
+    plan->zeroed_bytes = cursor->end - plan->zeroed;
+    plan->narrow_prepare_blocks = jitops__segment_grid(
+        props, (elements + per_thread - 1) / per_thread, 1, SEG_NARROW_PREPARE_PER_SM);
+    plan->narrow_block_max =
+        jitops__segment_take(cursor, plan->narrow_prepare_blocks, sizeof(uint32_t));
+  }
+  plan->narrow_blocks = jitops__segment_grid(props, (elements + per_thread - 1) / per_thread, 1,
+                                             SEG_NARROW_BLOCKS_PER_SM);
+  plan->narrow_finalize_blocks =
+      jitops__segment_grid(props, (int64_t)cells, 1, SEG_NARROW_BLOCKS_PER_SM);
+}
+
 /* Whether the bucket path can take the call; sets P (segments a bucket) and B (buckets). */
 static bool buckets_fit(const jitops__segment_call *call, int64_t *per_bucket, int64_t *buckets) {
   const size_t code = jitops__segment_acc_size(call->dtype);
@@ -467,6 +532,8 @@ static jitops__segment_path choose_atomic_layout(const jitops__device_props *pro
   int64_t per_bucket, buckets;
   if (shared_atomics(props, call, &blocks))
     return JITOPS__SEGMENT_PATH_ATOMIC;
+  if (narrow_fits(call))
+    return JITOPS__SEGMENT_PATH_NARROW;
   if (call->cols <= SEG_ATOMIC_MAX_COLS &&
       call->segments * SEG_ATOMIC_MIN_ROWS_PER_SEGMENT <= call->rows)
     return JITOPS__SEGMENT_PATH_ATOMIC;
@@ -489,6 +556,8 @@ static jitops__segment_path choose_path(const jitops__device_props *props,
     return JITOPS__SEGMENT_PATH_TILES;
   if (digit_fits(props, call, &layout))
     return JITOPS__SEGMENT_PATH_DIGIT;
+  if (!extreme(call) && narrow_fits(call))
+    return JITOPS__SEGMENT_PATH_NARROW;
   if (call->algorithm == JITOPS_SEGMENT_ALGORITHM_AUTO && extreme(call))
     return choose_atomic_layout(props, call);
   return JITOPS__SEGMENT_PATH_SORT;
@@ -530,6 +599,9 @@ jitops_status jitops__segment_plan_forward(const jitops__device_props *props,
     break;
   case JITOPS__SEGMENT_PATH_DIGIT:
     plan_digit(props, call, reduce_threads, plan, &cursor);
+    break;
+  case JITOPS__SEGMENT_PATH_NARROW:
+    plan_narrow(props, call, plan, &cursor);
     break;
   case JITOPS__SEGMENT_PATH_SORT:
   case JITOPS__SEGMENT_PATH_BOUNDARIES:

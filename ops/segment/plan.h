@@ -60,8 +60,11 @@ typedef enum jitops__segment_path {
   JITOPS__SEGMENT_PATH_ATOMIC,     /* max/min: integer atomics into a code table, finalize */
   JITOPS__SEGMENT_PATH_TILES,      /* one column, sum/mean, few segments: per-tile sorts, sums */
   JITOPS__SEGMENT_PATH_BUCKETS,    /* max/min, many segments: rows into buckets, shared atomics */
-  JITOPS__SEGMENT_PATH_DIGIT       /* sum/mean, many segments: rows scattered into parts of
+  JITOPS__SEGMENT_PATH_DIGIT,      /* sum/mean, many segments: rows scattered into parts of
                                       segments, a block a part, the full sort behind a flag */
+  JITOPS__SEGMENT_PATH_NARROW      /* rows of at most 8 columns, many segments: integer atomics
+                                      over the elements into a global table (max/min: codes;
+                                      sum/mean: 64-bit fixed point), then a finalize pass */
 } jitops__segment_path;
 
 typedef struct jitops__segment_forward_plan {
@@ -94,6 +97,12 @@ typedef struct jitops__segment_forward_plan {
    * and the chunked reduction run instead when some part gets more (the fallback flag). */
   int digit_part_log2;
   uint32_t digit_parts, digit_scatter_blocks, digit_shared;
+  /* JITOPS__SEGMENT_PATH_NARROW: the grids of the fixed-point prepare pass (sum/mean), of the
+   * atomic pass over the elements and of the finalize pass over the cells. The table is at
+   * `codes` (code_table bytes); sum/mean add the non-finite marks, the counts (mean) and the
+   * prepare blocks' words. */
+  uint32_t narrow_prepare_blocks, narrow_blocks, narrow_finalize_blocks;
+  size_t narrow_flags, narrow_counts, narrow_block_max;
   /* Byte offsets into the scratch memory. [zeroed, zeroed + zeroed_bytes) is cleared by one
    * memset first: the segment bounds (not on the digit path), the sort's digit counts, tile
    * counters and look-back words, and the digit path's part counts and flag. */

@@ -43,6 +43,13 @@
 /* Rows a lane group of the atomic path (segment_atomic.cuh) takes at a time. */
 #define JITOPS__SEGMENT_ATOMIC_ROWS_IN_FLIGHT 4
 
+/* The narrow path (segment_narrow.cuh): rows of at most NARROW_MAX_COLS columns, a thread an
+ * element, NARROW_UNROLL elements in flight a thread; the fixed-point sums keep 2 bits of
+ * non-finite marks a cell, NARROW_FLAG_CELLS cells a word. */
+#define JITOPS__SEGMENT_NARROW_MAX_COLS   8
+#define JITOPS__SEGMENT_NARROW_UNROLL     4
+#define JITOPS__SEGMENT_NARROW_FLAG_CELLS 16
+
 /* The per-tile sums (segment_tiles.cuh): a combine block adds 32 segments' tiles in
  * COMBINE_SPLITS ranges, a warp each. */
 #define JITOPS__SEGMENT_COMBINE_SPLITS 8
@@ -252,6 +259,25 @@ typedef struct jitops__segment_atomic_args {
 
 /* segment_tile_sums and segment_tile_combine: `tiles` tiles sorted in `passes` passes of `bits`
  * bits, into the tiles x S table of sums (and of row counts for mean, else NULL). */
+/* The narrow path: `table` holds S x D cells (max/min: order-preserving codes; sum/mean: 64-bit
+ * fixed point, with `flags`, the non-finite marks, `counts`, the rows of each segment for mean,
+ * and `block_max`, each prepare block's largest finite |x| as float bits, bit 31 set when the
+ * block saw a non-finite value). The prepare pass zeroes `zeroed_words` 16-byte words from
+ * `zeroed` (the table, the marks and the counts). */
+typedef struct jitops__segment_narrow_args {
+  jitops__segment_forward_tensors tensors;
+  jitops__segment_ids ids;
+  void *table;
+  uint32_t *flags;
+  uint32_t *counts;
+  uint32_t *block_max;
+  void *zeroed;
+  int64_t zeroed_words;
+  int32_t prepare_blocks, prepare_blocks_pad;
+  jitops__segment_counter counter;
+  jitops__segment_fill fill;
+} jitops__segment_narrow_args;
+
 typedef struct jitops__segment_tiles_args {
   jitops__segment_forward_tensors tensors;
   jitops__segment_ids ids;
@@ -362,6 +388,9 @@ JITOPS__ABI_SIZE(jitops__segment_reduce_args, 176);
 JITOPS__ABI_SIZE(jitops__segment_count_args, 48);
 JITOPS__ABI_OFFSET(jitops__segment_atomic_args, cols, 72);
 JITOPS__ABI_SIZE(jitops__segment_atomic_args, 112);
+JITOPS__ABI_OFFSET(jitops__segment_narrow_args, table, 64);
+JITOPS__ABI_OFFSET(jitops__segment_narrow_args, prepare_blocks, 112);
+JITOPS__ABI_SIZE(jitops__segment_narrow_args, 152);
 JITOPS__ABI_OFFSET(jitops__segment_tiles_args, passes, 80);
 JITOPS__ABI_SIZE(jitops__segment_tiles_args, 120);
 JITOPS__ABI_OFFSET(jitops__segment_bucket_args, matrix, 112);
