@@ -3,8 +3,8 @@
  * over them, and the checks and messages. None of this is part of libjitops.
  *
  * Without a GPU, the buffers are fake, aligned device addresses that nothing ever reads: the
- * ops still validate their arguments and JIT-compile their kernels for sm_90 (all but FLCE,
- * which stops before it picks its kernels), then return JITOPS_ERR_NO_DEVICE. */
+ * ops still validate their arguments and JIT-compile their kernels for sm_90, then return
+ * JITOPS_ERR_NO_DEVICE. */
 #ifndef JITOPS_EXAMPLE_UTIL_H
 #define JITOPS_EXAMPLE_UTIL_H
 

@@ -5,7 +5,7 @@
  * input @ weight^T, then the mean cross-entropy over the rows that are not ignored.
  *
  * Exit status: 0 when the results are correct, or, without a GPU, when the calls passed
- * validation; 1 otherwise. */
+ * validation and compiled their kernels; 1 otherwise. */
 #include <math.h>
 
 #include "example_util.h"
@@ -53,7 +53,7 @@ int main(void) {
   jitops_flce_options options;
   jitops_flce_options_init(&options); /* mean reduction, ignore_index -100 */
   /* Without a GPU these calls validate their arguments (the forward also plans its chunks and
-   * scratch) and return JITOPS_ERR_NO_DEVICE before compiling anything. */
+   * scratch), compile the kernels they would launch, and return JITOPS_ERR_NO_DEVICE. */
   if (!example_called(&ex, "jitops_flce_forward",
                       jitops_flce_forward(ex.rt, &tensors, &options, NULL, NULL)) ||
       !example_called(&ex, "jitops_flce_backward",

@@ -168,6 +168,7 @@ typedef struct request {
   size_t closure_count;
   option_list options;
   jitops__image *pending; /* the image table's entry this thread builds, until published */
+  int stored_only;        /* memory and disk only: no claim, no remote tier, no NVRTC */
 } request;
 
 /* Hands the image the kernel was just loaded from to the other runtimes of the process; the
@@ -265,7 +266,8 @@ static int from_disk(jitops_runtime_t *rt, jitops_kernel_t *k, request *req,
   jitops__blob blob;
   int waited = 0;
   int found = jitops__store_get(rt->store, key, &blob) ||
-              jitops__store_claim(rt->store, key, &blob, &waited) == JITOPS__CLAIM_FOUND;
+              (!req->stored_only &&
+               jitops__store_claim(rt->store, key, &blob, &waited) == JITOPS__CLAIM_FOUND);
   if (waited)
     __atomic_fetch_add(&rt->waits, 1, __ATOMIC_RELAXED);
   int used = found && use_blob(rt, k, req, blob.lowered_name, blob.image, blob.size);
@@ -318,6 +320,8 @@ static jitops_status build_from_tiers(jitops_runtime_t *rt, jitops_kernel_t *k, 
   jitops__key_to_bytes(k->cache_key, key);
   if (from_disk(rt, k, req, key))
     return JITOPS_SUCCESS;
+  if (req->stored_only)
+    return JITOPS_ERR_NOT_FOUND; /* not an error: the caller builds it another way */
   jitops__remote_outcome remote;
   jitops_status status = JITOPS_SUCCESS;
   if (!from_remote(rt, k, req, key, &remote)) {
@@ -459,8 +463,21 @@ jitops_status jitops_kernel_get(jitops_runtime_t *rt, const char *source_name,
     *out = k;
     return JITOPS_SUCCESS;
   }
-  request req = {source_name, name_expression, NULL, 0, {{0}, 0, {0}, 0}, NULL};
+  request req = {source_name, name_expression, NULL, 0, {{0}, 0, {0}, 0}, NULL, 0};
   JITOPS__TRY(build_options(rt, options, num_options, &req.options));
+  return get_slow(rt, lookup_key, &req, out);
+}
+
+jitops_status jitops__kernel_get_stored(jitops_runtime_t *rt, const char *source_name,
+                                        const char *name_expression, jitops_kernel_t **out) {
+  jitops__key lookup_key = jitops__lookup_key(source_name, name_expression, NULL, 0);
+  jitops_kernel_t *k = find_ready(rt, lookup_key);
+  if (k != NULL) {
+    *out = k;
+    return JITOPS_SUCCESS;
+  }
+  request req = {source_name, name_expression, NULL, 0, {{0}, 0, {0}, 0}, NULL, 1};
+  JITOPS__TRY(build_options(rt, NULL, 0, &req.options));
   return get_slow(rt, lookup_key, &req, out);
 }
 

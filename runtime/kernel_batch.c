@@ -85,17 +85,27 @@ static jitops_status first_failure(builds *b) {
   return status;
 }
 
+/* Whether `item` is ready now: in memory, or (when the batch has several kernels to get) on
+ * disk, got on the calling thread. A warm process's first call thus loads its kernels one
+ * after the other, each a fraction of a millisecond, instead of starting builder threads
+ * that would take turns at the database's lock. */
+static int ready_here(jitops_runtime_t *runtime, jitops__kernel_batch_item *item, int from_disk) {
+  if (!from_disk)
+    *item->out = jitops__kernel_find_ready(runtime, item->source, item->expr);
+  else if (jitops__kernel_get_stored(runtime, item->source, item->expr, item->out) !=
+           JITOPS_SUCCESS)
+    *item->out = NULL;
+  return *item->out != NULL;
+}
+
 jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel_batch *batch) {
   builds b;
   memset(&b, 0, sizeof b);
   b.runtime = runtime;
-  for (size_t i = 0; i < batch->count; ++i) {
-    jitops__kernel_batch_item *item = &batch->item[i];
-    *item->out = jitops__kernel_find_ready(runtime, item->source, item->expr);
-    if (*item->out == NULL)
-      b.todo[b.count++] = item;
-  }
-  if (b.count == 0) /* every call after a kernel's first */
+  for (size_t i = 0; i < batch->count; ++i)
+    if (!ready_here(runtime, &batch->item[i], batch->count > 1))
+      b.todo[b.count++] = &batch->item[i];
+  if (b.count == 0) /* every call after a kernel's first, and warm first calls */
     return JITOPS_SUCCESS;
   if (b.count == 1) {
     jitops__kernel_batch_item *item = b.todo[0];

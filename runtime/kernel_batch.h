@@ -33,9 +33,10 @@ void jitops__kernel_batch_init(jitops__kernel_batch *batch);
 jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *source,
                                        const char *expr, jitops_kernel_t **out);
 
-/* Every kernel of the batch, as jitops_kernel_get would give it. Kernels not in memory are
- * built by up to min(their number, the online CPUs, JITOPS__KERNEL_BATCH_THREADS) threads, the
- * calling one included; the log may then run on those threads. On failure, the status and
+/* Every kernel of the batch, as jitops_kernel_get would give it. Kernels in memory, and (for
+ * a batch of several) those on disk, are got on the calling thread; the others are built by up
+ * to min(their number, the online CPUs, JITOPS__KERNEL_BATCH_THREADS) threads, the calling one
+ * included; the log may then run on those threads. On failure, the status and
  * message are those of the first failing kernel in the batch's order. */
 jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel_batch *batch);
 
@@ -43,5 +44,11 @@ jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel
  * hit; NULL when it is not there yet (kernel.c). */
 jitops_kernel_t *jitops__kernel_find_ready(jitops_runtime_t *runtime, const char *source_name,
                                            const char *name_expression);
+
+/* The kernel of (source, expr, no options) from memory, another runtime of the process, or
+ * the disk tier, as jitops_kernel_get would give it, without claiming, asking the remote tier
+ * or compiling: JITOPS_ERR_NOT_FOUND (no message) when it is in none of them (kernel.c). */
+jitops_status jitops__kernel_get_stored(jitops_runtime_t *runtime, const char *source_name,
+                                        const char *name_expression, jitops_kernel_t **out);
 
 #endif

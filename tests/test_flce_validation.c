@@ -84,6 +84,13 @@ static void empty_batch_call(call *c) {
 
 static jitops_runtime_t *rt;
 
+/* Kernels the runtime has compiled so far. */
+static uint64_t compiles(void) {
+  jitops_stats stats;
+  CHECK_OK(jitops_runtime_get_stats(rt, &stats));
+  return stats.compiles;
+}
+
 static jitops_status fwd(call *c) {
   return jitops_flce_forward(rt, &c->ts, &c->opt, NULL, NULL);
 }
@@ -115,9 +122,12 @@ static void test_null_and_device(void) {
   valid_call(&c);
   c.input.t.data = NULL;
   CHECK_FAILS(fwd(&c), JITOPS_ERR_INVALID_ARGUMENT, "input");
-  /* Everything valid: a compile-only runtime cannot run it, and says so. */
+  /* Everything valid: a compile-only runtime compiles the call's kernels, as the other ops
+   * do, but cannot run it, and says so. */
   valid_call(&c);
+  const uint64_t compiled = compiles();
   CHECK_FAILS(fwd(&c), JITOPS_ERR_NO_DEVICE, "compile-only");
+  CHECK(compiles() > compiled);
   /* Optional tensors may be absent; options may be NULL. */
   c.ts.bias = c.ts.grad_output = NULL;
   c.ts.grad_bias = NULL;
@@ -370,8 +380,11 @@ static void test_backward(void) {
   set_strides(&gb, 0, 0);
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, &gb.t, NULL), JITOPS_ERR_INVALID_LAYOUT,
               "grad_bias");
+  /* gw is f32 here and gi bf16: two scale kernels, compiled before the device check. */
+  const uint64_t compiled = compiles();
   CHECK_FAILS(jitops_flce_backward(rt, &dy.t, &gi.t, &gw.t, NULL, NULL), JITOPS_ERR_NO_DEVICE,
               "compile-only");
+  CHECK(compiles() == compiled + 2);
 }
 
 /* ---- hostile tensors ------------------------------------------------------------------ */

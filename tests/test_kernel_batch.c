@@ -2,8 +2,9 @@
  * several new kernels are all built, each exactly once, and are the very kernels
  * jitops_kernel_get gives afterwards (as memory hits); a batch of kernels already in memory
  * builds nothing; a failure is reported with its own status and message, though another
- * thread built it, while the batch's other kernels are still built; a full batch and a name
- * expression too long are refused. Needs no GPU. */
+ * thread built it, while the batch's other kernels are still built; a new runtime on the same
+ * cache gets the stored kernels from disk and builds only the new ones of a mixed batch; a full
+ * batch and a name expression too long are refused. Needs no GPU. */
 #include "runtime/kernel_batch.h"
 #include "testutil.h"
 
@@ -69,6 +70,30 @@ static void a_failure_keeps_its_status_and_message(jitops_runtime_t *rt) {
   CHECK(stats_of(rt).compiles == before.compiles);
 }
 
+/* A fresh runtime on the cache the first one filled: the batch's stored kernels are disk hits
+ * (got on the calling thread, without claiming them), and only its new kernels compile. */
+static void stored_kernels_come_from_disk(const jitops_runtime_config *cfg) {
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(cfg, &rt));
+  if (rt == NULL)
+    return;
+  enum { NEW = 2 };
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops_kernel_t *got[KERNELS + NEW] = {0};
+  char expr[96];
+  for (int k = 0; k < KERNELS + NEW; ++k) {
+    expr_for(k, expr, sizeof expr); /* the last NEW were never built */
+    CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, expr, &got[k]));
+  }
+  CHECK_OK(jitops__kernel_batch_get(rt, &batch));
+  jitops_stats s = stats_of(rt);
+  CHECK(s.disk_hits == KERNELS && s.compiles == NEW && s.misses == NEW);
+  for (int k = 0; k < KERNELS + NEW; ++k)
+    CHECK(got[k] != NULL);
+  jitops_runtime_destroy(rt);
+}
+
 static void limits_are_refused(void) {
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
@@ -96,7 +121,8 @@ int main(void) {
     return test_finish("test_kernel_batch");
   new_kernels_are_built_once_each(rt);
   a_failure_keeps_its_status_and_message(rt);
-  limits_are_refused();
   jitops_runtime_destroy(rt);
+  stored_kernels_come_from_disk(&cfg);
+  limits_are_refused();
   return test_finish("test_kernel_batch");
 }

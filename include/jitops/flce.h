@@ -142,8 +142,9 @@ typedef struct jitops_flce_tensors {
  * alignment: elements more than 2^63 bytes from the first, a byte_offset above 2^63 - 1,
  * addresses past the address space), JITOPS_ERR_OUT_OF_RANGE (a tensor of more than 2^63
  * elements, scratch that 64 bits cannot count), JITOPS_ERR_INVALID_DEVICE,
- * JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_UNSUPPORTED (no cuBLASLt
- * algorithm), JITOPS_ERR_COMPILE, JITOPS_ERR_DRIVER, JITOPS_ERR_OUT_OF_MEMORY.
+ * JITOPS_ERR_NO_DEVICE (compile-only runtime, after compiling the call's kernels),
+ * JITOPS_ERR_UNSUPPORTED (no cuBLASLt algorithm), JITOPS_ERR_COMPILE, JITOPS_ERR_DRIVER,
+ * JITOPS_ERR_OUT_OF_MEMORY.
  * Deterministic. Asynchronous on `stream`; never synchronizes. */
 JITOPS_API jitops_status jitops_flce_forward(jitops_runtime_t *runtime,
                                              const jitops_flce_tensors *tensors,
@@ -162,7 +163,8 @@ JITOPS_API jitops_status jitops_flce_workspace_size(jitops_runtime_t *runtime,
  * the saved grad_input, grad_weight and grad_bias (each may be NULL) in place by the scalar
  * grad_output (0-d or [1]; f16, bf16, f32 or f64), read on the device. A [BT] grad_output
  * (reduction none) is rejected with JITOPS_ERR_INVALID_SHAPE: pass it to
- * jitops_flce_forward instead. Layouts as in jitops_flce_tensors. Needs no workspace.
+ * jitops_flce_forward instead. Layouts as in jitops_flce_tensors. Needs no workspace. On a
+ * compile-only runtime it compiles its kernels, then returns JITOPS_ERR_NO_DEVICE.
  * Deterministic; asynchronous on `stream`. */
 JITOPS_API jitops_status jitops_flce_backward(jitops_runtime_t *runtime,
                                               const DLTensor *grad_output, DLTensor *grad_input,

@@ -17,32 +17,35 @@
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
-static jitops_status get_kernel(jitops_runtime_t *rt, const char *name, jitops_kernel_t **k) {
-  return jitops_kernel_get(rt, JITOPS__CTC_SOURCE, name, NULL, 0, k);
+/* A pass's kernels are added to one batch and got together (runtime/kernel_batch.h), so that
+ * a cold call compiles its alpha, gradient and reduction kernels in parallel. */
+
+static jitops_status add_kernel(jitops__kernel_batch *b, const char *name, jitops_kernel_t **k) {
+  return jitops__kernel_batch_add(b, JITOPS__CTC_SOURCE, name, k);
 }
 
-static jitops_status get_alpha(const jitops__ctc_call *call, const jitops__ctc_plan *plan,
-                               jitops_runtime_t *rt, int mode, jitops__dtype out,
+static jitops_status add_alpha(jitops__kernel_batch *b, const jitops__ctc_call *call,
+                               const jitops__ctc_plan *plan, int mode, jitops__dtype out,
                                jitops_kernel_t **k) {
   char name[256];
   const jitops__ctc_alpha_kernel spec = jitops__ctc_alpha_kernel_of(call, plan, mode, out);
   jitops__ctc_alpha_name(&spec, name, sizeof name);
-  return get_kernel(rt, name, k);
+  return add_kernel(b, name, k);
 }
 
-static jitops_status get_grad(const jitops__ctc_call *call, jitops_runtime_t *rt,
+static jitops_status add_grad(jitops__kernel_batch *b, const jitops__ctc_call *call,
                               const DLTensor *grad_loss, jitops_kernel_t **k) {
   char name[128];
   jitops__ctc_grad_name(call->f, jitops__dtype_of(grad_loss->dtype),
                         call->opt.gradient == JITOPS_CTC_GRADIENT_PYTORCH, name, sizeof name);
-  return get_kernel(rt, name, k);
+  return add_kernel(b, name, k);
 }
 
-static jitops_status get_reduce(const jitops__ctc_call *call, jitops_runtime_t *rt,
+static jitops_status add_reduce(jitops__kernel_batch *b, const jitops__ctc_call *call,
                                 const DLTensor *out, jitops_kernel_t **k) {
   char name[128];
   jitops__ctc_reduce_name(call->acc, jitops__dtype_of(out->dtype), name, sizeof name);
-  return get_kernel(rt, name, k);
+  return add_kernel(b, name, k);
 }
 
 /* ---- scratch ------------------------------------------------------------------------------- */
@@ -224,10 +227,13 @@ static jitops_status loss_run(const jitops__ctc_call *call, const jitops__ctc_pl
   jitops__ctc_workspace ws;
   JITOPS__TRY(jitops__ctc_workspace_plan(call, plan, JITOPS_CTC_PASS_LOSS, !none, &ws));
   jitops_kernel_t *ka, *kr = NULL;
+  jitops__kernel_batch b;
+  jitops__kernel_batch_init(&b);
   JITOPS__TRY(
-      get_alpha(call, plan, rt, mode, none ? jitops__dtype_of(loss->dtype) : call->acc, &ka));
+      add_alpha(&b, call, plan, mode, none ? jitops__dtype_of(loss->dtype) : call->acc, &ka));
   if (!none)
-    JITOPS__TRY(get_reduce(call, rt, loss, &kr));
+    JITOPS__TRY(add_reduce(&b, call, loss, &kr));
+  JITOPS__TRY(jitops__kernel_batch_get(rt, &b));
   jitops__scratch s;
   JITOPS__TRY(acquire(call, rt, &ws, workspace, stream, &s));
   char *scratch = (char *)s.ptr;
@@ -253,10 +259,13 @@ static jitops_status backward_run(const jitops__ctc_call *call, const jitops__ct
   JITOPS__TRY(jitops__ctc_workspace_plan(call, plan, JITOPS_CTC_PASS_BACKWARD, loss != NULL, &ws));
   JITOPS__TRY(jitops__ctc_grad_plan(call, &ws, &geometry));
   jitops_kernel_t *ka, *kg, *kr = NULL;
-  JITOPS__TRY(get_alpha(call, plan, rt, JITOPS__CTC_MODE_AB, call->acc, &ka));
-  JITOPS__TRY(get_grad(call, rt, grad_loss, &kg));
+  jitops__kernel_batch b;
+  jitops__kernel_batch_init(&b);
+  JITOPS__TRY(add_alpha(&b, call, plan, JITOPS__CTC_MODE_AB, call->acc, &ka));
+  JITOPS__TRY(add_grad(&b, call, grad_loss, &kg));
   if (loss != NULL)
-    JITOPS__TRY(get_reduce(call, rt, loss, &kr));
+    JITOPS__TRY(add_reduce(&b, call, loss, &kr));
+  JITOPS__TRY(jitops__kernel_batch_get(rt, &b));
   jitops__scratch s;
   JITOPS__TRY(acquire(call, rt, &ws, workspace, stream, &s));
   char *scratch = (char *)s.ptr;
@@ -278,7 +287,10 @@ static jitops_status alpha_beta_run(const jitops__ctc_call *call, const jitops__
   jitops__ctc_workspace ws;
   JITOPS__TRY(jitops__ctc_workspace_plan(call, plan, JITOPS_CTC_PASS_ALPHA_BETA, false, &ws));
   jitops_kernel_t *ka;
-  JITOPS__TRY(get_alpha(call, plan, rt, JITOPS__CTC_MODE_AB, call->acc, &ka));
+  jitops__kernel_batch b;
+  jitops__kernel_batch_init(&b);
+  JITOPS__TRY(add_alpha(&b, call, plan, JITOPS__CTC_MODE_AB, call->acc, &ka));
+  JITOPS__TRY(jitops__kernel_batch_get(rt, &b));
   jitops__scratch s;
   JITOPS__TRY(acquire(call, rt, &ws, workspace, stream, &s));
   jitops__ctc_alpha_args a = alpha_args_for(call, plan, (char *)s.ptr, &ws);

@@ -78,11 +78,14 @@ static jitops_status run_call(const char *fn, jitops_runtime_t *runtime,
                               void *stream) {
   jitops__flce_plan plan;
   JITOPS__TRY(plan_call(fn, runtime, call, &plan));
-  JITOPS__TRY(require_device(fn, runtime));
   jitops__flce_kernel_plan kernel_plan;
   jitops__flce_kernels_choose(call, &plan, &kernel_plan);
   jitops__flce_forward forward = {runtime, call, &plan, &kernel_plan, {NULL}, NULL, stream};
+  /* The kernels before the device check, as the other ops do: a compile-only runtime compiles
+   * (and caches) what this call would launch with its plan, which is the least automatic
+   * budget's unless the call sets one. */
   JITOPS__TRY(get_kernels(runtime, &kernel_plan, forward.kernels));
+  JITOPS__TRY(require_device(fn, runtime));
   jitops__scratch scratch;
   JITOPS__TRY(jitops__scratch_acquire(runtime, stream, workspace, plan.workspace_bytes, &scratch));
   forward.scratch = scratch.ptr;
@@ -155,13 +158,25 @@ jitops_status jitops_flce_shard_backward(jitops_runtime_t *runtime,
   return run_call(fn, runtime, &call, workspace, stream);
 }
 
+/* The scale kernel of each gradient to scale (NULL for the others), got together. */
+static jitops_status scale_kernels(jitops_runtime_t *runtime, const jitops__flce_grad grads[3],
+                                   jitops__dtype dy_dtype, jitops_kernel_t *kernels[3]) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  for (int i = 0; i < 3; ++i) {
+    kernels[i] = NULL;
+    if (grads[i].data == NULL || grads[i].rows == 0 || grads[i].cols == 0)
+      continue;
+    char name[JITOPS__FLCE_NAME_SIZE];
+    jitops__flce_scale_name(&grads[i], dy_dtype, name, sizeof name);
+    JITOPS__TRY(jitops__kernel_batch_add(&batch, JITOPS__FLCE_SOURCE, name, &kernels[i]));
+  }
+  return jitops__kernel_batch_get(runtime, &batch);
+}
+
 /* grad *= dy, in place. */
-static jitops_status scale_grad(jitops_runtime_t *runtime, const jitops__flce_grad *g,
-                                jitops__dtype dy_dtype, const void *dy, void *stream) {
-  char name[JITOPS__FLCE_NAME_SIZE];
-  jitops__flce_scale_name(g, dy_dtype, name, sizeof name);
-  jitops_kernel_t *kernel;
-  JITOPS__TRY(jitops_kernel_get(runtime, JITOPS__FLCE_SOURCE, name, NULL, 0, &kernel));
+static jitops_status scale_grad(jitops_runtime_t *runtime, const jitops_kernel_t *kernel,
+                                const jitops__flce_grad *g, const void *dy, void *stream) {
   if (jitops__flce_scale_is_flat(g)) {
     jitops__flce_scale_flat_args a = {g->data, g->rows * g->cols, dy};
     return jitops__flce_launch_scale_flat(runtime, kernel, &a, jitops__dtype_size(g->dtype),
@@ -179,10 +194,12 @@ jitops_status jitops_flce_backward(jitops_runtime_t *runtime, const DLTensor *gr
   jitops__flce_grad grads[3];
   JITOPS__TRY(jitops__flce_check_backward(fn, runtime, grad_output, grad_input, grad_weight,
                                           grad_bias, &dy_dtype, grads));
+  jitops_kernel_t *kernels[3];
+  JITOPS__TRY(scale_kernels(runtime, grads, dy_dtype, kernels));
   JITOPS__TRY(require_device(fn, runtime));
   const void *dy = jitops__tensor_ptr(grad_output);
   for (int i = 0; i < 3; ++i)
-    if (grads[i].data != NULL && grads[i].rows > 0 && grads[i].cols > 0)
-      JITOPS__TRY(scale_grad(runtime, &grads[i], dy_dtype, dy, stream));
+    if (kernels[i] != NULL)
+      JITOPS__TRY(scale_grad(runtime, kernels[i], &grads[i], dy, stream));
   return JITOPS_SUCCESS;
 }

@@ -93,11 +93,14 @@ jitops_status jitops_repeat_backward(jitops_runtime_t *runtime, const DLTensor *
     return JITOPS_SUCCESS;
   jitops__repeat_bwd_plan plan;
   jitops__repeat_plan_backward(jitops__runtime_props(runtime), dy, repeats, num_repeats, dx, &plan);
+  /* The split sums' kernel and their finish, compiled in parallel on a cold call. */
   jitops_kernel_t *kernel, *finish = NULL;
-  JITOPS__TRY(jitops_kernel_get(runtime, JITOPS__REPEAT_SOURCE, plan.name, NULL, 0, &kernel));
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  JITOPS__TRY(jitops__kernel_batch_add(&batch, JITOPS__REPEAT_SOURCE, plan.name, &kernel));
   if (plan.splits > 1)
-    JITOPS__TRY(
-        jitops_kernel_get(runtime, JITOPS__REPEAT_SOURCE, plan.finish_name, NULL, 0, &finish));
+    JITOPS__TRY(jitops__kernel_batch_add(&batch, JITOPS__REPEAT_SOURCE, plan.finish_name, &finish));
+  JITOPS__TRY(jitops__kernel_batch_get(runtime, &batch));
   jitops__scratch scratch;
   JITOPS__TRY(jitops__scratch_acquire(runtime, stream, workspace, plan.scratch_bytes, &scratch));
   jitops__repeat_bwd_args args;
