@@ -720,7 +720,8 @@ static void build_cases(void) {
       add("overflow", OP_CUMSUM, 0, dt, 2, s41, axis, axis, 0, 0, DATA_WRAP);
   /* 5. Long axes and many chains (f32): look-back over many tiles, and carries over many. */
   static const int64_t r3[2] = {3, 100003}, v1[1] = {1000003}, c20[2] = {20011, 67},
-                       cm[2] = {200, 68000}, rm[2] = {2200, 3000};
+                       cm[2] = {200, 68000}, rm[2] = {2200, 3000}, v16m[1] = {16777259},
+                       r8[2] = {8, 1048583};
   for (int op = 0; op < OP_COUNT; ++op)
     for (int bw = 0; bw < 2; ++bw) {
       add("long", op, bw, GT_F32, 2, r3, 1, bw, 0, 0, DATA_NORMAL);
@@ -729,6 +730,10 @@ static void build_cases(void) {
       add("long", op, bw, GT_F32, 2, c20, 0, !bw, 1, 2, DATA_NORMAL);
       add("long", op, bw, GT_F32, 2, cm, 0, bw, 0, 0, DATA_NORMAL);
       add("long", op, bw, GT_F32, 2, rm, 1, !bw, 0, 0, DATA_NORMAL);
+      /* Thousands of tiles on one axis: the look-back walks past many windows of 32. */
+      add("long", op, bw, GT_BF16, 1, v1, 0, bw, 0, 0, DATA_NORMAL);
+      add("long", op, bw, GT_F32, 1, v16m, 0, !bw, 0, 0, DATA_NORMAL);
+      add("long", op, bw, GT_F32, 2, r8, 1, bw, 0, 0, DATA_NORMAL);
     }
   /* 6. In place, and a caller workspace. */
   static const int64_t s7[2] = {7, 300};

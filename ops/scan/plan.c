@@ -259,13 +259,23 @@ static size_t align16(size_t n) {
   return (n + 15) & ~(size_t)15;
 }
 
+/* The look-back scratch (jitops/scan_abi.h): the ticket's slot, the flags (per tile, then per
+ * group), then the state arrays. Per tile: aggregates, and for the cols kernel's tile-level
+ * look-back inclusive states; per group (rows only): aggregates and inclusive states. */
 static void plan_scratch(jitops__scan_plan *p, int64_t chains) {
   const size_t n = (size_t)p->tiles * (size_t)chains;
-  p->zero_words = TICKET_BYTES / 4 + n; /* the ticket's slot, then one flag per (tile, chain) */
+  const size_t groups = p->kind == JITOPS__SCAN_ROWS
+                            ? (size_t)((p->tiles + JITOPS__SCAN_GROUP - 1) / JITOPS__SCAN_GROUP)
+                            : 0;
+  const size_t ng = groups * (size_t)chains, sb = p->state_bytes;
   p->flags_offset = TICKET_BYTES;
+  p->group_flags_offset = TICKET_BYTES + 4 * n;
+  p->zero_words = TICKET_BYTES / 4 + n + ng;
   p->agg_offset = align16(4 * p->zero_words);
-  p->inc_offset = p->agg_offset + align16(n * p->state_bytes);
-  p->scratch_bytes = p->inc_offset + n * p->state_bytes;
+  p->inc_offset = ng ? 0 : p->agg_offset + align16(n * sb);
+  p->group_agg_offset = ng ? p->agg_offset + align16(n * sb) : 0;
+  p->group_inc_offset = ng ? p->group_agg_offset + align16(ng * sb) : 0;
+  p->scratch_bytes = ng ? p->group_inc_offset + ng * sb : p->inc_offset + n * sb;
 }
 
 static int is_inner(const jitops__scan_geom *g) {

@@ -10,7 +10,7 @@
 //         stores. Without LOOKBACK each warp walks one whole row chunk by chunk with a carry,
 //         the next chunk's loads in flight (in registers) while it scans the current one;
 //         with LOOKBACK a block of WARPS warps scans one tile of a few long rows, and tiles
-//         are joined by decoupled look-back (jitops/scan_lookback.cuh).
+//         are joined by a grouped decoupled look-back (jitops/scan_lookback.cuh).
 //   cols  any other layout: lanes run across chains (coalesced when the chains are the unit
 //         stride dimension). A block stages a tile of 8·R positions × 32 chains in shared
 //         memory with cp.async (nothing held in registers while the loads fly), then each
@@ -80,43 +80,6 @@ template <class Op, int K = 0> __host__ __device__ constexpr int elem_size(int k
     return 0;
   else
     return k == K ? (int)sizeof(tensor_t<Op, K>) : elem_size<Op, K + 1>(k);
-}
-
-// ---- shuffles of whole states -------------------------------------------------------------
-
-template <class S> __device__ __forceinline__ S shfl_up_state(const S &v, int delta) {
-  static_assert(sizeof(S) % 4 == 0, "scan states are whole 32-bit words");
-  unsigned w[sizeof(S) / 4];
-  memcpy(w, &v, sizeof(S));
-#pragma unroll
-  for (int i = 0; i < (int)(sizeof(S) / 4); ++i)
-    w[i] = __shfl_up_sync(0xffffffffu, w[i], delta);
-  S r;
-  memcpy(&r, w, sizeof(S));
-  return r;
-}
-
-template <class S> __device__ __forceinline__ S shfl_state(const S &v, int lane) {
-  unsigned w[sizeof(S) / 4];
-  memcpy(w, &v, sizeof(S));
-#pragma unroll
-  for (int i = 0; i < (int)(sizeof(S) / 4); ++i)
-    w[i] = __shfl_sync(0xffffffffu, w[i], lane);
-  S r;
-  memcpy(&r, w, sizeof(S));
-  return r;
-}
-
-// Inclusive scan across the warp's lanes (Hillis–Steele: fixed order, no identity needed).
-template <class Op>
-__device__ __forceinline__ typename Op::State warp_inclusive(typename Op::State v, int lane) {
-#pragma unroll
-  for (int d = 1; d < 32; d *= 2) {
-    const typename Op::State t = shfl_up_state(v, d);
-    if (lane >= d)
-      v = Op::combine(t, v);
-  }
-  return v;
 }
 
 // ---- rows: the axis is unit-stride --------------------------------------------------------
@@ -374,7 +337,7 @@ __global__ void __launch_bounds__(WARPS * 32) rows(const jitops__scan_args args)
       carry = extend<Op>(carry, total);
     }
   } else {
-    // One tile of WARPS chunks of one row; tiles joined by look-back.
+    // One tile of WARPS chunks of one row; tiles joined by the grouped look-back.
     __shared__ i64 s_ticket;
     __shared__ State s_agg[WARPS];
     __shared__ Prefix<State> s_prefix[WARPS];
@@ -400,16 +363,18 @@ __global__ void __launch_bounds__(WARPS * 32) rows(const jitops__scan_args args)
     if (lane == 31)
       s_agg[warp] = incl;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (warp == 0) {
       State all = s_agg[0];
 #pragma unroll
       for (int w = 1; w < WARPS; ++w)
         all = Op::combine(all, s_agg[w]);
-      Prefix<State> run = tile_prefix<Op>(scratch, row, tile, all);
+      Prefix<State> run = grouped_tile_prefix<Op>(scratch, row, tile, all, lane);
+      if (lane == 0) {
 #pragma unroll
-      for (int w = 0; w < WARPS; ++w) {
-        s_prefix[w] = run;
-        run = extend<Op>(run, s_agg[w]);
+        for (int w = 0; w < WARPS; ++w) {
+          s_prefix[w] = run;
+          run = extend<Op>(run, s_agg[w]);
+        }
       }
     }
     __syncthreads();

@@ -46,15 +46,24 @@ typedef struct jitops__scan_geom {
 } jitops__scan_geom;
 
 /* The look-back scratch, laid out by the host: a ticket counter, one flag per (tile, chain),
- * and the aggregate and inclusive state arrays, all indexed tile * chains + chain. The host
- * zeroes the ticket and the flags before the launch. All NULL without look-back. */
+ * and the aggregate and inclusive state arrays, all indexed tile * chains + chain. The rows
+ * kernel's grouped look-back (scan_lookback.cuh) uses no per-tile inclusive states (inc is
+ * NULL) but a flag and the aggregate and inclusive states per group of JITOPS__SCAN_GROUP
+ * tiles, indexed group * chains + chain; the cols kernel has no groups (NULL). The host
+ * zeroes the ticket and every flag before the launch. All NULL without look-back. */
 typedef struct jitops__scan_scratch {
   uint32_t *ticket;
   uint32_t *flags;
   char *agg;
   char *inc;
   int64_t chains;
+  uint32_t *group_flags;
+  char *group_agg;
+  char *group_inc;
 } jitops__scan_scratch;
+
+/* Tiles per group of the grouped look-back: a warp's width. */
+#define JITOPS__SCAN_GROUP 32
 
 /* The argument of jitops::scan::rows and jitops::scan::cols. */
 typedef struct jitops__scan_args {
@@ -67,8 +76,9 @@ JITOPS__ABI_OFFSET(jitops__scan_geom, bstride, 136);
 JITOPS__ABI_OFFSET(jitops__scan_geom, ntens, 368);
 JITOPS__ABI_SIZE(jitops__scan_geom, 376);
 JITOPS__ABI_OFFSET(jitops__scan_scratch, chains, 32);
-JITOPS__ABI_SIZE(jitops__scan_scratch, 40);
+JITOPS__ABI_OFFSET(jitops__scan_scratch, group_inc, 56);
+JITOPS__ABI_SIZE(jitops__scan_scratch, 64);
 JITOPS__ABI_OFFSET(jitops__scan_args, scratch, 376);
-JITOPS__ABI_SIZE(jitops__scan_args, 416);
+JITOPS__ABI_SIZE(jitops__scan_args, 440);
 
 #endif

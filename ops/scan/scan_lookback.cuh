@@ -20,6 +20,31 @@
 namespace jitops {
 namespace scan {
 
+// ---- shuffles of whole states -------------------------------------------------------------
+
+template <class S> __device__ __forceinline__ S shfl_up_state(const S &v, int delta) {
+  static_assert(sizeof(S) % 4 == 0, "scan states are whole 32-bit words");
+  unsigned w[sizeof(S) / 4];
+  memcpy(w, &v, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(S) / 4); ++i)
+    w[i] = __shfl_up_sync(0xffffffffu, w[i], delta);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
+template <class S> __device__ __forceinline__ S shfl_state(const S &v, int lane) {
+  unsigned w[sizeof(S) / 4];
+  memcpy(w, &v, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(S) / 4); ++i)
+    w[i] = __shfl_sync(0xffffffffu, w[i], lane);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
 // The scratch area, laid out by the host (jitops/scan_abi.h): a ticket counter, one flag per
 // (tile, chain), and the aggregate and inclusive state arrays, all indexed tile * chains +
 // chain.
@@ -129,6 +154,204 @@ __device__ Prefix<typename Op::State> tile_prefix(const Scratch &s, i64 chain, i
   store_state(s.inc, here, Op::combine(p, agg));
   publish_flag(s.flags, here, FLAG_INCLUSIVE);
   return Prefix<State>{p, true};
+}
+
+// ---- grouped look-back: one chain per block (the rows kernel) --------------------------------
+//
+// The serial look-back above folds one aggregate per L2 round trip. With thousands of tiles on
+// one axis the tiles in flight outrun that: the distance to the nearest inclusive prefix grows
+// and the fold becomes the bottleneck (a 2^27-element cumsum ran at a fifth of copy speed, a
+// cummax at a twentieth). So the tiles of one chain are taken in GROUPs of 32, and a tile's
+// exclusive prefix is defined as
+//
+//   before(group) ⊕ within(tile)
+//
+// where within(tile) is lane pos - 1 of a warp's inclusive scan (warp_inclusive, a fixed tree)
+// of the group's tile aggregates, and before(group) is the left fold of the earlier groups'
+// aggregates (each lane 31 of that scan), found by a decoupled look-back over groups. Every
+// term is a fixed combination of fixed aggregates, so reruns are bit-identical; the look-back
+// folds a thirty-second of the aggregates the tile-level one would, 32 flags a round trip.
+//
+// Scratch: per tile a flag (FLAG_AGGREGATE once its aggregate is out) and the aggregate; per
+// group a flag and the aggregate and inclusive states, all indexed index * chains + chain.
+
+constexpr int GROUP = JITOPS__SCAN_GROUP;
+static_assert(GROUP == 32, "a group is scanned across one warp");
+
+// Inclusive scan across the warp's lanes (Hillis–Steele: fixed order, no identity needed).
+// Lane j's result depends on lanes 0..j only.
+template <class Op>
+__device__ __forceinline__ typename Op::State warp_inclusive(typename Op::State v, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const typename Op::State t = shfl_up_state(v, d);
+    if (lane >= d)
+      v = Op::combine(t, v);
+  }
+  return v;
+}
+
+// The search for the nearest entry below `index` with an inclusive state, every entry after it
+// having an aggregate: lane l reads flag top - l, so a round trip reads 32 flags. Warp-uniform.
+struct Search {
+  i64 top; // the next window's highest entry
+  i64 k;   // the inclusive entry, once done
+  bool done;
+};
+
+__device__ __forceinline__ Search search_start(i64 index) {
+  return Search{index - 1, 0, false};
+}
+
+// One round is a read (lane l: the flag of entry top - l) and a step: a window of aggregates
+// moves the search down by 32; an entry without a state stops it there until the next round.
+__device__ __forceinline__ unsigned search_read(const Search &q, const unsigned *flag_array,
+                                                i64 chains, i64 chain, int lane) {
+  const volatile unsigned *flags = flag_array;
+  const i64 j = q.top - lane;
+  return j >= 0 ? flags[j * chains + chain] : FLAG_NONE;
+}
+
+__device__ __forceinline__ void search_step(Search &q, unsigned f) {
+  const unsigned stops = __ballot_sync(0xffffffffu, f != FLAG_AGGREGATE);
+  if (stops == 0) {
+    q.top -= 32;
+    return;
+  }
+  const int first = __ffs(stops) - 1;
+  if (__shfl_sync(0xffffffffu, f, first) == FLAG_INCLUSIVE) {
+    q.k = q.top - first;
+    q.done = true;
+  } else {
+    q.top -= first; // the entries above it have aggregates; wait for this one
+  }
+}
+
+// Each lane orders the flags it read before the states any lane loads next: its own fence,
+// then the warp barrier (which orders memory among the lanes it joins).
+__device__ __forceinline__ void search_acquire() {
+  acquire_fence();
+  __syncwarp();
+}
+
+// The left fold inc[k] ⊕ agg[k+1] ⊕ … ⊕ agg[index-1], after a search found k and acquired.
+// The aggregates load 32 at a time and fold in order, broadcast lane by lane. All lanes get it.
+template <class Op>
+__device__ typename Op::State fold_from(const char *agg, const char *inc, i64 chains, i64 chain,
+                                        i64 k, i64 index, int lane) {
+  typedef typename Op::State State;
+  State p = load_state<State>(inc, k * chains + chain);
+  for (i64 base = k + 1; base < index; base += 32) {
+    const i64 n = index - base;
+    const State v = lane < n ? load_state<State>(agg, (base + lane) * chains + chain) : p;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const State vi = shfl_state(v, i);
+      if (i < n)
+        p = Op::combine(p, vi);
+    }
+  }
+  return p;
+}
+
+// The exclusive prefix of entry `index` (> 0) of a look-back array: search, then fold. All
+// lanes call it and get the same state.
+template <class Op>
+__device__ typename Op::State warp_lookback(const unsigned *flags, const char *agg, const char *inc,
+                                            i64 chains, i64 chain, i64 index, int lane) {
+  Search q = search_start(index);
+  while (!q.done)
+    search_step(q, search_read(q, flags, chains, chain, lane));
+  search_acquire();
+  return fold_from<Op>(agg, inc, chains, chain, q.k, index, lane);
+}
+
+// A tile's look-back in two halves: lookback_begin needs nothing of the tile, lookback_end takes
+// its aggregate (the tile's own aggregate goes out through publish_tile_aggregate). A warp of
+// its own could run the first half while the others load the tile: measured on an H200, that
+// left a 2^27-element cumsum as fast (0.58 ms) and made short ones slower (2^20: 0.011 ->
+// 0.016 ms), so the rows kernel runs both halves in a row (grouped_tile_prefix).
+template <class S> struct TileLookback {
+  S v;      // lane l < pos: the aggregate of the group's tile l; identity from lane pos on
+  S before; // the prefix before the group, where has_before
+  i64 group;
+  int pos;
+  bool has_before;
+};
+
+template <class Op>
+__device__ __forceinline__ void publish_tile_aggregate(const Scratch &s, i64 chain, i64 tile,
+                                                       const typename Op::State &agg) {
+  if (tile % GROUP == GROUP - 1)
+    return; // read by no one: the group's last tile forms the group's aggregate itself
+  store_state(s.agg, tile * s.chains + chain, agg);
+  publish_flag(s.flags, tile * s.chains + chain, FLAG_AGGREGATE);
+}
+
+// Waits for the aggregates of the group's earlier tiles (earlier tickets, so already running)
+// and, unless the tile is its group's last (which first publishes the group's aggregate, see
+// lookback_end), finds the prefix before the group. Every lane of one warp calls it.
+template <class Op>
+__device__ TileLookback<typename Op::State> lookback_begin(const Scratch &s, i64 chain, i64 tile,
+                                                           int lane) {
+  TileLookback<typename Op::State> lb;
+  lb.group = tile / GROUP;
+  lb.pos = (int)(tile - lb.group * GROUP);
+  const i64 mine = (lb.group * GROUP + lane) * s.chains + chain;
+  if (lane < lb.pos) {
+    const volatile unsigned *flags = s.flags;
+    while (flags[mine] == FLAG_NONE) {
+    }
+    acquire_fence(); // each lane loads only the state whose flag it saw
+  }
+  lb.v = lane < lb.pos ? load_state<typename Op::State>(s.agg, mine) : Op::identity();
+  lb.has_before = lb.group > 0 && lb.pos < GROUP - 1;
+  lb.before = lb.has_before ? warp_lookback<Op>(s.group_flags, s.group_agg, s.group_inc, s.chains,
+                                                chain, lb.group, lane)
+                            : Op::identity();
+  return lb;
+}
+
+// Given the tile's aggregate: where the tile is its group's last, publishes the group's
+// aggregate, then finds the prefix before the group and publishes the group's inclusive
+// prefix. Returns the tile's exclusive prefix (absent for tile 0). Every lane calls it.
+template <class Op>
+__device__ Prefix<typename Op::State> lookback_end(const Scratch &s, i64 chain,
+                                                   TileLookback<typename Op::State> lb,
+                                                   const typename Op::State &agg, int lane) {
+  typedef typename Op::State State;
+  const State incl = warp_inclusive<Op>(lane == lb.pos ? agg : lb.v, lane);
+  const State within = shfl_state(incl, lb.pos > 0 ? lb.pos - 1 : 0);
+  if (lb.pos == GROUP - 1) {
+    const State group_agg = shfl_state(incl, GROUP - 1);
+    const i64 g = lb.group * s.chains + chain;
+    if (lane == 0) {
+      store_state(lb.group == 0 ? s.group_inc : s.group_agg, g, group_agg);
+      publish_flag(s.group_flags, g, lb.group == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE);
+    }
+    if (lb.group > 0) {
+      lb.before = warp_lookback<Op>(s.group_flags, s.group_agg, s.group_inc, s.chains, chain,
+                                    lb.group, lane);
+      lb.has_before = true;
+      if (lane == 0) {
+        store_state(s.group_inc, g, Op::combine(lb.before, group_agg));
+        publish_flag(s.group_flags, g, FLAG_INCLUSIVE);
+      }
+    }
+  }
+  if (lb.pos == 0)
+    return Prefix<State>{lb.before, lb.has_before};
+  return Prefix<State>{lb.has_before ? Op::combine(lb.before, within) : within, true};
+}
+
+// Publishes tile `tile`'s aggregate and returns its exclusive prefix (absent for tile 0): the
+// whole grouped look-back, in one warp, once the tile is reduced. Every lane calls it.
+template <class Op>
+__device__ Prefix<typename Op::State> grouped_tile_prefix(const Scratch &s, i64 chain, i64 tile,
+                                                          const typename Op::State &agg, int lane) {
+  if (lane == 0)
+    publish_tile_aggregate<Op>(s, chain, tile, agg);
+  return lookback_end<Op>(s, chain, lookback_begin<Op>(s, chain, tile, lane), agg, lane);
 }
 
 } // namespace scan
