@@ -18,8 +18,9 @@ import threading
 from typing import Any, Callable, Optional
 
 import torch
+from torch.compiler import is_compiling
 
-from .. import errors
+from .. import _direct, errors
 from .._lib import C
 from ..runtime import Runtime
 
@@ -48,6 +49,12 @@ def _load_torch_layer() -> None:
 
 
 _load_torch_layer()
+
+# The direct entries, told the exact types of a plain tensor; they stay off (declining every
+# call) unless their view of torch's tensor object matches this torch's.
+_sample = torch.empty(0)
+DIRECT = _direct._init(torch.Tensor, torch.nn.Parameter, _sample, _sample._cdata)
+del _sample
 
 # DLPack (code, bits) of each torch dtype, for the fake kernels' validation and the benchmarks'
 # direct calls of jitops._C (the library decides which dtypes it takes, naming the argument).
@@ -87,12 +94,32 @@ def mapped(error: BaseException) -> BaseException:
     return cls(text)
 
 
-def call(op: Callable[..., Any], *args: Any) -> Any:
-    """``op(*args)``, with the torch layer's errors as jitops' exception classes."""
+def call(op: Callable[..., Any], direct: Callable[..., Any], *args: Any) -> Any:
+    """``op(*args)``, ``op`` an operator of ``torch.ops.jitops``, with the torch layer's errors
+    as jitops' exception classes. ``direct`` is the op's entry in jitops._direct, which makes the
+    same call for less (it skips torch.ops' argument matching in Python and pybind11) or
+    declines it, returning NotImplemented (see python/torch/direct/direct.h). While
+    torch.compile traces, only ``op`` is called: it is what the graph records."""
     try:
+        if not is_compiling():
+            out = direct(*args)
+            if out is not NotImplemented:
+                return out
         return op(*args)
     except (RuntimeError, ValueError, TypeError) as error:
         raise mapped(error) from None
+
+
+def direct_entries(enabled: bool) -> bool:
+    """Turns the direct entries on (the default, where torch's tensor layout was verified) or
+    off, so that every call goes through torch.ops; returns whether they were on. For tests and
+    benchmarks, which compare the two paths."""
+    return _direct.enable(enabled)
+
+
+def direct_counts() -> tuple[int, int]:
+    """How many calls the direct entries made, and how many they declined (for tests)."""
+    return _direct.counts()
 
 
 # ---- fake kernels ---------------------------------------------------------------------------

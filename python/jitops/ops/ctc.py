@@ -22,7 +22,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from .. import errors
+from .. import _direct, errors
 from .._lib import C
 from . import _torch
 
@@ -77,6 +77,6 @@ def ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: Leng
     if unbatched:  # one sample, as torch accepts: [T, C], targets [S], scalar lengths
         log_probs, targets = log_probs.unsqueeze(1), targets.reshape(1, -1)
         input_lengths, target_lengths = input_lengths.reshape(1), target_lengths.reshape(1)
-    loss = _torch.call(torch.ops.jitops.ctc_loss.default, log_probs, targets, input_lengths, target_lengths,
-                       blank, reduction, zero_infinity, max_target_length or 0)
+    loss = _torch.call(torch.ops.jitops.ctc_loss.default, _direct.ctc_loss, log_probs, targets, input_lengths,
+                       target_lengths, blank, reduction, zero_infinity, max_target_length or 0)
     return loss.squeeze(0) if unbatched and reduction == "none" else loss

@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from .. import errors
+from .. import _direct, errors
 from .._lib import C
 from . import _torch, flce_parallel
 
@@ -92,8 +92,9 @@ def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tenso
     grads = [False, False, False]
     if torch.is_grad_enabled():
         grads = [input.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad]
-    loss, lse, *_ = _torch.call(torch.ops.jitops.fused_linear_cross_entropy.default, input, weight, target, bias,
-                                ignore_index, label_smoothing, softcap or 0.0, z_loss_scale, reduction, grads)
+    loss, lse, *_ = _torch.call(torch.ops.jitops.fused_linear_cross_entropy.default, _direct.fused_linear_cross_entropy,
+                                input, weight, target, bias, ignore_index, label_smoothing, softcap or 0.0,
+                                z_loss_scale, reduction, grads)
     return loss, lse
 
 

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from .. import errors
+from .. import _direct, errors
 from .._lib import C
 from . import _torch
 
@@ -46,4 +46,4 @@ def repeat(x: torch.Tensor, *sizes) -> torch.Tensor:
     dimension of ``x`` (leading ones pad ``x``'s shape), at most 8. Any dtype the library
     takes (floats, int32, int64) forward; floats backward."""
     repeats = list(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], int) else list(sizes)
-    return _torch.call(torch.ops.jitops.repeat.default, x, repeats)
+    return _torch.call(torch.ops.jitops.repeat.default, _direct.repeat, x, repeats)

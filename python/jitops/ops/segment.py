@@ -18,7 +18,7 @@ from typing import Optional, Union
 
 import torch
 
-from .. import errors
+from .. import _direct, errors
 from .._lib import C
 from . import _torch
 
@@ -65,8 +65,11 @@ def segment_reduce(data: torch.Tensor, segment_ids: torch.Tensor, num_segments: 
     _torch.reduction_code(reduction, _CODES, "segment_reduce")
     if fill is not None and reduction not in ("max", "min"):
         raise errors.InvalidArgumentError("jitops.segment_reduce: fill applies to max and min only")
-    op = torch.ops.jitops.segment_reduce_counted if return_dropped else torch.ops.jitops.segment_reduce
-    return _torch.call(op.default, data, segment_ids, num_segments, reduction, sorted, fill)
+    if return_dropped:
+        op, direct = torch.ops.jitops.segment_reduce_counted.default, _direct.segment_reduce_counted
+    else:
+        op, direct = torch.ops.jitops.segment_reduce.default, _direct.segment_reduce
+    return _torch.call(op, direct, data, segment_ids, num_segments, reduction, sorted, fill)
 
 
 def segment_sum(data, segment_ids, num_segments, *, sorted=False, return_dropped=False):
