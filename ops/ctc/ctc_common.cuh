@@ -144,5 +144,44 @@ template <class A> __device__ __forceinline__ A lae3(A a, A b, A c) {
   return hi == M::ninf() ? hi : r;
 }
 
+// ---- frames (f32 accumulation) -------------------------------------------------------------
+
+// Why: a log-space state's rounding error grows with its magnitude, and log alpha reaches
+// about -T·log2(C) (2^14 at T = 5000, where an f32 ulp is 2e-3, accumulated over every step).
+// Subtracting one offset per row is not enough: the states that carry the posterior sit up to
+// ~1000 nats below the row's largest state. So each thread keeps its K states relative to an
+// integer offset of its own, its frame (log2 units): before each step it moves the frame by the
+// integer part of its largest state, so the states stay within a few units of 0 (error
+// ~1e-7 per step); the frame itself is exact. Neighbours' halo values are moved into the
+// receiver's frame by an exact integer difference. f64 keeps one implicit frame, 0.
+template <class A> struct frames_of { static constexpr bool on = logmath<A>::sfu; };
+// Frames stay within ±FRAME_MAX, so that sums of three differences fit an int.
+constexpr int FRAME_MAX = 1 << 28;
+
+// A thread's frame for its next row, from its frame *c and the largest of its current states,
+// `m` (a max that skips NaN). A thread with no finite state first takes its left neighbour's
+// frame `left` into *c (its -inf and NaN states mean the same in any frame), so that the first
+// finite value it receives crosses no frame difference.
+__device__ __forceinline__ int frame_step(int *c, float m, int left) {
+  if (!(m > -limits<float>::infinity())) {
+    *c = left;
+    return left;
+  }
+  if (!(m < limits<float>::infinity()))
+    return *c;
+  const float lim = (float)FRAME_MAX;
+  const int f = *c + (int)fminf(fmaxf(m, -lim), lim); // truncation: any nearby integer does
+  return f > FRAME_MAX ? FRAME_MAX : f < -FRAME_MAX ? -FRAME_MAX : f;
+}
+
+// The largest of K states, skipping NaN (a NaN stays on its own paths, as without frames).
+template <int K> __device__ __forceinline__ float max_of(const float *v) {
+  float m = v[0];
+#pragma unroll
+  for (int k = 1; k < K; ++k)
+    m = fmaxf(m, v[k]);
+  return m;
+}
+
 } // namespace ctc
 } // namespace jitops
