@@ -267,7 +267,7 @@ static void check_problem(ctc_case *c, const char *what, corrupt_fn corrupt = nu
   const size_t L = 2 * (size_t)S + 1;
   std::vector<A> alpha((size_t)N * T * L + 1), beta((size_t)N * T * L + 1), nll(N + 1);
   std::vector<int> info(INFO_INTS * N + 2), link((size_t)N * 2 * std::max(S, 1) + 2);
-  std::vector<int> frames((size_t)N * 2 * T * p.nt + 1, 0x7f7f7f7f);
+  std::vector<float> frames((size_t)N * 2 * T * p.nt + 1, NAN);
   a.values = nullptr;
   a.reduction = 0;
   a.zero_infinity = 1;
@@ -418,7 +418,7 @@ template <int CAP> static void check_long_f32(uint64_t seed, int T, int N, int C
   std::vector<float> alpha((size_t)N * T * L + 1), beta((size_t)N * T * L + 1), nll(N + 1);
   std::vector<float> grad((size_t)T * N * C + 1, NAN), g(N + 1, 1.0f);
   std::vector<int> info(INFO_INTS * N + 2), link((size_t)N * 2 * S + 2);
-  std::vector<int> frames((size_t)N * 2 * T * p.nt + 1);
+  std::vector<float> frames((size_t)N * 2 * T * p.nt + 1);
   alpha_args a;
   std::memset(&a, 0, sizeof a);
   a.lp = lp.data();

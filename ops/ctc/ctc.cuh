@@ -65,18 +65,18 @@ __global__ void __launch_bounds__(config<CAP, STORE>::NT_MAX) alpha_kernel(const
   }
   if constexpr (STORE == STORE_REG) {
     __shared__ A halo[2][32];
-    __shared__ int haloc[2][32];
+    __shared__ float haloc[2][32];
     __shared__ A fin[2];
-    __shared__ int finc[2];
+    __shared__ float finc[2];
     if (dir == 0)
       run_registers<F, TI, A, CAP, false, MODE, O>(a, n, sm, halo, haloc, fin, finc);
     else
       run_registers<F, TI, A, CAP, true, MODE, O>(a, n, sm, halo, haloc, fin, finc);
   } else {
     __shared__ A halo[2][JITOPS__CTC_MEM_MAX_THREADS];
-    __shared__ int haloc[2][JITOPS__CTC_MEM_MAX_THREADS];
+    __shared__ float haloc[2][JITOPS__CTC_MEM_MAX_THREADS];
     __shared__ A fin[2];
-    __shared__ int finc[2];
+    __shared__ float finc[2];
     constexpr int K = config<CAP, STORE>::K;
     A *st;
     int *lab;

@@ -58,7 +58,7 @@
 
 /* Memory tiers: a block's states are K·NT accumulators, then its labels, (K / 2)·NT int32
  * (dynamic shared memory, or a block of `mem`). Its static shared memory is the halo,
- * 2·MEM_MAX_THREADS accumulators and as many int32 frames, two final states and their two
+ * 2·MEM_MAX_THREADS accumulators and as many f32 frames, two final states and their two
  * frames, and OFFSET_WARPS int64 partial sums of
  * the device offsets (OFFS_DEVICE), which the host counts, with STATIC_SLACK bytes to spare,
  * against the device's limit before it picks the shared tier. */
@@ -69,8 +69,8 @@
 /* ---- the gradient's bookkeeping (MODE_AB writes it, grad_kernel reads it) ---------------- */
 
 /* info: INFO_INTS int32 per sample, {input length, or -1 for an invalid sample; target length;
- * log2 of the sample's probability as an integer frame plus the bits of an f32 remainder (f32
- * accumulation; 0, 0 for f64)}.
+ * log2 of the sample's probability as the f32 bits of an integer frame and of a small
+ * remainder (f32 accumulation; 0, 0 for f64)}.
  * link: LINK_INTS int32 per target position j, {its label; the next position with that label
  * (LINK_END when none) | (1 << LINK_FIRST_BIT) when j is the label's first occurrence}. */
 #define JITOPS__CTC_INFO_INTS      4
@@ -81,7 +81,7 @@
 /* frames (f32 accumulation): the recursion keeps each thread's states relative to an integer
  * offset of its own, in log2 units (its frame, ctc_common.cuh). The MODE_AB workspace rows hold
  * the states in their frames (log2), and `frames` the frame of every (sample, direction, t,
- * thread): int32 [N][2][T][NT], t the original time for both directions. */
+ * thread): f32 [N][2][T][NT], t the original time for both directions. */
 
 /* ---- block shapes ------------------------------------------------------------------------- */
 
@@ -120,7 +120,7 @@ typedef struct jitops__ctc_alpha_args {
   int64_t link_st;         /* int32 between samples in `link` */
   void *mem;               /* global tier: the states of every block */
   int64_t mem_block_bytes; /* bytes of one block's states */
-  int32_t *frames;         /* MODE_AB, f32 accumulation: the workspace rows' frames, or NULL
+  float *frames;           /* MODE_AB, f32 accumulation: the workspace rows' frames, or NULL
                               (then rows hold natural logs) */
   int32_t T, N, C, blank;
   int32_t s_max;     /* longest target this launch accepts (device lengths) */
@@ -153,7 +153,7 @@ typedef struct jitops__ctc_grad_args {
   int64_t link_st;
   const void *grad_loss; /* G: [N] (reduction none) or a scalar */
   int64_t grad_loss_st;
-  const int32_t *frames; /* f32 accumulation: alpha's and beta's frames (see `frames` above) */
+  const float *frames; /* f32 accumulation: alpha's and beta's frames (see `frames` above) */
   int32_t T, N, C, blank;
   int32_t reduction, zero_infinity;
   int32_t chunks;      /* blocks per sample along t */

@@ -10,7 +10,7 @@ namespace ctc {
 
 // One warp per (t, n) row. gamma_t(s) = exp(alpha_t(s) + beta_t(s) - lp[t, l'_s] + nll) is the
 // posterior of state s at time t. In f32 it is formed from small quantities only: alpha and
-// beta in their frames (log2), plus one exact integer, the frames' sum less that of log2 P, less
+// beta in their frames (log2), plus an exact integer, the frames' sum less that of log2 P, less
 // P's small f32 remainder (jitops/ctc_abi.h, info and frames). The exact gradient of nll
 // w.r.t. lp[t, c] is minus the sum of gamma over the states labelled c, and PyTorch's convention
 // adds exp(lp[t, c]). Blank states are summed by a butterfly (every lane gets the same bits); label
@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const gr
 
   const int in_len = a.info[INFO_INTS * n];
   const int tl = a.info[INFO_INTS * n + 1];
-  const int base = a.info[INFO_INTS * n + 2]; // f32: log2 P = base + rest
+  const A base = (A)__int_as_float(a.info[INFO_INTS * n + 2]); // f32: log2 P = base + rest
   const A rest = (A)__int_as_float(a.info[INFO_INTS * n + 3]);
   const bool valid = in_len >= 0;
   const A nll = ((const A *)a.nll)[n];
@@ -70,12 +70,12 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const gr
     A *arow = (A *)a.alpha + (long long)n * a.ab_st_n + (long long)t * a.ab_st_t;
     const A *brow = (const A *)a.beta + (long long)n * a.ab_st_n + (long long)t * a.ab_st_t;
     const A lpb = cvt(lrow[(long long)a.blank * a.lp_st_c]);
-    const int *farow = FR ? a.frames + ((long long)n * 2 * a.T + t) * a.frame_nt : nullptr;
-    const int *fbrow = FR ? farow + (long long)a.T * a.frame_nt : nullptr;
+    const float *farow = FR ? a.frames + ((long long)n * 2 * a.T + t) * a.frame_nt : nullptr;
+    const float *fbrow = FR ? farow + (long long)a.T * a.frame_nt : nullptr;
     A blank_sum = 0;
     for (int s0 = lane; s0 < L; s0 += 32 * U) {
       A av[U], bv[U], lv[U];
-      int fv[U];
+      A fv[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int s = s0 + 32 * u;
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const gr
           if (s & 1)
             lv[u] = cvt(lrow[(long long)link[LINK_INTS * ((s - 1) >> 1)] * a.lp_st_c]);
           if constexpr (FR)
-            fv[u] = farow[s >> a.frame_shift] + fbrow[(L - 1 - s) >> a.frame_shift] - base;
+            fv[u] = (farow[s >> a.frame_shift] - base) + fbrow[(L - 1 - s) >> a.frame_shift];
         }
       }
 #pragma unroll
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const gr
         A ab = av[u] + bv[u];
         A x;
         if constexpr (FR)
-          x = ab + (((A)fv[u] - rest) - lv[u] * M::to_log2);
+          x = ab + ((fv[u] - rest) - lv[u] * M::to_log2);
         else
           x = (ab - lv[u] + nll) * M::to_log2;
         A gam = ab == M::ninf() ? A(0) : M::ex(x);

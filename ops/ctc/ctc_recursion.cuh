@@ -34,11 +34,11 @@ __device__ __forceinline__ int staged(int s) {
 // direction only).
 template <class A, class O, int MODE>
 __device__ void finish_sample(const alpha_args &a, int n, const sample &sm, A last_blank,
-                              A last_label, int fb = 0, int fl = 0) {
+                              A last_label, float fb = 0, float fl = 0) {
   typedef logmath<A> M;
   // log2 (f32) or ln (f64) of the sample's probability: base + p, with p small in f32 (the
   // larger final state's frame is the base), so that the nll is formed in f64 from exact parts.
-  int base = 0;
+  float base = 0;
   A p;
   if constexpr (frames_of<A>::on) {
     base = (double)fb + last_blank >= (double)fl + last_label ? fb : fl;
@@ -71,7 +71,7 @@ __device__ void finish_sample(const alpha_args &a, int n, const sample &sm, A la
     if (a.info) {
       a.info[INFO_INTS * n] = sm.valid ? sm.in_len : -1;
       a.info[INFO_INTS * n + 1] = sm.tl;
-      a.info[INFO_INTS * n + 2] = frames_of<A>::on ? base : 0;
+      a.info[INFO_INTS * n + 2] = frames_of<A>::on ? (int)__float_as_uint(base) : 0;
       a.info[INFO_INTS * n + 3] = frames_of<A>::on ? (int)__float_as_uint((float)p) : 0;
     }
   }
@@ -123,7 +123,7 @@ __device__ __forceinline__ bool end_if_bad_labels(const alpha_args &a, int n, co
 // fin[2]: final states, and finc their frames.
 template <class F, class TI, class A, int CAP, bool REV, int MODE, class O>
 __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*halo)[32],
-                              int (*haloc)[32], A *fin, int *finc) {
+                              float (*haloc)[32], A *fin, float *finc) {
   typedef logmath<A> M;
   constexpr bool FR = frames_of<A>::on;
   typedef config<CAP, STORE_REG> cfg;
@@ -221,14 +221,19 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   };
   // f32: the frames of this row, for the gradient (f32 rows are staged in their final units:
   // log2 in frames for the workspace, natural logs for the public alpha/beta).
-  int *frame_row = nullptr;
+  float *frame_row = nullptr;
   if (MODE == MODE_AB && FR && a.frames)
     frame_row = a.frames + ((long long)n * 2 + (REV ? 1 : 0)) * a.T * blockDim.x;
 
   A up = __shfl_up_sync(0xffffffffu, st[K - 1], 1); // the left neighbour's last state
-  int fr = 0, up_fr = 0; // this thread's frame, and its left neighbour's (f32)
-  // One time step, reading its emissions from `slot` and refilling it for step t + PF.
-  auto step = [&](int t, F *slot) {
+  // f32 frames move once per PF steps (p == 0): per step that costs one add (the halo's frame
+  // difference, dh), where moving them every step cost up to 30 % of the step at small S.
+  // fr: this thread's frame; hf: its left neighbour's; up_fr: hf after the last move.
+  static_assert(PF >= 2, "frames move at p == 0 and the neighbours' are taken at p == 1");
+  float fr = 0, hf = 0, dh = 0, up_fr = 0;
+  // One time step, reading its emissions from `slot` and refilling it for step t + PF; p is
+  // its place in the ring (a constant once unrolled).
+  auto step = [&](int t, F *slot, int p) {
     if (l2_prefetch && t + PFL < in_len) {
       const F *fut = row_of(t + PFL) + (long long)tid * (128 / (int)sizeof(F));
       prefetch_l2(fut);
@@ -244,19 +249,24 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     fetch(t + PF < in_len ? t + PF : in_len - 1, slot);
     // Halo: the previous row's state s0 - 1 (shuffled at the end of the previous step).
     A h1 = up;
-    int hf = up_fr;
-    if (lane == 0) {
+    if (lane == 0)
       h1 = warp > 0 ? halo[buf][warp - 1] : M::ninf();
-      hf = warp > 0 ? haloc[buf][warp - 1] : fr;
-    }
-    // f32: the new row's frame; the halo moves into this thread's old frame, and the new row
-    // into the new frame through its emissions (exact integer differences).
+    // f32: at p == 0 the new row's frame (the new row moves into it through its emissions); at
+    // p == 1 the neighbour's new frame. The halo moves into this thread's frame (exact).
     A shift = 0;
     if constexpr (FR) {
-      const int nf = frame_step(&fr, max_of<K>(st), hf);
-      shift = (A)(nf - fr);
-      h1 = h1 + (A)(hf - fr);
-      fr = nf;
+      if (p == 0) {
+        const float nf = frame_step(&fr, max_of<K>(st), hf);
+        shift = nf - fr;
+        dh = hf - fr;
+        fr = nf;
+      } else if (p == 1) {
+        hf = up_fr;
+        if (lane == 0)
+          hf = warp > 0 ? haloc[buf][warp - 1] : fr;
+        dh = hf - fr;
+      }
+      h1 = h1 + dh;
     }
     A nx[K];
 #pragma unroll
@@ -264,19 +274,19 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
       A p0 = st[k];
       A p1 = k >= 1 ? st[k - 1] : h1;
       if ((k & 1) == 0) {
-        nx[k] = (FR ? eb - shift : eb) + lae2(p0, p1);
+        nx[k] = (FR && p == 0 ? eb - shift : eb) + lae2(p0, p1);
       } else {
         A p2 = k >= 2 ? st[k - 2] : h1;
         if (!((skipmask >> (k / 2)) & 1u))
           p2 = M::ninf();
-        nx[k] = (FR ? em[k / 2] - shift : em[k / 2]) + lae3(p0, p1, p2);
+        nx[k] = (FR && p == 0 ? em[k / 2] - shift : em[k / 2]) + lae3(p0, p1, p2);
       }
     }
 #pragma unroll
     for (int k = 0; k < K; ++k)
       st[k] = nx[k];
     up = __shfl_up_sync(0xffffffffu, st[K - 1], 1);
-    if constexpr (FR)
+    if (FR && p == 0)
       up_fr = __shfl_up_sync(0xffffffffu, fr, 1);
     if (MODE == MODE_AB) {
       if (t > 0)
@@ -284,7 +294,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
       A *mine = rowbuf + (t & 1) * row_words;
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        mine[staged(s0 + k)] = FR && !frame_row ? (st[k] + (A)fr) * M::to_ln : st[k];
+        mine[staged(s0 + k)] = FR && !frame_row ? (st[k] + fr) * M::to_ln : st[k];
       if (frame_row)
         frame_row[(long long)(REV ? in_len - 1 - t : t) * blockDim.x + tid] = fr;
     }
@@ -292,7 +302,8 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
       buf ^= 1;
       if (lane == 31) {
         halo[buf][warp] = st[K - 1];
-        haloc[buf][warp] = fr;
+        if (FR && p == 0)
+          haloc[buf][warp] = fr;
       }
       __syncthreads();
     } else if (MODE == MODE_AB) {
@@ -303,12 +314,12 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   for (; t0 + PF <= in_len; t0 += PF) {
 #pragma unroll
     for (int p = 0; p < PF; ++p)
-      step(t0 + p, ring[p]);
+      step(t0 + p, ring[p], p);
   }
 #pragma unroll
   for (int p = 0; p < PF; ++p)
     if (t0 + p < in_len)
-      step(t0 + p, ring[p]);
+      step(t0 + p, ring[p], p);
   if (MODE == MODE_AB && in_len > 0)
     flush_row(in_len - 1); // the last step ended with a barrier
 
@@ -342,7 +353,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
 template <class F, class TI, class A, int CAP, int STORE, bool REV, int MODE, class O>
 __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, int *lab,
                            A (*halo)[JITOPS__CTC_MEM_MAX_THREADS],
-                           int (*haloc)[JITOPS__CTC_MEM_MAX_THREADS], A *fin, int *finc) {
+                           float (*haloc)[JITOPS__CTC_MEM_MAX_THREADS], A *fin, float *finc) {
   typedef logmath<A> M;
   constexpr bool FR = frames_of<A>::on;
   constexpr int K = config<CAP, STORE>::K, H = K / 2;
@@ -382,11 +393,11 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
   A *out = nullptr;
   if (MODE == MODE_AB)
     out = (A *)(REV ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
-  int *frame_row = nullptr; // as in run_registers
+  float *frame_row = nullptr; // as in run_registers
   if (MODE == MODE_AB && FR && a.frames)
     frame_row = a.frames + ((long long)n * 2 + (REV ? 1 : 0)) * a.T * NT;
   int buf = 0;
-  int fr = 0;                         // this thread's frame (f32)
+  float fr = 0;                       // this thread's frame (f32)
   A mx = tid == 0 ? A(0) : M::ninf(); // the largest of its states (f32; NaN skipped)
 
   for (int t = 0; t < in_len; ++t) {
@@ -400,10 +411,10 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
     A o1 = tid > 0 ? halo[buf][tid - 1] : M::ninf(); // previous row at s - 1
     A shift = 0;
     if constexpr (FR) { // as in run_registers
-      const int hf = tid > 0 ? haloc[buf][tid - 1] : fr;
-      const int nf = frame_step(&fr, mx, hf);
-      shift = (A)(nf - fr);
-      o1 = o1 + (A)(hf - fr);
+      const float hf = tid > 0 ? haloc[buf][tid - 1] : fr;
+      const float nf = frame_step(&fr, mx, hf);
+      shift = nf - fr;
+      o1 = o1 + (hf - fr);
       fr = nf;
       mx = M::ninf();
     }
@@ -437,7 +448,7 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
           mx = fmaxf(mx, fmaxf(nb, nl));
         if (MODE == MODE_AB) {
           // f32: log2 in frames for the workspace, natural logs for the public alpha/beta.
-          const A to = FR && frame_row ? A(0) : FR ? (A)fr : A(0);
+          const A to = FR && !frame_row ? (A)fr : A(0);
           const A scale = FR && frame_row ? A(1) : M::to_ln;
           int s = s0 + k;
           if (s < L)

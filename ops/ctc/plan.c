@@ -31,7 +31,7 @@ static bool memory_block_bytes(int k, int nt, size_t acc, size_t *bytes) {
 /* The memory tiers' static shared memory (jitops/ctc_abi.h), counted against the device's
  * limit along with the dynamic. */
 static size_t memory_static_bytes(size_t acc) {
-  return (2 * JITOPS__CTC_MEM_MAX_THREADS + 2) * (acc + sizeof(int32_t)) +
+  return (2 * JITOPS__CTC_MEM_MAX_THREADS + 2) * (acc + sizeof(float)) +
          JITOPS__CTC_OFFSET_WARPS * sizeof(int64_t) + JITOPS__CTC_STATIC_SLACK;
 }
 
@@ -136,7 +136,7 @@ static bool take(size_t *total, size_t count, size_t size, size_t *at) {
 }
 
 /* The backward pass's regions: nll, info, link, then alpha and beta, and their frames (used
- * with f32 accumulation only; small beside alpha and beta: one int32 per K states). */
+ * with f32 accumulation only; small beside alpha and beta: one f32 per K states). */
 static bool take_backward(const jitops__ctc_call *call, const jitops__ctc_plan *plan, size_t acc,
                           jitops__ctc_workspace *ws) {
   const size_t N = (size_t)call->N;
@@ -151,7 +151,7 @@ static bool take_backward(const jitops__ctc_call *call, const jitops__ctc_plan *
          !__builtin_mul_overflow((size_t)ws->ab_st_t, acc, &row_bytes) &&
          take(&ws->total, rows, row_bytes, &ws->alpha) &&
          take(&ws->total, rows, row_bytes, &ws->beta) &&
-         take(&ws->total, 2 * rows, (size_t)plan->nt * sizeof(int32_t), &ws->frames);
+         take(&ws->total, 2 * rows, (size_t)plan->nt * sizeof(float), &ws->frames);
 }
 
 jitops_status jitops__ctc_workspace_plan(const jitops__ctc_call *call, const jitops__ctc_plan *plan,

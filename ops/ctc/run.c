@@ -128,7 +128,7 @@ static void alpha_args_backward(jitops__ctc_alpha_args *a, char *scratch,
   a->info = (int32_t *)(scratch + ws->info);
   a->link = (int32_t *)(scratch + ws->link);
   a->link_st = ws->link_st;
-  a->frames = (int32_t *)(scratch + ws->frames);
+  a->frames = (float *)(scratch + ws->frames);
   a->fill = 0;
 }
 
@@ -187,7 +187,7 @@ static jitops_status launch_grad(const jitops__ctc_call *call, const jitops__ctc
   a.info = (const int32_t *)(scratch + ws->info);
   a.link = (const int32_t *)(scratch + ws->link);
   a.link_st = ws->link_st;
-  a.frames = (const int32_t *)(scratch + ws->frames);
+  a.frames = (const float *)(scratch + ws->frames);
   a.frame_nt = plan->nt;
   a.frame_shift = __builtin_ctz((unsigned)plan->k); /* K is a power of two */
   a.grad_loss = jitops__tensor_ptr(grad_loss);
