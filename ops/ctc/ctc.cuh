@@ -21,7 +21,10 @@
 // accesses of a warp are conflict-free and coalesced.
 //
 // f32 (and f16/bf16, which accumulate in f32) runs in base-2 logs with the SFU's ex2/lg2; f64
-// runs in natural logs with exp/log1p. Stored alpha/beta and nll are natural logs.
+// runs in natural logs with exp/log1p. The public alpha/beta and nll are natural logs. In f32
+// each thread keeps its states relative to an integer frame of its own, so that they stay
+// small and accurate however long the sequence (ctc_common.cuh, frames); the gradient's
+// workspace rows keep them in their frames, beside the frames.
 //
 // Files: ctc_common.cuh (the ABI's names, primitives, log-space arithmetic), ctc_sample.cuh
 // (a sample's lengths, targets and labels), ctc_recursion.cuh (the tiers of the recursion),
@@ -62,14 +65,18 @@ __global__ void __launch_bounds__(config<CAP, STORE>::NT_MAX) alpha_kernel(const
   }
   if constexpr (STORE == STORE_REG) {
     __shared__ A halo[2][32];
+    __shared__ float haloc[2][32];
     __shared__ A fin[2];
+    __shared__ float finc[2];
     if (dir == 0)
-      run_registers<F, TI, A, CAP, false, MODE, O>(a, n, sm, halo, fin);
+      run_registers<F, TI, A, CAP, false, MODE, O>(a, n, sm, halo, haloc, fin, finc);
     else
-      run_registers<F, TI, A, CAP, true, MODE, O>(a, n, sm, halo, fin);
+      run_registers<F, TI, A, CAP, true, MODE, O>(a, n, sm, halo, haloc, fin, finc);
   } else {
     __shared__ A halo[2][JITOPS__CTC_MEM_MAX_THREADS];
+    __shared__ float haloc[2][JITOPS__CTC_MEM_MAX_THREADS];
     __shared__ A fin[2];
+    __shared__ float finc[2];
     constexpr int K = config<CAP, STORE>::K;
     A *st;
     int *lab;
@@ -80,9 +87,9 @@ __global__ void __launch_bounds__(config<CAP, STORE>::NT_MAX) alpha_kernel(const
     }
     lab = (int *)(st + (long long)K * blockDim.x);
     if (dir == 0)
-      run_memory<F, TI, A, CAP, STORE, false, MODE, O>(a, n, sm, st, lab, halo, fin);
+      run_memory<F, TI, A, CAP, STORE, false, MODE, O>(a, n, sm, st, lab, halo, haloc, fin, finc);
     else
-      run_memory<F, TI, A, CAP, STORE, true, MODE, O>(a, n, sm, st, lab, halo, fin);
+      run_memory<F, TI, A, CAP, STORE, true, MODE, O>(a, n, sm, st, lab, halo, haloc, fin, finc);
   }
 }
 

@@ -58,7 +58,8 @@
 
 /* Memory tiers: a block's states are K·NT accumulators, then its labels, (K / 2)·NT int32
  * (dynamic shared memory, or a block of `mem`). Its static shared memory is the halo,
- * 2·MEM_MAX_THREADS accumulators, two final states, and OFFSET_WARPS int64 partial sums of
+ * 2·MEM_MAX_THREADS accumulators and as many f32 frames, two final states and their two
+ * frames, and OFFSET_WARPS int64 partial sums of
  * the device offsets (OFFS_DEVICE), which the host counts, with STATIC_SLACK bytes to spare,
  * against the device's limit before it picks the shared tier. */
 #define JITOPS__CTC_MEM_MAX_THREADS 1024
@@ -67,13 +68,20 @@
 
 /* ---- the gradient's bookkeeping (MODE_AB writes it, grad_kernel reads it) ---------------- */
 
-/* info: INFO_INTS int32 per sample, {input length, or -1 for an invalid sample; target length}.
+/* info: INFO_INTS int32 per sample, {input length, or -1 for an invalid sample; target length;
+ * log2 of the sample's probability as the f32 bits of an integer frame and of a small
+ * remainder (f32 accumulation; 0, 0 for f64)}.
  * link: LINK_INTS int32 per target position j, {its label; the next position with that label
  * (LINK_END when none) | (1 << LINK_FIRST_BIT) when j is the label's first occurrence}. */
-#define JITOPS__CTC_INFO_INTS      2
+#define JITOPS__CTC_INFO_INTS      4
 #define JITOPS__CTC_LINK_INTS      2
 #define JITOPS__CTC_LINK_FIRST_BIT 30
 #define JITOPS__CTC_LINK_END       ((1 << JITOPS__CTC_LINK_FIRST_BIT) - 1)
+
+/* frames (f32 accumulation): the recursion keeps each thread's states relative to an integer
+ * offset of its own, in log2 units (its frame, ctc_common.cuh). The MODE_AB workspace rows hold
+ * the states in their frames (log2), and `frames` the frame of every (sample, direction, t,
+ * thread): f32 [N][2][T][NT], t the original time for both directions. */
 
 /* ---- block shapes ------------------------------------------------------------------------- */
 
@@ -112,6 +120,8 @@ typedef struct jitops__ctc_alpha_args {
   int64_t link_st;         /* int32 between samples in `link` */
   void *mem;               /* global tier: the states of every block */
   int64_t mem_block_bytes; /* bytes of one block's states */
+  float *frames;           /* MODE_AB, f32 accumulation: the workspace rows' frames, or NULL
+                              (then rows hold natural logs) */
   int32_t T, N, C, blank;
   int32_t s_max;     /* longest target this launch accepts (device lengths) */
   int32_t reduction; /* 0 none, 1 sum, 2 mean */
@@ -122,9 +132,10 @@ typedef struct jitops__ctc_alpha_args {
 } jitops__ctc_alpha_args;
 JITOPS__ABI_OFFSET(jitops__ctc_alpha_args, offsets, 96);
 JITOPS__ABI_OFFSET(jitops__ctc_alpha_args, info, 184);
-JITOPS__ABI_OFFSET(jitops__ctc_alpha_args, T, 224);
-JITOPS__ABI_OFFSET(jitops__ctc_alpha_args, fill, 256);
-JITOPS__ABI_SIZE(jitops__ctc_alpha_args, 264);
+JITOPS__ABI_OFFSET(jitops__ctc_alpha_args, frames, 224);
+JITOPS__ABI_OFFSET(jitops__ctc_alpha_args, T, 232);
+JITOPS__ABI_OFFSET(jitops__ctc_alpha_args, fill, 264);
+JITOPS__ABI_SIZE(jitops__ctc_alpha_args, 272);
 
 /* The argument of jitops::ctc::grad_kernel (grid: `chunks` blocks per sample). */
 typedef struct jitops__ctc_grad_args {
@@ -132,7 +143,8 @@ typedef struct jitops__ctc_grad_args {
   int64_t lp_st_t, lp_st_n, lp_st_c;
   void *grad; /* [T, N, C] of F */
   int64_t g_st_t, g_st_n, g_st_c;
-  void *alpha; /* A, natural logs; gamma overwrites the odd states in place */
+  void *alpha; /* A: natural logs (f64), or log2 in frames (f32); gamma overwrites the odd
+                  states in place */
   const void *beta;
   int64_t ab_st_n, ab_st_t; /* unit stride along s */
   const void *nll;          /* A[N] */
@@ -141,15 +153,19 @@ typedef struct jitops__ctc_grad_args {
   int64_t link_st;
   const void *grad_loss; /* G: [N] (reduction none) or a scalar */
   int64_t grad_loss_st;
+  const float *frames; /* f32 accumulation: alpha's and beta's frames (see `frames` above) */
   int32_t T, N, C, blank;
   int32_t reduction, zero_infinity;
-  int32_t chunks;    /* blocks per sample along t */
-  int32_t link_smem; /* 1: copy the sample's links to dynamic shared memory */
+  int32_t chunks;      /* blocks per sample along t */
+  int32_t link_smem;   /* 1: copy the sample's links to dynamic shared memory */
+  int32_t frame_nt;    /* the recursion's threads per block (NT) */
+  int32_t frame_shift; /* log2 of its states per thread (K) */
 } jitops__ctc_grad_args;
 JITOPS__ABI_OFFSET(jitops__ctc_grad_args, nll, 96);
-JITOPS__ABI_OFFSET(jitops__ctc_grad_args, T, 144);
-JITOPS__ABI_OFFSET(jitops__ctc_grad_args, link_smem, 172);
-JITOPS__ABI_SIZE(jitops__ctc_grad_args, 176);
+JITOPS__ABI_OFFSET(jitops__ctc_grad_args, frames, 144);
+JITOPS__ABI_OFFSET(jitops__ctc_grad_args, T, 152);
+JITOPS__ABI_OFFSET(jitops__ctc_grad_args, frame_shift, 188);
+JITOPS__ABI_SIZE(jitops__ctc_grad_args, 192);
 
 /* The argument of jitops::ctc::reduce_kernel (one block). */
 typedef struct jitops__ctc_reduce_args {

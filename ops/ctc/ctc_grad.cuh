@@ -9,15 +9,19 @@ namespace ctc {
 // ---- gradient -------------------------------------------------------------------------------
 
 // One warp per (t, n) row. gamma_t(s) = exp(alpha_t(s) + beta_t(s) - lp[t, l'_s] + nll) is the
-// posterior of state s at time t; the exact gradient of nll w.r.t. lp[t, c] is minus the sum of
-// gamma over the states labelled c, and PyTorch's convention adds exp(lp[t, c]). Blank states
-// are summed by a butterfly (every lane gets the same bits); label states are summed along
-// their label chain by the lane that owns the first occurrence. The row is first filled with
-// the value of a class absent from the target, then the blank and label classes are written.
+// posterior of state s at time t. In f32 it is formed from small quantities only: alpha and
+// beta in their frames (log2), plus an exact integer, the frames' sum less that of log2 P, less
+// P's small f32 remainder (jitops/ctc_abi.h, info and frames). The exact gradient of nll
+// w.r.t. lp[t, c] is minus the sum of gamma over the states labelled c, and PyTorch's convention
+// adds exp(lp[t, c]). Blank states are summed by a butterfly (every lane gets the same bits); label
+// states are summed along their label chain by the lane that owns the first occurrence. The row is
+// first filled with the value of a class absent from the target, then the blank and label classes
+// are written.
 template <class F, class G, bool TORCH>
 __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const grad_args a) {
   typedef acc_t<F> A;
   typedef logmath<A> M;
+  constexpr bool FR = frames_of<A>::on;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n = blockIdx.x / a.chunks;
   const int chunk = blockIdx.x % a.chunks;
@@ -27,6 +31,8 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const gr
 
   const int in_len = a.info[INFO_INTS * n];
   const int tl = a.info[INFO_INTS * n + 1];
+  const A base = (A)__int_as_float(a.info[INFO_INTS * n + 2]); // f32: log2 P = base + rest
+  const A rest = (A)__int_as_float(a.info[INFO_INTS * n + 3]);
   const bool valid = in_len >= 0;
   const A nll = ((const A *)a.nll)[n];
   A g;
@@ -64,19 +70,25 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const gr
     A *arow = (A *)a.alpha + (long long)n * a.ab_st_n + (long long)t * a.ab_st_t;
     const A *brow = (const A *)a.beta + (long long)n * a.ab_st_n + (long long)t * a.ab_st_t;
     const A lpb = cvt(lrow[(long long)a.blank * a.lp_st_c]);
+    const float *farow = FR ? a.frames + ((long long)n * 2 * a.T + t) * a.frame_nt : nullptr;
+    const float *fbrow = FR ? farow + (long long)a.T * a.frame_nt : nullptr;
     A blank_sum = 0;
     for (int s0 = lane; s0 < L; s0 += 32 * U) {
       A av[U], bv[U], lv[U];
+      A fv[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int s = s0 + 32 * u;
         av[u] = bv[u] = M::ninf();
         lv[u] = lpb;
+        fv[u] = 0;
         if (s < L) {
           av[u] = arow[s];
           bv[u] = brow[s];
           if (s & 1)
             lv[u] = cvt(lrow[(long long)link[LINK_INTS * ((s - 1) >> 1)] * a.lp_st_c]);
+          if constexpr (FR)
+            fv[u] = (farow[s >> a.frame_shift] - base) + fbrow[(L - 1 - s) >> a.frame_shift];
         }
       }
 #pragma unroll
@@ -85,7 +97,12 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const gr
         // alpha + beta is -inf exactly when lp is (or the state is off every path): gamma = 0,
         // not the NaN of -inf - -inf.
         A ab = av[u] + bv[u];
-        A gam = ab == M::ninf() ? A(0) : M::ex((ab - lv[u] + nll) * M::to_log2);
+        A x;
+        if constexpr (FR)
+          x = ab + ((fv[u] - rest) - lv[u] * M::to_log2);
+        else
+          x = (ab - lv[u] + nll) * M::to_log2;
+        A gam = ab == M::ninf() ? A(0) : M::ex(x);
         if (s < L) {
           if (s & 1)
             arow[s] = gam;

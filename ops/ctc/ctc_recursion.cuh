@@ -30,12 +30,29 @@ __device__ __forceinline__ int staged(int s) {
 
 // ---- outputs of one recursion ---------------------------------------------------------------
 
-// Writes the per-sample results once the final states are known (forward direction only).
+// Writes the per-sample results once the final states (in frames fb and fl) are known (forward
+// direction only).
 template <class A, class O, int MODE>
 __device__ void finish_sample(const alpha_args &a, int n, const sample &sm, A last_blank,
-                              A last_label) {
+                              A last_label, float fb = 0, float fl = 0) {
   typedef logmath<A> M;
-  A nll = sm.valid ? A(0) - lae2(last_blank, last_label) * M::to_ln : M::nan();
+  // log2 (f32) or ln (f64) of the sample's probability: base + p, with p small in f32 (the
+  // larger final state's frame is the base), so that the nll is formed in f64 from exact parts.
+  float base = 0;
+  A p;
+  if constexpr (frames_of<A>::on) {
+    base = (double)fb + last_blank >= (double)fl + last_label ? fb : fl;
+    p = lae2(last_blank + (A)(fb - base), last_label + (A)(fl - base));
+  } else {
+    p = lae2(last_blank, last_label);
+  }
+  A nll = M::nan();
+  if (sm.valid) {
+    if constexpr (frames_of<A>::on)
+      nll = (A)(-((double)base + (double)p) * 0.6931471805599453);
+    else
+      nll = A(0) - p * M::to_ln;
+  }
   A v = nll;
   if (sm.valid && a.zero_infinity && nll == limits<A>::infinity())
     v = A(0);
@@ -54,6 +71,8 @@ __device__ void finish_sample(const alpha_args &a, int n, const sample &sm, A la
     if (a.info) {
       a.info[INFO_INTS * n] = sm.valid ? sm.in_len : -1;
       a.info[INFO_INTS * n + 1] = sm.tl;
+      a.info[INFO_INTS * n + 2] = frames_of<A>::on ? (int)__float_as_uint(base) : 0;
+      a.info[INFO_INTS * n + 3] = frames_of<A>::on ? (int)__float_as_uint((float)p) : 0;
     }
   }
 }
@@ -100,10 +119,13 @@ __device__ __forceinline__ bool end_if_bad_labels(const alpha_args &a, int n, co
 // ---- register tier --------------------------------------------------------------------------
 
 // One direction of the recursion for one sample, K states per thread in registers.
-// halo[2][32]: the last state of each warp, previous row (ping-pong); fin[2]: final states.
+// halo[2][32]: the last state of each warp, previous row (ping-pong), and haloc its frame;
+// fin[2]: final states, and finc their frames.
 template <class F, class TI, class A, int CAP, bool REV, int MODE, class O>
-__device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*halo)[32], A *fin) {
+__device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*halo)[32],
+                              float (*haloc)[32], A *fin, float *finc) {
   typedef logmath<A> M;
+  constexpr bool FR = frames_of<A>::on;
   typedef config<CAP, STORE_REG> cfg;
   constexpr int K = cfg::K, H = K / 2, PF = cfg::PF;
 
@@ -128,10 +150,14 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
         skipmask |= 1u << h;
     }
   }
-  if (tid == 0)
+  if (tid == 0) {
     fin[1] = M::ninf();
-  if (lane == 31)
+    finc[1] = 0;
+  }
+  if (lane == 31) {
     halo[0][warp] = M::ninf();
+    haloc[0][warp] = 0;
+  }
   if (end_if_bad_labels<A, O, MODE, REV>(a, n, sm, bad))
     return;
 
@@ -191,12 +217,23 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     const long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
     A *dst = out + tt * a.ab_st_t;
     for (int i = tid; i < L; i += blockDim.x)
-      dst[(long long)i * a.ab_st_s] = src[staged(REV ? L - 1 - i : i)] * M::to_ln;
+      dst[(long long)i * a.ab_st_s] = src[staged(REV ? L - 1 - i : i)] * (FR ? A(1) : M::to_ln);
   };
+  // f32: the frames of this row, for the gradient (f32 rows are staged in their final units:
+  // log2 in frames for the workspace, natural logs for the public alpha/beta).
+  float *frame_row = nullptr;
+  if (MODE == MODE_AB && FR && a.frames)
+    frame_row = a.frames + ((long long)n * 2 + (REV ? 1 : 0)) * a.T * blockDim.x;
 
   A up = __shfl_up_sync(0xffffffffu, st[K - 1], 1); // the left neighbour's last state
-  // One time step, reading its emissions from `slot` and refilling it for step t + PF.
-  auto step = [&](int t, F *slot) {
+  // f32 frames move once per PF steps (p == 0): per step that costs one add (the halo's frame
+  // difference, dh), where moving them every step cost up to 30 % of the step at small S.
+  // fr: this thread's frame; hf: its left neighbour's; up_fr: hf after the last move.
+  static_assert(PF >= 2, "frames move at p == 0 and the neighbours' are taken at p == 1");
+  float fr = 0, hf = 0, dh = 0, up_fr = 0;
+  // One time step, reading its emissions from `slot` and refilling it for step t + PF; p is
+  // its place in the ring (a constant once unrolled).
+  auto step = [&](int t, F *slot, int p) {
     if (l2_prefetch && t + PFL < in_len) {
       const F *fut = row_of(t + PFL) + (long long)tid * (128 / (int)sizeof(F));
       prefetch_l2(fut);
@@ -214,36 +251,60 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     A h1 = up;
     if (lane == 0)
       h1 = warp > 0 ? halo[buf][warp - 1] : M::ninf();
+    // f32: at p == 0 the new row's frame (the new row moves into it through its emissions); at
+    // p == 1 the neighbour's new frame. The halo moves into this thread's frame (exact).
+    A shift = 0;
+    if constexpr (FR) {
+      if (p == 0) {
+        const float nf = frame_step(&fr, max_of<K>(st), hf);
+        shift = nf - fr;
+        dh = hf - fr;
+        fr = nf;
+      } else if (p == 1) {
+        hf = up_fr;
+        if (lane == 0)
+          hf = warp > 0 ? haloc[buf][warp - 1] : fr;
+        dh = hf - fr;
+      }
+      h1 = h1 + dh;
+    }
     A nx[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       A p0 = st[k];
       A p1 = k >= 1 ? st[k - 1] : h1;
       if ((k & 1) == 0) {
-        nx[k] = eb + lae2(p0, p1);
+        nx[k] = (FR && p == 0 ? eb - shift : eb) + lae2(p0, p1);
       } else {
         A p2 = k >= 2 ? st[k - 2] : h1;
         if (!((skipmask >> (k / 2)) & 1u))
           p2 = M::ninf();
-        nx[k] = em[k / 2] + lae3(p0, p1, p2);
+        nx[k] = (FR && p == 0 ? em[k / 2] - shift : em[k / 2]) + lae3(p0, p1, p2);
       }
     }
 #pragma unroll
     for (int k = 0; k < K; ++k)
       st[k] = nx[k];
     up = __shfl_up_sync(0xffffffffu, st[K - 1], 1);
+    if (FR && p == 0)
+      up_fr = __shfl_up_sync(0xffffffffu, fr, 1);
     if (MODE == MODE_AB) {
       if (t > 0)
         flush_row(t - 1);
       A *mine = rowbuf + (t & 1) * row_words;
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        mine[staged(s0 + k)] = st[k];
+        mine[staged(s0 + k)] = FR && !frame_row ? (st[k] + fr) * M::to_ln : st[k];
+      if (frame_row)
+        frame_row[(long long)(REV ? in_len - 1 - t : t) * blockDim.x + tid] = fr;
     }
     if (nwarps > 1) {
       buf ^= 1;
-      if (lane == 31)
+      if (lane == 31) {
         halo[buf][warp] = st[K - 1];
+        if (FR && p == 0)
+          haloc[buf][warp] = fr;
+      }
       __syncthreads();
     } else if (MODE == MODE_AB) {
       __syncwarp();
@@ -253,26 +314,30 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   for (; t0 + PF <= in_len; t0 += PF) {
 #pragma unroll
     for (int p = 0; p < PF; ++p)
-      step(t0 + p, ring[p]);
+      step(t0 + p, ring[p], p);
   }
 #pragma unroll
   for (int p = 0; p < PF; ++p)
     if (t0 + p < in_len)
-      step(t0 + p, ring[p]);
+      step(t0 + p, ring[p], p);
   if (MODE == MODE_AB && in_len > 0)
     flush_row(in_len - 1); // the last step ended with a barrier
 
   if (!REV) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      if (s0 + k == L - 1)
+      if (s0 + k == L - 1) {
         fin[0] = st[k];
-      if (s0 + k == L - 2)
+        finc[0] = fr;
+      }
+      if (s0 + k == L - 2) {
         fin[1] = st[k];
+        finc[1] = fr;
+      }
     }
     __syncthreads();
     if (tid == 0)
-      finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1]);
+      finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1], finc[0], finc[1]);
   }
   if (MODE == MODE_AB && a.fill)
     fill_outside<A>(a, n, sm, REV);
@@ -283,12 +348,14 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
 // Same recursion with the states in memory (shared or global, through one pointer). Thread
 // `tid` owns states [tid*K, tid*K + K); state k of thread tid lives at st[k*NT + tid], and the
 // word for its odd state 2h+1 (class, or ~class when the skip is allowed) at lab[h*NT + tid].
-// halo[2][MEM_MAX_THREADS]: each thread's last state, previous row (ping-pong); fin[2]: final
-// states.
+// halo[2][MEM_MAX_THREADS]: each thread's last state, previous row (ping-pong), and haloc its
+// frame; fin[2]: final states, and finc their frames.
 template <class F, class TI, class A, int CAP, int STORE, bool REV, int MODE, class O>
 __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, int *lab,
-                           A (*halo)[JITOPS__CTC_MEM_MAX_THREADS], A *fin) {
+                           A (*halo)[JITOPS__CTC_MEM_MAX_THREADS],
+                           float (*haloc)[JITOPS__CTC_MEM_MAX_THREADS], A *fin, float *finc) {
   typedef logmath<A> M;
+  constexpr bool FR = frames_of<A>::on;
   constexpr int K = config<CAP, STORE>::K, H = K / 2;
   constexpr int B = 4; // pairs of states per batch of emission loads
 
@@ -310,9 +377,12 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
   }
   for (int k = 0; k < K; ++k)
     st[k * NT + tid] = (tid == 0 && k == 0) ? A(0) : M::ninf();
-  if (tid == 0)
+  if (tid == 0) {
     fin[1] = M::ninf();
+    finc[1] = 0;
+  }
   halo[0][tid] = M::ninf();
+  haloc[0][tid] = 0;
   if (end_if_bad_labels<A, O, MODE, REV>(a, n, sm, bad))
     return;
 
@@ -323,7 +393,12 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
   A *out = nullptr;
   if (MODE == MODE_AB)
     out = (A *)(REV ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
+  float *frame_row = nullptr; // as in run_registers
+  if (MODE == MODE_AB && FR && a.frames)
+    frame_row = a.frames + ((long long)n * 2 + (REV ? 1 : 0)) * a.T * NT;
   int buf = 0;
+  float fr = 0;                       // this thread's frame (f32)
+  A mx = tid == 0 ? A(0) : M::ninf(); // the largest of its states (f32; NaN skipped)
 
   for (int t = 0; t < in_len; ++t) {
     const long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
@@ -334,7 +409,16 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
       prefetch_l2(fut);
     }
     A o1 = tid > 0 ? halo[buf][tid - 1] : M::ninf(); // previous row at s - 1
-    const A eb = cvt(row[blank_off]) * M::to_log2;
+    A shift = 0;
+    if constexpr (FR) { // as in run_registers
+      const float hf = tid > 0 ? haloc[buf][tid - 1] : fr;
+      const float nf = frame_step(&fr, mx, hf);
+      shift = nf - fr;
+      o1 = o1 + (hf - fr);
+      fr = nf;
+      mx = M::ninf();
+    }
+    const A eb = cvt(row[blank_off]) * M::to_log2 - shift;
     A *orow = MODE == MODE_AB ? out + tt * a.ab_st_t : nullptr;
     for (int h0 = 0; h0 < H; h0 += B) {
       F e[B];
@@ -356,34 +440,46 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
         A nb = eb + lae2(p0, o1);
         A q0 = st[(k + 1) * NT + tid];
         A p2 = w[b] < 0 ? o1 : M::ninf();
-        A nl = cvt(e[b]) * M::to_log2 + lae3(q0, p0, p2);
+        A nl = (cvt(e[b]) * M::to_log2 - shift) + lae3(q0, p0, p2);
         st[k * NT + tid] = nb;
         st[(k + 1) * NT + tid] = nl;
         o1 = q0;
+        if constexpr (FR)
+          mx = fmaxf(mx, fmaxf(nb, nl));
         if (MODE == MODE_AB) {
+          // f32: log2 in frames for the workspace, natural logs for the public alpha/beta.
+          const A to = FR && !frame_row ? (A)fr : A(0);
+          const A scale = FR && frame_row ? A(1) : M::to_ln;
           int s = s0 + k;
           if (s < L)
-            orow[(long long)(REV ? L - 1 - s : s) * a.ab_st_s] = nb * M::to_ln;
+            orow[(long long)(REV ? L - 1 - s : s) * a.ab_st_s] = (nb + to) * scale;
           if (s + 1 < L)
-            orow[(long long)(REV ? L - 2 - s : s + 1) * a.ab_st_s] = nl * M::to_ln;
+            orow[(long long)(REV ? L - 2 - s : s + 1) * a.ab_st_s] = (nl + to) * scale;
         }
       }
     }
+    if (frame_row)
+      frame_row[tt * NT + tid] = fr;
     buf ^= 1;
     halo[buf][tid] = st[(K - 1) * NT + tid];
+    haloc[buf][tid] = fr;
     __syncthreads();
   }
 
   if (!REV) {
     for (int k = 0; k < K; ++k) {
-      if (s0 + k == L - 1)
+      if (s0 + k == L - 1) {
         fin[0] = st[k * NT + tid];
-      if (s0 + k == L - 2)
+        finc[0] = fr;
+      }
+      if (s0 + k == L - 2) {
         fin[1] = st[k * NT + tid];
+        finc[1] = fr;
+      }
     }
     __syncthreads();
     if (tid == 0)
-      finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1]);
+      finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1], finc[0], finc[1]);
   }
   if (MODE == MODE_AB && a.fill)
     fill_outside<A>(a, n, sm, REV);

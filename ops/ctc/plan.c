@@ -31,8 +31,8 @@ static bool memory_block_bytes(int k, int nt, size_t acc, size_t *bytes) {
 /* The memory tiers' static shared memory (jitops/ctc_abi.h), counted against the device's
  * limit along with the dynamic. */
 static size_t memory_static_bytes(size_t acc) {
-  return (2 * JITOPS__CTC_MEM_MAX_THREADS + 2) * acc + JITOPS__CTC_OFFSET_WARPS * sizeof(int64_t) +
-         JITOPS__CTC_STATIC_SLACK;
+  return (2 * JITOPS__CTC_MEM_MAX_THREADS + 2) * (acc + sizeof(float)) +
+         JITOPS__CTC_OFFSET_WARPS * sizeof(int64_t) + JITOPS__CTC_STATIC_SLACK;
 }
 
 /* The register tier's two row buffers for MODE_AB (JITOPS__CTC_STAGED). */
@@ -135,8 +135,10 @@ static bool take(size_t *total, size_t count, size_t size, size_t *at) {
          !__builtin_add_overflow(*total, padded, total);
 }
 
-/* The backward pass's regions: nll, info, link, then alpha and beta. */
-static bool take_backward(const jitops__ctc_call *call, size_t acc, jitops__ctc_workspace *ws) {
+/* The backward pass's regions: nll, info, link, then alpha and beta, and their frames (used
+ * with f32 accumulation only; small beside alpha and beta: one f32 per K states). */
+static bool take_backward(const jitops__ctc_call *call, const jitops__ctc_plan *plan, size_t acc,
+                          jitops__ctc_workspace *ws) {
   const size_t N = (size_t)call->N;
   size_t rows, row_bytes;
   ws->link_st = JITOPS__CTC_LINK_INTS * (call->s_max > 0 ? call->s_max : 1);
@@ -148,7 +150,8 @@ static bool take_backward(const jitops__ctc_call *call, size_t acc, jitops__ctc_
          !__builtin_mul_overflow(N, (size_t)call->T, &rows) &&
          !__builtin_mul_overflow((size_t)ws->ab_st_t, acc, &row_bytes) &&
          take(&ws->total, rows, row_bytes, &ws->alpha) &&
-         take(&ws->total, rows, row_bytes, &ws->beta);
+         take(&ws->total, rows, row_bytes, &ws->beta) &&
+         take(&ws->total, 2 * rows, (size_t)plan->nt * sizeof(float), &ws->frames);
 }
 
 jitops_status jitops__ctc_workspace_plan(const jitops__ctc_call *call, const jitops__ctc_plan *plan,
@@ -160,7 +163,7 @@ jitops_status jitops__ctc_workspace_plan(const jitops__ctc_call *call, const jit
   if (ok && values)
     ok = take(&ws->total, N, acc, &ws->values);
   if (ok && pass == JITOPS_CTC_PASS_BACKWARD)
-    ok = take_backward(call, acc, ws);
+    ok = take_backward(call, plan, acc, ws);
   /* The global tier: one block of states per (sample, direction). */
   if (ok && plan->store == JITOPS__CTC_STORE_GLOBAL)
     ok = take(&ws->total, 2 * N, plan->mem_block_bytes, &ws->mem);

@@ -42,6 +42,7 @@ typedef struct jitops__ctc_workspace {
   size_t stage;                        /* the staged host lengths and targets */
   size_t values;                       /* each sample's term of the sum or mean */
   size_t nll, info, link, alpha, beta; /* the backward pass's */
+  size_t frames;                       /* the backward pass's: f32 [N][2][T][NT] */
   size_t mem;                          /* the global tier's states */
   size_t total;
   int64_t ab_st_t, ab_st_n; /* alpha/beta: A per (n, t) row (2 S_max + 1), and per sample */

@@ -131,6 +131,7 @@ static void alpha_args_backward(jitops__ctc_alpha_args *a, char *scratch,
   a->info = (int32_t *)(scratch + ws->info);
   a->link = (int32_t *)(scratch + ws->link);
   a->link_st = ws->link_st;
+  a->frames = (float *)(scratch + ws->frames);
   a->fill = 0;
 }
 
@@ -163,10 +164,10 @@ static jitops_status launch_alpha(const jitops__ctc_call *call, const jitops__ct
 
 /* ---- grad_kernel and reduce_kernel --------------------------------------------------------- */
 
-static jitops_status launch_grad(const jitops__ctc_call *call, const jitops_kernel_t *k,
-                                 const jitops__ctc_grad_launch *geometry, char *scratch,
-                                 const jitops__ctc_workspace *ws, const DLTensor *grad_loss,
-                                 DLTensor *grad, void *stream) {
+static jitops_status launch_grad(const jitops__ctc_call *call, const jitops__ctc_plan *plan,
+                                 const jitops_kernel_t *k, const jitops__ctc_grad_launch *geometry,
+                                 char *scratch, const jitops__ctc_workspace *ws,
+                                 const DLTensor *grad_loss, DLTensor *grad, void *stream) {
   if (call->T == 0 || call->N == 0)
     return JITOPS_SUCCESS;
   jitops__ctc_grad_args a;
@@ -189,6 +190,9 @@ static jitops_status launch_grad(const jitops__ctc_call *call, const jitops_kern
   a.info = (const int32_t *)(scratch + ws->info);
   a.link = (const int32_t *)(scratch + ws->link);
   a.link_st = ws->link_st;
+  a.frames = (const float *)(scratch + ws->frames);
+  a.frame_nt = plan->nt;
+  a.frame_shift = __builtin_ctz((unsigned)plan->k); /* K is a power of two */
   a.grad_loss = jitops__tensor_ptr(grad_loss);
   a.grad_loss_st = vector_stride(grad_loss);
   a.T = (int32_t)call->T;
@@ -274,7 +278,7 @@ static jitops_status backward_run(const jitops__ctc_call *call, const jitops__ct
   alpha_args_backward(&a, scratch, &ws);
   jitops_status st = launch_alpha(call, plan, ka, JITOPS__CTC_MODE_AB, 3, &a, stream);
   if (st == JITOPS_SUCCESS)
-    st = launch_grad(call, kg, &geometry, scratch, &ws, grad_loss, grad, stream);
+    st = launch_grad(call, plan, kg, &geometry, scratch, &ws, grad_loss, grad, stream);
   if (st == JITOPS_SUCCESS && loss != NULL)
     st = launch_reduce(call, kr, scratch + ws.values, loss, stream);
   jitops__scratch_release(rt, stream, &s);
