@@ -6,7 +6,10 @@ also returns how many ids were >= num_segments, as a 0-d int64 tensor on the dev
 Empty segments give 0 (sum, mean) or ``fill`` (max, min; default the dtype's lowest for max
 and highest for min, as TensorFlow). ``sorted=True`` promises non-decreasing ids and takes a
 faster path. Results and gradients are bit-identical from run to run: no floating-point
-atomics. The max/min gradient splits among ties, as TensorFlow does.
+atomics. Unsorted sum and mean over rows of at most 8 columns and at least 16384 segments
+(f32, f16, bf16) add in 64-bit fixed point, exactly and in any order, after rounding each value
+to about 2^-41 of the call's largest |x| (``include/jitops/segment.h``, "Determinism"). The
+max/min gradient splits among ties, as TensorFlow does.
 
 ``num_segments`` is required: inferring it (``ids.max() + 1``) would synchronize the host with
 the GPU on every call.
