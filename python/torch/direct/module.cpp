@@ -102,7 +102,11 @@ bool layout_matches(PyObject *sample, PyObject *cdata) {
     return false;
   }
   PyObject *wrapped = THPVariable_Wrap(*tensor_of(sample));
-  Py_XDECREF(wrapped);
+  if (wrapped == nullptr) { // its error would otherwise surface as a SystemError at import
+    PyErr_Clear();
+    return false;
+  }
+  Py_DECREF(wrapped);
   return wrapped == sample;
 }
 
