@@ -35,6 +35,7 @@ template <class S> __device__ __forceinline__ S shfl_up_state(const S &v, int de
 }
 
 template <class S> __device__ __forceinline__ S shfl_state(const S &v, int lane) {
+  static_assert(sizeof(S) % 4 == 0, "scan states are whole 32-bit words");
   unsigned w[sizeof(S) / 4];
   memcpy(w, &v, sizeof(S));
 #pragma unroll
