@@ -187,6 +187,38 @@ static void run_alpha(const plan_t &p, unsigned dirs, const alpha_args &a) {
 typedef unsigned (*corrupt_fn)(std::vector<long long> &in_len, std::vector<long long> &tgt_len,
                                std::vector<long long> &targets, const ctc_case *c);
 
+// The gradient kernel's arguments after run_alpha(p, ..., a): dense [T, N, C] log-probs and
+// gradient, one upstream gradient per sequence; blank 0, no reduction, no zero_infinity.
+template <class A>
+static grad_args grad_args_for(const plan_t &p, const alpha_args &a, const A *lp, A *grad,
+                               const A *grad_loss, int T, int N, int C) {
+  grad_args ga;
+  std::memset(&ga, 0, sizeof ga);
+  ga.lp = lp;
+  ga.lp_st_t = ga.g_st_t = (long long)N * C;
+  ga.lp_st_n = ga.g_st_n = C;
+  ga.lp_st_c = ga.g_st_c = 1;
+  ga.grad = grad;
+  ga.alpha = a.alpha;
+  ga.beta = a.beta;
+  ga.ab_st_n = a.ab_st_n;
+  ga.ab_st_t = a.ab_st_t;
+  ga.nll = a.nll;
+  ga.info = a.info;
+  ga.link = a.link;
+  ga.link_st = a.link_st;
+  ga.frames = a.frames;
+  ga.frame_nt = p.nt;
+  ga.frame_shift = __builtin_ctz((unsigned)p.k);
+  ga.grad_loss = grad_loss;
+  ga.grad_loss_st = 1;
+  ga.T = T;
+  ga.N = N;
+  ga.C = C;
+  ga.chunks = (T + 31) / 32;
+  return ga;
+}
+
 template <class A, int CAP, int STORE, int OFFS>
 static void check_problem(ctc_case *c, const char *what, corrupt_fn corrupt = nullptr) {
   const int T = c->T, N = c->N, C = c->C, S = c->S;
@@ -290,36 +322,9 @@ static void check_problem(ctc_case *c, const char *what, corrupt_fn corrupt = nu
   for (int torch = 0; torch <= 1; ++torch) {
     run_alpha<A, CAP, STORE, OFFS, MODE_AB>(p, 3, a);
     std::vector<A> grad((size_t)T * N * C + 1, (A)NAN);
-    grad_args ga;
-    std::memset(&ga, 0, sizeof ga);
-    ga.lp = lp.data();
-    ga.lp_st_t = (long long)N * C;
-    ga.lp_st_n = C;
-    ga.lp_st_c = 1;
-    ga.grad = grad.data();
-    ga.g_st_t = (long long)N * C;
-    ga.g_st_n = C;
-    ga.g_st_c = 1;
-    ga.alpha = alpha.data();
-    ga.beta = beta.data();
-    ga.ab_st_n = a.ab_st_n;
-    ga.ab_st_t = a.ab_st_t;
-    ga.nll = nll.data();
-    ga.info = info.data();
-    ga.link = link.data();
-    ga.link_st = a.link_st;
-    ga.frames = frames.data();
-    ga.frame_nt = p.nt;
-    ga.frame_shift = __builtin_ctz((unsigned)p.k);
-    ga.grad_loss = g.data();
-    ga.grad_loss_st = 1;
-    ga.T = T;
-    ga.N = N;
-    ga.C = C;
+    grad_args ga = grad_args_for<A>(p, a, lp.data(), grad.data(), g.data(), T, N, C);
     ga.blank = c->blank;
-    ga.reduction = 0;
     ga.zero_infinity = 1;
-    ga.chunks = (T + 31) / 32;
     ga.link_smem = torch; // both paths: links in shared memory, and read from global memory
     size_t link_bytes = ga.link_smem ? (size_t)a.link_st * sizeof(int) : 0;
     if (torch)
@@ -448,30 +453,7 @@ template <int CAP> static void check_long_f32(uint64_t seed, int T, int N, int C
   a.link_st = 2 * S;
   a.frames = frames.data();
   run_alpha<float, CAP, STORE_REG, OFFS_PADDED, MODE_AB>(p, 3, a);
-  grad_args ga;
-  std::memset(&ga, 0, sizeof ga);
-  ga.lp = lp.data();
-  ga.lp_st_t = ga.g_st_t = (long long)N * C;
-  ga.lp_st_n = ga.g_st_n = C;
-  ga.lp_st_c = ga.g_st_c = 1;
-  ga.grad = grad.data();
-  ga.alpha = alpha.data();
-  ga.beta = beta.data();
-  ga.ab_st_n = a.ab_st_n;
-  ga.ab_st_t = a.ab_st_t;
-  ga.nll = nll.data();
-  ga.info = info.data();
-  ga.link = link.data();
-  ga.link_st = a.link_st;
-  ga.frames = frames.data();
-  ga.frame_nt = p.nt;
-  ga.frame_shift = __builtin_ctz((unsigned)p.k);
-  ga.grad_loss = g.data();
-  ga.grad_loss_st = 1;
-  ga.T = T;
-  ga.N = N;
-  ga.C = C;
-  ga.chunks = (T + 31) / 32;
+  grad_args ga = grad_args_for<float>(p, a, lp.data(), grad.data(), g.data(), T, N, C);
   launch(&grad_kernel<float, float, false>, (unsigned)(ga.chunks * N), 1, 256, 0, ga);
   double num = 0, den = 0;
   for (size_t i = 0; i < (size_t)T * N * C; ++i) {
