@@ -4,14 +4,18 @@
 
 /* The layouts most calls collapse to: a contiguous matrix scanned along its rows (rows
  * kernel, one batch dimension) or along its columns (cols kernel with look-back, one batch
- * dimension: the long-axis case), for f32 and bf16. (A cumsum backward is a cumsum.) */
+ * dimension), and one long axis, alone or in a few rows (rows kernel with look-back, no or one
+ * batch dimension), for f32 and bf16. (A cumsum backward is a cumsum.) */
 typedef struct catalogue_layout {
   jitops__scan_kind kind;
   int nb;
   int lookback;
 } catalogue_layout;
 
-static const catalogue_layout layouts[] = {{JITOPS__SCAN_ROWS, 1, 0}, {JITOPS__SCAN_COLS, 1, 1}};
+static const catalogue_layout layouts[] = {{JITOPS__SCAN_ROWS, 1, 0},
+                                           {JITOPS__SCAN_COLS, 1, 1},
+                                           {JITOPS__SCAN_ROWS, 0, 1},
+                                           {JITOPS__SCAN_ROWS, 1, 1}};
 static const jitops__scan_kop catalogue_kops[] = {
     JITOPS__SCAN_K_CUMSUM,       JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_K_CUMMAX,
     JITOPS__SCAN_K_CUMMIN,       JITOPS__SCAN_K_LCSE,    JITOPS__SCAN_K_CUMPROD_BWD,
