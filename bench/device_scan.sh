@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the scan and repeat families: the GPU tests, the benchmark against
-# PyTorch, then compute-sanitizer memcheck over the tests' quick subsets and racecheck over the
-# scan test's race subset (f32 through each kernel path) and the repeat quick subset. Run from a
+# PyTorch (with STEPS naming `long`, also bench_scan_long.py's long axes), then
+# compute-sanitizer memcheck over the tests' quick subsets and racecheck over the scan test's
+# race subset (f32 through each kernel path) and the repeat quick subset. Run from a
 # directory holding `build` (tests/, libjitops.so and the package in python/) and `bench`; logs
 # go to $OUT. A kernel cache prewarmed on the build machine (test_gpu_scan --prewarm DIR,
 # test_gpu_repeat --prewarm DIR) may be given as $PREWARMED (a directory holding kernels.db).
@@ -42,6 +43,11 @@ for step in $STEPS; do
     timeout "${BENCH_TIMEOUT:-120}" python3 "$HERE/bench/bench_scan.py" ${BENCH_ARGS:-} --json "$OUT/bench.json" \
       2>"$OUT/bench_rows.log" | tee "$OUT/bench.md" || status=1
     tail -n 3 "$OUT/bench_rows.log"
+    ;;
+  long)
+    timeout "${LONG_TIMEOUT:-240}" python3 "$HERE/bench/bench_scan_long.py" ${LONG_ARGS:-} \
+      --json "$OUT/long.json" 2>"$OUT/long_rows.log" | tee "$OUT/long.md" || status=1
+    tail -n 3 "$OUT/long_rows.log"
     ;;
   memcheck | racecheck)
     extra=""
