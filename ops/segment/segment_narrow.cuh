@@ -59,6 +59,18 @@ __device__ __forceinline__ narrow_element<T, I> narrow_load(const jitops__segmen
   return x;
 }
 
+// A thread's next NARROW_UNROLL elements from e0, `step` apart, all loads issued before any
+// is used; those past the end get id -1, which every kernel skips.
+template <class T, class I, int D>
+__device__ __forceinline__ void narrow_load_batch(const jitops__segment_narrow_args &a, i64 e0,
+                                                  i64 step, i64 total,
+                                                  narrow_element<T, I> (&x)[NARROW_UNROLL]) {
+#pragma unroll
+  for (int u = 0; u < NARROW_UNROLL; ++u)
+    x[u] = e0 + u * step < total ? narrow_load<T, I, D>(a, e0 + u * step)
+                                 : narrow_element<T, I>{(I)-1, acc_t<T>(0)};
+}
+
 // Counts an element's row as dropped (id >= S) once, at its first column.
 template <class I, int D> __device__ __forceinline__ int narrow_dropped(I id, int S, i64 e) {
   return (id >= (I)S && e % D == 0) ? 1 : 0;
@@ -83,10 +95,7 @@ __global__ void __launch_bounds__(THREADS)
   int dropped = 0;
   for (i64 e0 = narrow_first(); e0 < total; e0 += step * NARROW_UNROLL) {
     narrow_element<T, I> x[NARROW_UNROLL];
-#pragma unroll
-    for (int u = 0; u < NARROW_UNROLL; ++u)
-      x[u] = e0 + u * step < total ? narrow_load<T, I, D>(a, e0 + u * step)
-                                   : narrow_element<T, I>{(I)-1, A(0)};
+    narrow_load_batch<T, I, D>(a, e0, step, total, x);
 #pragma unroll
     for (int u = 0; u < NARROW_UNROLL; ++u) {
       const i64 e = e0 + u * step;
@@ -226,10 +235,7 @@ __global__ void __launch_bounds__(THREADS) segment_fixed_add(const jitops__segme
   int dropped = 0;
   for (i64 e0 = narrow_first(); e0 < total; e0 += step * NARROW_UNROLL) {
     narrow_element<T, I> x[NARROW_UNROLL];
-#pragma unroll
-    for (int u = 0; u < NARROW_UNROLL; ++u)
-      x[u] = e0 + u * step < total ? narrow_load<T, I, D>(a, e0 + u * step)
-                                   : narrow_element<T, I>{(I)-1, 0.0f};
+    narrow_load_batch<T, I, D>(a, e0, step, total, x);
 #pragma unroll
     for (int u = 0; u < NARROW_UNROLL; ++u) {
       const i64 e = e0 + u * step;
