@@ -23,14 +23,13 @@ Prints a markdown table; exits 77 without a GPU.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -113,14 +112,6 @@ def host_ns(fn: Fn) -> float:
     return statistics.median(samples)
 
 
-@contextlib.contextmanager
-def dispatcher_path() -> Iterator[None]:
-    """jitops.ops through torch.ops: the direct entries (jitops._direct) off."""
-    was = _torch.direct_entries(False)
-    try:
-        yield
-    finally:
-        _torch.direct_entries(was)
 
 
 def c_call_ns(binary: Path) -> tuple[str, dict[str, float]]:
@@ -158,7 +149,7 @@ def main() -> int:
             ours, theirs = case.make(grad)
             with torch.set_grad_enabled(grad):
                 python_ns, torch_ns = host_ns(ours), host_ns(theirs)
-                with dispatcher_path():
+                with _torch.dispatcher_path():
                     dispatcher_ns = host_ns(ours)
             c = c_ns[case.c_op_grad if grad else case.c_op]
             overhead = (python_ns - c) / 1e3

@@ -33,14 +33,6 @@ def counted():
     seen["direct"], seen["declined"] = after[0] - before[0], after[1] - before[1]
 
 
-@contextlib.contextmanager
-def dispatcher_path():
-    """Every call through torch.ops, as before the entries existed."""
-    was = _torch.direct_entries(False)
-    try:
-        yield
-    finally:
-        _torch.direct_entries(was)
 
 
 def calls(grad=False):
@@ -81,7 +73,7 @@ def test_an_entry_takes_a_plain_call_and_matches_torch_ops(name, grad):
     with counted() as seen:
         direct = calls(grad)[name]()
     assert seen == {"direct": 1, "declined": 0}
-    with dispatcher_path(), counted() as seen:
+    with _torch.dispatcher_path(), counted() as seen:
         via_torch_ops = calls(grad)[name]()
     assert seen == {"direct": 0, "declined": 1}
     assert summary(direct) == summary(via_torch_ops)
@@ -101,7 +93,7 @@ def test_no_grad_and_inference_mode(mode):
     with mode(), counted() as seen:
         y = O.cumsum(x, 1)
     assert seen["direct"] == 1 and not y.requires_grad and y.grad_fn is None
-    with mode(), dispatcher_path():
+    with mode(), _torch.dispatcher_path():
         assert summary(O.cumsum(x, 1)) == summary(y)
 
 
@@ -134,7 +126,7 @@ def call_and_error(fn):
 def test_errors_are_the_ones_torch_ops_raises(bad):
     with counted() as seen:
         direct = call_and_error(bad)
-    with dispatcher_path():
+    with _torch.dispatcher_path():
         via_torch_ops = call_and_error(bad)
     assert seen == {"direct": 1, "declined": 0}
     assert direct == via_torch_ops
@@ -200,7 +192,7 @@ def test_arguments_an_entry_does_not_read_go_through_torch_ops(call):
     with counted() as seen:
         direct = call_and_error_or_summary(call, meta(4, 6))
     assert seen == {"direct": 0, "declined": 1}
-    with dispatcher_path():
+    with _torch.dispatcher_path():
         assert call_and_error_or_summary(call, meta(4, 6)) == direct
 
 

@@ -12,10 +12,11 @@ runtime, so a bad call fails while tracing with the error the real call would ra
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.compiler import is_compiling
@@ -115,6 +116,17 @@ def direct_entries(enabled: bool) -> bool:
     off, so that every call goes through torch.ops; returns whether they were on. For tests and
     benchmarks, which compare the two paths."""
     return _direct.enable(enabled)
+
+
+@contextlib.contextmanager
+def dispatcher_path() -> Iterator[None]:
+    """Within it, every jitops.ops call goes through torch.ops (the direct entries off), as
+    before the entries existed; for tests and benchmarks that compare the two paths."""
+    was = direct_entries(False)
+    try:
+        yield
+    finally:
+        direct_entries(was)
 
 
 def direct_counts() -> tuple[int, int]:
