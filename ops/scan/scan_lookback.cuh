@@ -204,16 +204,13 @@ __device__ __forceinline__ Search search_start(i64 index) {
   return Search{index - 1, 0, false};
 }
 
-// One round is a read (lane l: the flag of entry top - l) and a step: a window of aggregates
-// moves the search down by 32; an entry without a state stops it there until the next round.
-__device__ __forceinline__ unsigned search_read(const Search &q, const unsigned *flag_array,
-                                                i64 chains, i64 chain, int lane) {
+// One round: lane l reads the flag of entry top - l; a window of aggregates moves the search
+// down by 32; an entry without a state stops it there until the next round.
+__device__ __forceinline__ void search_step(Search &q, const unsigned *flag_array, i64 chains,
+                                            i64 chain, int lane) {
   const volatile unsigned *flags = flag_array;
   const i64 j = q.top - lane;
-  return j >= 0 ? flags[j * chains + chain] : FLAG_NONE;
-}
-
-__device__ __forceinline__ void search_step(Search &q, unsigned f) {
+  const unsigned f = j >= 0 ? flags[j * chains + chain] : FLAG_NONE;
   const unsigned stops = __ballot_sync(0xffffffffu, f != FLAG_AGGREGATE);
   if (stops == 0) {
     q.top -= 32;
@@ -262,87 +259,9 @@ __device__ typename Op::State warp_lookback(const unsigned *flags, const char *a
                                             i64 chains, i64 chain, i64 index, int lane) {
   Search q = search_start(index);
   while (!q.done)
-    search_step(q, search_read(q, flags, chains, chain, lane));
+    search_step(q, flags, chains, chain, lane);
   search_acquire();
   return fold_from<Op>(agg, inc, chains, chain, q.k, index, lane);
-}
-
-// A tile's look-back in two halves: lookback_begin needs nothing of the tile, lookback_end takes
-// its aggregate (the tile's own aggregate goes out through publish_tile_aggregate). A warp of
-// its own could run the first half while the others load the tile: measured on an H200, that
-// left a 2^27-element cumsum as fast (0.58 ms) and made short ones slower (2^20: 0.011 ->
-// 0.016 ms), so the rows kernel runs both halves in a row (grouped_tile_prefix).
-template <class S> struct TileLookback {
-  S v;      // lane l < pos: the aggregate of the group's tile l; identity from lane pos on
-  S before; // the prefix before the group, where has_before
-  i64 group;
-  int pos;
-  bool has_before;
-};
-
-template <class Op>
-__device__ __forceinline__ void publish_tile_aggregate(const Scratch &s, i64 chain, i64 tile,
-                                                       const typename Op::State &agg) {
-  if (tile % GROUP == GROUP - 1)
-    return; // read by no one: the group's last tile forms the group's aggregate itself
-  store_state(s.agg, tile * s.chains + chain, agg);
-  publish_flag(s.flags, tile * s.chains + chain, FLAG_AGGREGATE);
-}
-
-// Waits for the aggregates of the group's earlier tiles (earlier tickets, so already running)
-// and, unless the tile is its group's last (which first publishes the group's aggregate, see
-// lookback_end), finds the prefix before the group. Every lane of one warp calls it.
-template <class Op>
-__device__ TileLookback<typename Op::State> lookback_begin(const Scratch &s, i64 chain, i64 tile,
-                                                           int lane) {
-  TileLookback<typename Op::State> lb;
-  lb.group = tile / GROUP;
-  lb.pos = (int)(tile - lb.group * GROUP);
-  const i64 mine = (lb.group * GROUP + lane) * s.chains + chain;
-  if (lane < lb.pos) {
-    const volatile unsigned *flags = s.flags;
-    while (flags[mine] == FLAG_NONE) {
-    }
-    acquire_fence(); // each lane loads only the state whose flag it saw
-  }
-  lb.v = lane < lb.pos ? load_state<typename Op::State>(s.agg, mine) : Op::identity();
-  lb.has_before = lb.group > 0 && lb.pos < GROUP - 1;
-  lb.before = lb.has_before ? warp_lookback<Op>(s.group_flags, s.group_agg, s.group_inc, s.chains,
-                                                chain, lb.group, lane)
-                            : Op::identity();
-  return lb;
-}
-
-// Given the tile's aggregate: where the tile is its group's last, publishes the group's
-// aggregate, then finds the prefix before the group and publishes the group's inclusive
-// prefix. Returns the tile's exclusive prefix (absent for tile 0). Every lane calls it.
-template <class Op>
-__device__ Prefix<typename Op::State> lookback_end(const Scratch &s, i64 chain,
-                                                   TileLookback<typename Op::State> lb,
-                                                   const typename Op::State &agg, int lane) {
-  typedef typename Op::State State;
-  const State incl = warp_inclusive<Op>(lane == lb.pos ? agg : lb.v, lane);
-  const State within = shfl_state(incl, lb.pos > 0 ? lb.pos - 1 : 0);
-  if (lb.pos == GROUP - 1) {
-    const State group_agg = shfl_state(incl, GROUP - 1);
-    const i64 g = lb.group * s.chains + chain;
-    if (lane == 0) {
-      store_state(lb.group == 0 ? s.group_inc : s.group_agg, g, group_agg);
-      publish_flag(s.group_flags, g, lb.group == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE);
-    }
-    if (lb.group > 0) {
-      lb.before = warp_lookback<Op>(s.group_flags, s.group_agg, s.group_inc, s.chains, chain,
-                                    lb.group, lane);
-      lb.has_before = true;
-      if (lane == 0) {
-        store_state(s.group_inc, g, Op::combine(lb.before, group_agg));
-        publish_flag(s.group_flags, g, FLAG_INCLUSIVE);
-      }
-    }
-  }
-  if (lb.pos == 0)
-    return Prefix<State>{lb.before, lb.has_before};
-  return Prefix<State>{lb.has_before ? Op::combine(lb.before, within) : within, true};
 }
 
 // Publishes tile `tile`'s aggregate and returns its exclusive prefix (absent for tile 0): the
@@ -350,9 +269,45 @@ __device__ Prefix<typename Op::State> lookback_end(const Scratch &s, i64 chain,
 template <class Op>
 __device__ Prefix<typename Op::State> grouped_tile_prefix(const Scratch &s, i64 chain, i64 tile,
                                                           const typename Op::State &agg, int lane) {
-  if (lane == 0)
-    publish_tile_aggregate<Op>(s, chain, tile, agg);
-  return lookback_end<Op>(s, chain, lookback_begin<Op>(s, chain, tile, lane), agg, lane);
+  typedef typename Op::State State;
+  const i64 group = tile / GROUP;
+  const int pos = (int)(tile - group * GROUP);
+  // The group's last tile forms the group's aggregate itself: its own is read by no one.
+  const bool last = pos == GROUP - 1;
+  if (lane == 0 && !last) {
+    store_state(s.agg, tile * s.chains + chain, agg);
+    publish_flag(s.flags, tile * s.chains + chain, FLAG_AGGREGATE);
+  }
+
+  // within: the aggregates of the group's earlier tiles (earlier tickets, so already running),
+  // each lane waiting for its own; lane pos holds this tile's (lanes past it do not matter).
+  const i64 mine = (group * GROUP + lane) * s.chains + chain;
+  if (lane < pos) {
+    const volatile unsigned *flags = s.flags;
+    while (flags[mine] == FLAG_NONE) {
+    }
+    acquire_fence(); // each lane loads only the state whose flag it saw
+  }
+  const State incl = warp_inclusive<Op>(lane < pos ? load_state<State>(s.agg, mine) : agg, lane);
+  const State within = shfl_state(incl, pos > 0 ? pos - 1 : 0);
+
+  // A group's last tile publishes the group's aggregate before it looks back, so that no later
+  // group waits on its look-back, then the group's inclusive prefix.
+  const State group_agg = shfl_state(incl, GROUP - 1); // meaningful where last
+  const i64 g = group * s.chains + chain;
+  if (last && lane == 0) {
+    store_state(group == 0 ? s.group_inc : s.group_agg, g, group_agg);
+    publish_flag(s.group_flags, g, group == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE);
+  }
+  if (group == 0)
+    return Prefix<State>{within, pos > 0};
+  const State before =
+      warp_lookback<Op>(s.group_flags, s.group_agg, s.group_inc, s.chains, chain, group, lane);
+  if (last && lane == 0) {
+    store_state(s.group_inc, g, Op::combine(before, group_agg));
+    publish_flag(s.group_flags, g, FLAG_INCLUSIVE);
+  }
+  return Prefix<State>{pos > 0 ? Op::combine(before, within) : before, true};
 }
 
 } // namespace scan
