@@ -4,8 +4,6 @@
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -52,8 +50,8 @@ at::Tensor loss_kernel(const at::Tensor &log_probs, const at::Tensor &targets,
   at::ScalarType dtype =
       at::isReducedFloatingType(log_probs.scalar_type()) ? at::kFloat : log_probs.scalar_type();
   at::Tensor loss = options.reduction == JITOPS_CTC_REDUCTION_NONE
-                        ? at::empty({log_probs.size(1)}, log_probs.options().dtype(dtype))
-                        : at::empty({}, log_probs.options().dtype(dtype));
+                        ? new_output({log_probs.size(1)}, log_probs.options().dtype(dtype))
+                        : new_output({}, log_probs.options().dtype(dtype));
   Inputs in(log_probs, targets, input_lengths, target_lengths);
   View lv(loss);
   Launch launch(log_probs, "ctc_loss");
@@ -71,7 +69,7 @@ at::Tensor backward_kernel(const at::Tensor &grad, const at::Tensor &log_probs,
                            int64_t max_target_length) {
   jitops_ctc_options options =
       options_of(blank, reduction, zero_infinity, max_target_length, "ctc_loss_backward");
-  at::Tensor grad_log_probs = at::empty_like(log_probs);
+  at::Tensor grad_log_probs = new_output_like(log_probs);
   Inputs in(log_probs, targets, input_lengths, target_lengths);
   View gv(grad), glv(grad_log_probs);
   Launch launch(log_probs, "ctc_loss_backward");

@@ -2,7 +2,6 @@
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -30,7 +29,7 @@ std::vector<int64_t> repeated_shape(const at::Tensor &x, at::IntArrayRef repeats
 
 at::Tensor repeat_kernel(const at::Tensor &x, c10::SymIntArrayRef sym_repeats) {
   at::IntArrayRef repeats = C10_AS_INTARRAYREF_SLOW(sym_repeats);
-  at::Tensor y = at::empty(repeated_shape(x, repeats), x.options());
+  at::Tensor y = new_output(repeated_shape(x, repeats), x.options());
   View xv(x), yv(y);
   Launch launch(x, "repeat");
   check(jitops_repeat(launch.runtime, xv.get(), repeats.data(), static_cast<int>(repeats.size()),
@@ -42,7 +41,7 @@ at::Tensor repeat_kernel(const at::Tensor &x, c10::SymIntArrayRef sym_repeats) {
 at::Tensor repeat_backward_kernel(const at::Tensor &grad, c10::SymIntArrayRef sym_repeats,
                                   c10::SymIntArrayRef input_shape) {
   at::IntArrayRef repeats = C10_AS_INTARRAYREF_SLOW(sym_repeats);
-  at::Tensor grad_x = at::empty(C10_AS_INTARRAYREF_SLOW(input_shape), grad.options());
+  at::Tensor grad_x = new_output(C10_AS_INTARRAYREF_SLOW(input_shape), grad.options());
   View gv(grad), gxv(grad_x);
   Launch launch(grad, "repeat_backward");
   check(jitops_repeat_backward(launch.runtime, gv.get(), repeats.data(),

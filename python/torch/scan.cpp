@@ -3,7 +3,6 @@
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty_like.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -45,10 +44,10 @@ constexpr bool has_indices(jitops_scan_op op) {
 std::tuple<at::Tensor, at::Tensor> scan(jitops_scan_op op, const at::Tensor &x, int64_t dim,
                                         bool reverse) {
   std::string_view name = name_of(op);
-  at::Tensor y = at::empty_like(x);
+  at::Tensor y = new_output_like(x);
   std::optional<at::Tensor> indices;
   if (has_indices(op))
-    indices = at::empty_like(x, x.options().dtype(at::kLong));
+    indices = new_output_like(x, at::kLong);
   View xv(x, 1), yv(y, 1);
   OptionalView iv(indices, 1);
   Launch launch(x, name);
@@ -73,7 +72,7 @@ at::Tensor backward_kernel(c10::string_view op_name, const at::Tensor &grad,
                            const std::optional<at::Tensor> &indices, int64_t dim, bool reverse) {
   jitops_scan_op op = op_named(std::string_view(op_name.data(), op_name.size()));
   std::string name = std::string(name_of(op)) + "_backward";
-  at::Tensor grad_x = at::empty_like(grad);
+  at::Tensor grad_x = new_output_like(grad);
   View gv(grad, 1), gxv(grad_x, 1);
   OptionalView xv(x, 1), yv(y, 1), iv(indices, 1);
   Launch launch(grad, name);

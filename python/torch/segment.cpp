@@ -4,7 +4,6 @@
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -38,7 +37,7 @@ at::Tensor reduce(const at::Tensor &data, const at::Tensor &ids, int64_t num_seg
                     num_segments, ", negative");
   std::vector<int64_t> shape = data.sizes().vec();
   shape[0] = num_segments;
-  at::Tensor out = at::empty(shape, data.options());
+  at::Tensor out = new_output(shape, data.options());
   View dv(data), iv(ids), ov(out);
   OptionalView cv(dropped);
   jitops_segment_options options;
@@ -79,7 +78,7 @@ at::Tensor backward_kernel(const at::Tensor &grad, const std::optional<at::Tenso
   TORCH_CHECK_VALUE(!shape.empty() && ids.dim() == 1, "[jitops:2] jitops.", name,
                     ": grad must have rank >= 1 and segment_ids rank 1");
   shape[0] = ids.size(0);
-  at::Tensor grad_data = at::empty(shape, grad.options());
+  at::Tensor grad_data = new_output(shape, grad.options());
   View gv(grad), iv(ids), gdv(grad_data);
   OptionalView dv(data), ov(out);
   jitops_segment_options options;

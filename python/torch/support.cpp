@@ -1,6 +1,8 @@
 // DLPack views, runtimes, streams, workspaces and errors for the torch layer (support.h).
 #include "support.h"
 
+#include <ATen/cuda/EmptyTensor.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -111,6 +113,18 @@ jitops_runtime_t *runtime_for(int device, std::string_view op) {
     fail(installed, op);
   runtimes[device].store(runtime, std::memory_order_release);
   return runtime;
+}
+
+at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions &options) {
+  return at::Tensor(at::detail::empty_cuda(sizes, options.dtype().toScalarType(), options.device(),
+                                           std::nullopt));
+}
+
+at::Tensor new_output_like(const at::Tensor &tensor, std::optional<at::ScalarType> dtype) {
+  at::TensorOptions options = tensor.options().dtype(dtype.value_or(tensor.scalar_type()));
+  if (!tensor.is_contiguous())
+    return at::empty_like(tensor, options);
+  return new_output(tensor.sizes(), options);
 }
 
 void *current_stream(int device) {

@@ -75,6 +75,17 @@ struct Launch {
   void *stream;
 };
 
+// A new uninitialized tensor from PyTorch's caching allocator on `options`' CUDA device, made
+// without a dispatcher call (at::empty's redispatch is a measurable part of a small op's host
+// time). Only for outputs the C call then writes in full: it skips the NaN fill that
+// at::empty does under torch.use_deterministic_algorithms with fill_uninitialized_memory.
+at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions &options);
+
+// A new output shaped and strided as at::empty_like(tensor) makes it (contiguous for a
+// contiguous tensor, else at::empty_like's own), with `dtype` when given.
+at::Tensor new_output_like(const at::Tensor &tensor,
+                           std::optional<at::ScalarType> dtype = std::nullopt);
+
 // Whether autograd must record this call: grad mode on and an input that requires grad. When
 // not, an op's autograd kernel calls the op below autograd directly, skipping the bookkeeping
 // of a custom Function (which a no-grad call does not need).
