@@ -40,12 +40,11 @@ typedef struct problem {
   int64_t ctc_lp_shape[3], ctc_targets_shape[2], ctc_lengths_shape[1];
   DLTensor ctc_lp, ctc_targets, ctc_input_lengths, ctc_target_lengths, ctc_loss;
   jitops_ctc_options ctc_options;
-  /* fused linear cross-entropy, BT 64, H 64, V 256 f32, mean: the loss and each row's lse
-   * (what jitops.ops computes under no_grad), or also grad_input and grad_weight (what it
-   * computes when the inputs require gradients) */
+  /* fused linear cross-entropy, BT 64, H 64, V 256 f32, mean: the loss (what
+   * jitops.ops.fused_linear_cross_entropy computes under no_grad), or also grad_input and
+   * grad_weight (what it computes when the inputs require gradients) */
   int64_t flce_input_shape[2], flce_weight_shape[2], flce_rows_shape[1];
-  DLTensor flce_input, flce_weight, flce_target, flce_loss, flce_lse, flce_grad_input,
-      flce_grad_weight;
+  DLTensor flce_input, flce_weight, flce_target, flce_loss, flce_grad_input, flce_grad_weight;
   jitops_flce_tensors flce, flce_grads;
   jitops_flce_options flce_options;
 } problem;
@@ -118,14 +117,12 @@ static void setup(problem *p) {
   p->flce_weight = device_tensor(p, F32, 2, p->flce_weight_shape, NULL);
   p->flce_target = device_tensor(p, I64, 1, p->flce_rows_shape, flce_targets);
   p->flce_loss = device_tensor(p, F32, 0, NULL, NULL);
-  p->flce_lse = device_tensor(p, F32, 1, p->flce_rows_shape, NULL);
   p->flce_grad_input = device_tensor(p, F32, 2, p->flce_input_shape, NULL);
   p->flce_grad_weight = device_tensor(p, F32, 2, p->flce_weight_shape, NULL);
   p->flce = (jitops_flce_tensors){.input = &p->flce_input,
                                   .weight = &p->flce_weight,
                                   .target = &p->flce_target,
-                                  .loss = &p->flce_loss,
-                                  .lse = &p->flce_lse};
+                                  .loss = &p->flce_loss};
   p->flce_grads = p->flce;
   p->flce_grads.grad_input = &p->flce_grad_input;
   p->flce_grads.grad_weight = &p->flce_grad_weight;

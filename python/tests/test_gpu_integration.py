@@ -46,9 +46,11 @@ def opcheck_cases():
         (jops.ctc_loss_backward.default, (torch.tensor(1.0, device=DEVICE), lp.detach(), targets, *lengths, 0, "sum",
                                           False, 0)),
         (jops.fused_linear_cross_entropy.default, (inp, weight, target, bias, -100, 0.0, 0.0, 0.0, "mean",
-                                                   [True, True, True])),
+                                                   [True, True, True], False)),
+        (jops.fused_linear_cross_entropy.default, (inp, weight, target, bias, -100, 0.0, 0.0, 0.0, "sum",
+                                                   [False, True, False], True)),
         (jops.fused_linear_cross_entropy.default, (inp, weight, target, None, -100, 0.1, 5.0, 1e-4, "none",
-                                                   [False, False, False])),
+                                                   [False, False, False], True)),
         (jops.fused_linear_cross_entropy_grads.default, (randn(16), inp.detach(), weight.detach(), target, None, -100,
                                                          0.0, 0.0, 0.0, [True, True, False])),
     ]

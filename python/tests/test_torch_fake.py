@@ -84,6 +84,29 @@ def test_flce_shapes(dtype, loss_dtype):
     assert loss.shape == lse.shape == (16,)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("wants", [(True, True, True), (False, True, False), (True, False, None)])
+def test_flce_backward_gives_each_wanted_parameter_its_gradient(reduction, wants):
+    # The forward returns only the gradients autograd wants (and lse only when asked): the
+    # backward must hand each its parameter, whichever are missing.
+    x, w = meta(16, 32).requires_grad_(wants[0]), meta(100, 32, dtype=torch.bfloat16).requires_grad_(wants[1])
+    b = None if wants[2] is None else meta(100, dtype=torch.bfloat16).requires_grad_(wants[2])
+    for with_lse in (False, True):
+        if with_lse:
+            loss, lse = O.fused_linear_cross_entropy_with_lse(x.to(torch.bfloat16), w, ids(16), b, reduction=reduction)
+            assert lse.shape == (16,) and not lse.requires_grad
+        else:
+            loss = O.fused_linear_cross_entropy(x.to(torch.bfloat16), w, ids(16), b, reduction=reduction)
+        loss.sum().backward()
+        for param, wanted in zip((x, w, b), wants):
+            if param is None:
+                continue
+            assert (param.grad is not None) == bool(wanted)
+            if wanted:
+                assert (param.grad.shape, param.grad.dtype) == (param.shape, param.dtype)
+            param.grad = None
+
+
 def test_modules_on_meta_tensors():
     loss = jitops.nn.CTCLoss(blank=0, reduction="sum")(meta(30, 2, 8), meta(2, 5, dtype=torch.int64), ids(2), ids(2))
     assert loss.shape == ()

@@ -2,11 +2,13 @@
 // (fused_linear_cross_entropy), the gradients for a per-row dy (..._grads, what reduction
 // "none" needs), and the in-place scaling of saved gradients by a scalar dy (..._scale), with
 // the loss's autograd formula.
+//
+// The forward returns a list: the loss, then only what the call asked for (each row's lse,
+// the gradients its backward will want), so that a call allocates no placeholder outputs.
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -27,25 +29,36 @@ constexpr std::string_view kReductions[] = {"none", "mean", "sum"}; // C's order
 
 // A gradient not asked for is an empty 1-D tensor of its own (outputs must not alias).
 at::Tensor gradient_like(bool wanted, const at::Tensor &param) {
-  return wanted ? at::empty_like(param, at::MemoryFormat::Contiguous)
-                : at::empty({0}, param.options());
+  if (!wanted)
+    return new_output({0}, param.options());
+  return new_output(param.sizes(), param.options());
 }
 
 bool absent(const at::Tensor &t) {
   return !t.defined() || (t.dim() == 1 && t.numel() == 0);
 }
 
-// The outputs of one forward call, viewed for the C call.
+// The outputs of one forward call, viewed for the C call; an undefined (or empty placeholder)
+// gradient or lse is not wanted.
 struct Outputs {
   at::Tensor loss, lse, grad_input, grad_weight, grad_bias;
+
+  // The loss, then each defined output in the order above: the forward op's result.
+  std::vector<at::Tensor> list() const {
+    std::vector<at::Tensor> out{loss};
+    for (const at::Tensor *t : {&lse, &grad_input, &grad_weight, &grad_bias})
+      if (t->defined())
+        out.push_back(*t);
+    return out;
+  }
 };
 
 void run_forward(const at::Tensor &input, const at::Tensor &weight, const at::Tensor &target,
                  const Optional &bias, const Optional &grad_output, Outputs &out,
                  int64_t ignore_index, double label_smoothing, double softcap, double z_loss_scale,
                  jitops_flce_reduction reduction, std::string_view name) {
-  View iv(input), wv(weight), tv(target), lv(out.loss), sv(out.lse);
-  OptionalView bv(bias), gov(grad_output);
+  View iv(input), wv(weight), tv(target), lv(out.loss);
+  OptionalView sv(out.lse), bv(bias), gov(grad_output);
   OptionalView giv(absent(out.grad_input) ? Optional() : Optional(out.grad_input));
   OptionalView gwv(absent(out.grad_weight) ? Optional() : Optional(out.grad_weight));
   OptionalView gbv(absent(out.grad_bias) ? Optional() : Optional(out.grad_bias));
@@ -71,27 +84,31 @@ int64_t rows_of(const at::Tensor &input) {
   return input.dim() >= 1 ? input.size(0) : 0;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-forward_kernel(const at::Tensor &input, const at::Tensor &weight, const at::Tensor &target,
-               const Optional &bias, int64_t ignore_index, double label_smoothing, double softcap,
-               double z_loss_scale, c10::string_view reduction_name, Grads grads) {
+std::vector<at::Tensor> forward_kernel(const at::Tensor &input, const at::Tensor &weight,
+                                       const at::Tensor &target, const Optional &bias,
+                                       int64_t ignore_index, double label_smoothing, double softcap,
+                                       double z_loss_scale, c10::string_view reduction_name,
+                                       Grads grads, bool lse) {
   auto reduction = static_cast<jitops_flce_reduction>(
       code_of(std::string_view(reduction_name.data(), reduction_name.size()), kReductions, kOp,
               "reduction"));
   // With reduction none the gradients need each row's dy: the backward makes them.
   bool in_forward = reduction != JITOPS_FLCE_REDUCTION_NONE;
-  Outputs out;
   int64_t rows = rows_of(input);
-  out.loss = reduction == JITOPS_FLCE_REDUCTION_NONE ? at::empty({rows}, accumulation(input))
-                                                     : at::empty({}, accumulation(input));
-  out.lse = at::empty({rows}, accumulation(input));
-  out.grad_input = gradient_like(in_forward && grads[0], input);
-  out.grad_weight = gradient_like(in_forward && grads[1], weight);
-  out.grad_bias = bias.has_value() ? gradient_like(in_forward && grads[2], *bias)
-                                   : at::empty({0}, input.options());
+  Outputs out;
+  out.loss =
+      in_forward ? new_output({}, accumulation(input)) : new_output({rows}, accumulation(input));
+  if (lse)
+    out.lse = new_output({rows}, accumulation(input));
+  if (in_forward && grads[0])
+    out.grad_input = new_output(input.sizes(), input.options());
+  if (in_forward && grads[1])
+    out.grad_weight = new_output(weight.sizes(), weight.options());
+  if (in_forward && grads[2] && bias.has_value())
+    out.grad_bias = new_output(bias->sizes(), bias->options());
   run_forward(input, weight, target, bias, std::nullopt, out, ignore_index, label_smoothing,
               softcap, z_loss_scale, reduction, kOp);
-  return {out.loss, out.lse, out.grad_input, out.grad_weight, out.grad_bias};
+  return out.list();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
@@ -99,12 +116,11 @@ grads_kernel(const at::Tensor &grad, const at::Tensor &input, const at::Tensor &
              const at::Tensor &target, const Optional &bias, int64_t ignore_index,
              double label_smoothing, double softcap, double z_loss_scale, Grads grads) {
   Outputs out;
-  out.loss = at::empty({rows_of(input)}, accumulation(input));
-  out.lse = at::empty({rows_of(input)}, accumulation(input));
+  out.loss = new_output({rows_of(input)}, accumulation(input));
   out.grad_input = gradient_like(grads[0], input);
   out.grad_weight = gradient_like(grads[1], weight);
   out.grad_bias =
-      bias.has_value() ? gradient_like(grads[2], *bias) : at::empty({0}, input.options());
+      bias.has_value() ? gradient_like(grads[2], *bias) : new_output({0}, input.options());
   run_forward(input, weight, target, bias, grad, out, ignore_index, label_smoothing, softcap,
               z_loss_scale, JITOPS_FLCE_REDUCTION_NONE, "fused_linear_cross_entropy_backward");
   return {out.grad_input, out.grad_weight, out.grad_bias};
@@ -124,9 +140,10 @@ void scale_kernel(const at::Tensor &grad, const at::Tensor &grad_input,
 
 // ---- autograd --------------------------------------------------------------------------------
 
-using ForwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-    const at::Tensor &, const at::Tensor &, const at::Tensor &, const Optional &, int64_t, double,
-    double, double, c10::string_view, Grads);
+using ForwardSignature = std::vector<at::Tensor>(const at::Tensor &, const at::Tensor &,
+                                                 const at::Tensor &, const Optional &, int64_t,
+                                                 double, double, double, c10::string_view, Grads,
+                                                 bool);
 using GradsSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &,
     const Optional &, int64_t, double, double, double, Grads);
@@ -146,62 +163,90 @@ bool may_scale_in_place(const at::Tensor &saved) {
   return !torch::autograd::get_current_graph_task_keep_graph() && !saved.key_set().has_any(tracing);
 }
 
+// What the backward needs to know of its forward call, in one saved integer.
+struct Flags {
+  bool none = false;     // reduction "none": the backward runs the fused pass again with dy
+  Grads grads{};         // the gradients autograd wants (input, weight, bias)
+  bool has_bias = false; // by the flag, not the tensor: sizes may be symbolic while tracing
+  bool lse = false;      // the forward returned lse
+
+  int64_t pack() const {
+    return none | grads[0] << 1 | grads[1] << 2 | grads[2] << 3 | has_bias << 4 | lse << 5;
+  }
+  static Flags unpack(int64_t bits) {
+    return {(bits & 1) != 0,
+            {(bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0},
+            (bits & 16) != 0,
+            (bits & 32) != 0};
+  }
+  // Whether the forward made gradient i (0 input, 1 weight, 2 bias).
+  bool made(int i) const {
+    return !none && grads[i] && (i < 2 || has_bias);
+  }
+};
+
 struct LossFunction : public torch::autograd::Function<LossFunction> {
   static variable_list forward(AutogradContext *ctx, const at::Tensor &input,
                                const at::Tensor &weight, const at::Tensor &target,
                                const Optional &bias, int64_t ignore_index, double label_smoothing,
                                double softcap, double z_loss_scale, c10::string_view reduction,
-                               Grads grads) {
+                               Grads grads, bool lse) {
     static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
-    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> out;
+    variable_list out;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
       out = op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                    z_loss_scale, reduction, grads);
+                    z_loss_scale, reduction, grads, lse);
     }
-    auto &[loss, lse, grad_input, grad_weight, grad_bias] = out;
-    bool none = reduction == "none";
-    if (none)
+    Flags flags{reduction == "none", grads, bias.has_value() && bias->defined(), lse};
+    ctx->saved_data["flags"] = flags.pack();
+    if (flags.none) {
       ctx->save_for_backward({input, weight, target, bias.value_or(at::Tensor())});
-    else
-      ctx->save_for_backward({grad_input, grad_weight, grad_bias});
-    ctx->mark_non_differentiable({lse, grad_input, grad_weight, grad_bias});
-    ctx->saved_data["none"] = none;
-    ctx->saved_data["ignore_index"] = ignore_index;
-    ctx->saved_data["options"] = std::vector<double>{label_smoothing, softcap, z_loss_scale};
-    ctx->saved_data["grads"] = std::vector<bool>(grads.begin(), grads.end());
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    return {loss, lse, grad_input, grad_weight, grad_bias};
+      ctx->saved_data["ignore_index"] = ignore_index;
+      ctx->saved_data["options"] = std::vector<double>{label_smoothing, softcap, z_loss_scale};
+    } else {
+      ctx->save_for_backward(variable_list(out.begin() + 1 + lse, out.end())); // the gradients
+    }
+    ctx->mark_non_differentiable(variable_list(out.begin() + 1, out.end()));
+    return out;
+  }
+
+  // Reduction none: the gradients for the upstream per-row dy, from the fused pass again.
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor>
+  rerun(AutogradContext *ctx, const variable_list &saved, const at::Tensor &dy, Grads grads) {
+    static auto op = op_named<GradsSignature>("jitops::fused_linear_cross_entropy_grads");
+    std::vector<double> o = ctx->saved_data["options"].toDoubleVector();
+    const at::Tensor &bias = saved[3];
+    return op.call(dy, saved[0], saved[1], saved[2], bias.defined() ? Optional(bias) : std::nullopt,
+                   ctx->saved_data["ignore_index"].toInt(), o[0], o[1], o[2], grads);
+  }
+
+  // Reduction mean or sum: the forward's gradients (for dy = 1) scaled by the upstream scalar.
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor>
+  scale(const Flags &flags, const variable_list &saved, const at::Tensor &dy) {
+    static auto op = op_named<ScaleSignature>("jitops::fused_linear_cross_entropy_scale");
+    std::array<at::Tensor, 3> g;
+    size_t next = 0;
+    for (int i = 0; i < 3; ++i)
+      if (flags.made(i))
+        g[i] = saved[next++];
+    bool in_place = next > 0 && may_scale_in_place(saved[0]);
+    for (at::Tensor &t : g) // the op takes three tensors: an empty one for a gradient not made
+      t = !t.defined() ? at::empty({0}, dy.options()) : in_place ? t : t.clone();
+    op.call(dy, g[0], g[1], g[2]);
+    return {g[0], g[1], g[2]};
   }
 
   static variable_list backward(AutogradContext *ctx, variable_list upstream) {
+    Flags flags = Flags::unpack(ctx->saved_data["flags"].toInt());
     variable_list saved = ctx->get_saved_variables();
-    std::vector<bool> wanted = ctx->saved_data["grads"].toBoolList().vec();
-    at::Tensor grad_input, grad_weight, grad_bias;
-    if (ctx->saved_data["none"].toBool()) {
-      static auto op = op_named<GradsSignature>("jitops::fused_linear_cross_entropy_grads");
-      std::vector<double> o = ctx->saved_data["options"].toDoubleVector();
-      const at::Tensor &bias = saved[3];
-      std::tie(grad_input, grad_weight, grad_bias) = op.call(
-          upstream[0], saved[0], saved[1], saved[2], bias.defined() ? Optional(bias) : std::nullopt,
-          ctx->saved_data["ignore_index"].toInt(), o[0], o[1], o[2],
-          Grads{wanted[0], wanted[1], wanted[2]});
-    } else {
-      static auto op = op_named<ScaleSignature>("jitops::fused_linear_cross_entropy_scale");
-      grad_input = saved[0], grad_weight = saved[1], grad_bias = saved[2];
-      if (!may_scale_in_place(grad_weight)) {
-        grad_input = grad_input.clone();
-        grad_weight = grad_weight.clone();
-        grad_bias = grad_bias.clone();
-      }
-      op.call(upstream[0], grad_input, grad_weight, grad_bias);
-    }
-    // By the flags, not by the tensors' sizes, which may be symbolic while torch.compile traces.
-    bool has_bias = ctx->saved_data["has_bias"].toBool();
-    return {wanted[0] ? grad_input : at::Tensor(),
-            wanted[1] ? grad_weight : at::Tensor(),
+    auto [grad_input, grad_weight, grad_bias] =
+        flags.none ? rerun(ctx, saved, upstream[0], flags.grads) : scale(flags, saved, upstream[0]);
+    return {flags.grads[0] ? grad_input : at::Tensor(),
+            flags.grads[1] ? grad_weight : at::Tensor(),
             at::Tensor(),
-            wanted[2] && has_bias ? grad_bias : at::Tensor(),
+            flags.grads[2] && flags.has_bias ? grad_bias : at::Tensor(),
+            {},
             {},
             {},
             {},
@@ -211,19 +256,19 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
   }
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-forward_autograd(const at::Tensor &input, const at::Tensor &weight, const at::Tensor &target,
-                 const Optional &bias, int64_t ignore_index, double label_smoothing, double softcap,
-                 double z_loss_scale, c10::string_view reduction, Grads grads) {
+std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tensor &weight,
+                                         const at::Tensor &target, const Optional &bias,
+                                         int64_t ignore_index, double label_smoothing,
+                                         double softcap, double z_loss_scale,
+                                         c10::string_view reduction, Grads grads, bool lse) {
   if (!records_grad({&input, &weight, bias.has_value() ? &*bias : &input})) {
     static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                   z_loss_scale, reduction, grads);
+                   z_loss_scale, reduction, grads, lse);
   }
-  variable_list out = LossFunction::apply(input, weight, target, bias, ignore_index,
-                                          label_smoothing, softcap, z_loss_scale, reduction, grads);
-  return {out[0], out[1], out[2], out[3], out[4]};
+  return LossFunction::apply(input, weight, target, bias, ignore_index, label_smoothing, softcap,
+                             z_loss_scale, reduction, grads, lse);
 }
 
 } // namespace
@@ -233,12 +278,13 @@ using namespace jitops_torch;
 
 TORCH_LIBRARY_FRAGMENT(jitops, m) {
   const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
-  // `grads` says which gradients autograd will want (input, weight, bias). With reduction mean
-  // or sum they are computed here, for dy = 1; with none, the gradients come back empty.
+  // `grads` says which gradients autograd will want (input, weight, bias). The result is the
+  // loss, then each row's lse when `lse`, then (reduction mean or sum) the wanted gradients
+  // for dy = 1 in that order, grad_bias only with a bias; with reduction none the backward
+  // makes the gradients.
   m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, Tensor? bias, "
         "int ignore_index, float label_smoothing, float softcap, float z_loss_scale, "
-        "str reduction, bool[3] grads) -> (Tensor loss, Tensor lse, Tensor grad_input, "
-        "Tensor grad_weight, Tensor grad_bias)",
+        "str reduction, bool[3] grads, bool lse) -> Tensor[]",
         tags);
   m.def("fused_linear_cross_entropy_grads(Tensor grad, Tensor input, Tensor weight, "
         "Tensor target, Tensor? bias, int ignore_index, float label_smoothing, float softcap, "

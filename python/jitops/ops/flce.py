@@ -27,52 +27,75 @@ from . import _torch, flce_parallel
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
+_NO_GRADS = (False, False, False)
+
+
 def _present(t: torch.Tensor) -> Optional[torch.Tensor]:
     return None if t.dim() == 1 and t.numel() == 0 else t
 
 
-def _fake_outputs(input, weight, bias, reduction, grads):
-    rows = input.shape[0] if input.dim() >= 1 else 0
-    accumulate = torch.float64 if input.dtype == torch.float64 else torch.float32
-    loss = input.new_empty((rows,) if reduction == "none" else (), dtype=accumulate)
-    lse = input.new_empty((rows,), dtype=accumulate)
-    in_forward = reduction != "none"
-
-    def gradient(wanted, param):
-        return torch.empty_like(param, memory_format=torch.contiguous_format) if wanted else input.new_empty(0)
-
-    grad_bias = gradient(in_forward and grads[2], bias) if bias is not None else input.new_empty(0)
-    return loss, lse, gradient(in_forward and grads[0], input), gradient(in_forward and grads[1], weight), grad_bias
+def _accumulation(input: torch.Tensor) -> torch.dtype:
+    return torch.float64 if input.dtype == torch.float64 else torch.float32
 
 
-def _validate(name, input, weight, target, bias, grad_output, outputs, options, reduction):
-    loss, lse, grad_input, grad_weight, grad_bias = outputs
-    _torch.validate(name, C.flce_forward, input, weight, bias, target, grad_output, loss, lse, _present(grad_input),
-                    _present(grad_weight), _present(grad_bias), _REDUCTIONS[reduction], *options, 0, 0)
+def _gradient_like(wanted: bool, param: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
+    """A gradient, or the empty tensor that stands for one not asked for."""
+    return torch.empty_like(param, memory_format=torch.contiguous_format) if wanted else input.new_empty(0)
+
+
+def _validate(name, input, weight, target, bias, grad_output, loss, lse, grads, options, reduction):
+    _torch.validate(name, C.flce_forward, input, weight, bias, target, grad_output, loss, lse, *grads,
+                    _REDUCTIONS[reduction], *options, 0, 0)
 
 
 @_torch.fake("fused_linear_cross_entropy")
-def _fake_flce(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, reduction, grads):
+def _fake_flce(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, reduction, grads,
+               lse):
     _torch.reduction_code(reduction, _REDUCTIONS, "fused_linear_cross_entropy")
-    outputs = _fake_outputs(input, weight, bias, reduction, grads)
-    _validate("fused_linear_cross_entropy", input, weight, target, bias, None, outputs,
+    rows = input.shape[0] if input.dim() >= 1 else 0
+    loss = input.new_empty((rows,) if reduction == "none" else (), dtype=_accumulation(input))
+    lse_rows = input.new_empty((rows,), dtype=_accumulation(input)) if lse else None
+    made = [None, None, None]  # the gradients the forward makes (reduction mean or sum)
+    if reduction != "none":
+        for i, param in enumerate((input, weight, bias)):
+            if grads[i] and param is not None:
+                made[i] = torch.empty_like(param, memory_format=torch.contiguous_format)
+    _validate("fused_linear_cross_entropy", input, weight, target, bias, None, loss, lse_rows, made,
               (ignore_index, label_smoothing, softcap, z_loss_scale), reduction)
-    return outputs
+    return [t for t in (loss, lse_rows, *made) if t is not None]
 
 
 @_torch.fake("fused_linear_cross_entropy_grads")
 def _fake_flce_grads(grad, input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, grads):
-    outputs = _fake_outputs(input, weight, bias, "mean", grads)  # the gradients as a forward would make them
-    loss = input.new_empty((input.shape[0],), dtype=outputs[0].dtype)
-    _validate("fused_linear_cross_entropy_backward", input, weight, target, bias, grad, (loss, *outputs[1:]),
-              (ignore_index, label_smoothing, softcap, z_loss_scale), "none")
-    return outputs[2:]
+    outputs = (_gradient_like(grads[0], input, input), _gradient_like(grads[1], weight, input),
+               _gradient_like(grads[2], bias, input) if bias is not None else input.new_empty(0))
+    loss = input.new_empty((input.shape[0],), dtype=_accumulation(input))
+    _validate("fused_linear_cross_entropy_backward", input, weight, target, bias, grad, loss, None,
+              [_present(t) for t in outputs], (ignore_index, label_smoothing, softcap, z_loss_scale), "none")
+    return outputs
 
 
 @_torch.fake("fused_linear_cross_entropy_scale")
 def _fake_flce_scale(grad, grad_input, grad_weight, grad_bias):
     _torch.validate("fused_linear_cross_entropy_backward", C.flce_backward, grad, _present(grad_input),
                     _present(grad_weight), _present(grad_bias))
+
+
+_OP = torch.ops.jitops.fused_linear_cross_entropy.default
+
+
+def _forward(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor],
+             ignore_index: int, label_smoothing: float, softcap: Optional[float], z_loss_scale: float,
+             reduction: str, lse: bool) -> list[torch.Tensor]:
+    """The forward op's result: the loss, then lse when asked for, then the gradients autograd
+    will want (computed here with reduction mean or sum)."""
+    if softcap is not None and not softcap > 0:
+        raise errors.InvalidArgumentError(f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
+    grads = _NO_GRADS
+    if torch.is_grad_enabled():
+        grads = (input.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
+    return _torch.call(_OP, _direct.fused_linear_cross_entropy, input, weight, target, bias, ignore_index,
+                       label_smoothing, softcap or 0.0, z_loss_scale, reduction, grads, lse)
 
 
 def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
@@ -87,14 +110,8 @@ def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tenso
     if process_group is not None:
         return flce_parallel.vocab_parallel_cross_entropy(input, weight, target, bias, ignore_index, label_smoothing,
                                                           softcap, z_loss_scale, reduction, process_group, vocab_range)
-    if softcap is not None and not softcap > 0:
-        raise errors.InvalidArgumentError(f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
-    grads = [False, False, False]
-    if torch.is_grad_enabled():
-        grads = [input.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad]
-    loss, lse, *_ = _torch.call(torch.ops.jitops.fused_linear_cross_entropy.default, _direct.fused_linear_cross_entropy,
-                                input, weight, target, bias, ignore_index, label_smoothing, softcap or 0.0,
-                                z_loss_scale, reduction, grads)
+    loss, lse, *_ = _forward(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale,
+                             reduction, True)
     return loss, lse
 
 
@@ -110,6 +127,9 @@ def fused_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor, target
     With a ``torch.distributed`` ``process_group``, ``weight`` (and ``bias``) are this rank's
     shard of the vocabulary and ``target`` holds global indices: see
     :mod:`jitops.ops.flce_parallel` (``vocab_range`` names an uneven split)."""
-    return fused_linear_cross_entropy_with_lse(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                                               z_loss_scale, reduction, process_group=process_group,
-                                               vocab_range=vocab_range)[0]
+    if process_group is not None:
+        return flce_parallel.vocab_parallel_cross_entropy(input, weight, target, bias, ignore_index, label_smoothing,
+                                                          softcap, z_loss_scale, reduction, process_group,
+                                                          vocab_range)[0]
+    return _forward(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, reduction,
+                    False)[0]

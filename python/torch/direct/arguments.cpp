@@ -157,6 +157,20 @@ PyObject *to_python(const at::Tensor &tensor) {
   return THPVariable_Wrap(tensor);
 }
 
+PyObject *to_python(const std::vector<at::Tensor> &tensors) {
+  PyObject *list = PyList_New(static_cast<Py_ssize_t>(tensors.size()));
+  if (list == nullptr)
+    return nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    PyObject *item = THPVariable_Wrap(tensors[i]);
+    if (item == nullptr || PyList_SetItem(list, static_cast<Py_ssize_t>(i), item) != 0) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+  }
+  return list;
+}
+
 bool set_item(PyObject *tuple, Py_ssize_t i, PyObject *item) {
   return item != nullptr && PyTuple_SetItem(tuple, i, item) == 0;
 }

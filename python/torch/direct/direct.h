@@ -78,6 +78,7 @@ bool no_torch_function();
 // ---- what a call returns ---------------------------------------------------------------------
 
 PyObject *to_python(const at::Tensor &tensor);
+PyObject *to_python(const std::vector<at::Tensor> &tensors); // a list, as torch.ops returns it
 
 // Puts `item` (a new reference, or null for a failed conversion) into `tuple` at `i`.
 bool set_item(PyObject *tuple, Py_ssize_t i, PyObject *item);

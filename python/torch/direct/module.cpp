@@ -58,9 +58,10 @@ using SegmentSignature = Result(const at::Tensor &, const at::Tensor &, c10::Sym
 using RepeatSignature = at::Tensor(const at::Tensor &, c10::SymIntArrayRef);
 using CtcSignature = at::Tensor(const at::Tensor &, const at::Tensor &, const at::Tensor &,
                                 const at::Tensor &, int64_t, c10::string_view, bool, int64_t);
-using FlceSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-    const at::Tensor &, const at::Tensor &, const at::Tensor &, const Optional &, int64_t, double,
-    double, double, c10::string_view, std::array<bool, 3>);
+using FlceSignature = std::vector<at::Tensor>(const at::Tensor &, const at::Tensor &,
+                                              const at::Tensor &, const Optional &, int64_t, double,
+                                              double, double, c10::string_view, std::array<bool, 3>,
+                                              bool);
 
 template <const char *Name> using Scan = Entry<Name, ScanSignature, Tensor, int64_t, bool>;
 template <const char *Name> using Indexed = Entry<Name, IndexedSignature, Tensor, int64_t, bool>;
@@ -71,7 +72,7 @@ using Repeat = Entry<kRepeat, RepeatSignature, Tensor, std::vector<c10::SymInt>>
 using Ctc = Entry<kCtc, CtcSignature, Tensor, Tensor, Tensor, Tensor, int64_t, c10::string_view,
                   bool, int64_t>;
 using Flce = Entry<kFlce, FlceSignature, Tensor, Tensor, Tensor, Optional, int64_t, double, double,
-                   double, c10::string_view, std::array<bool, 3>>;
+                   double, c10::string_view, std::array<bool, 3>, bool>;
 
 template <class... E> struct Entries {
   // Looks every operator up: an op missing from the torch layer, or a signature that is not
