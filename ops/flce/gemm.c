@@ -43,44 +43,34 @@ static cudaDataType data_type(jitops__dtype dtype) {
   }
 }
 
-/* The descriptors of `m`; destroyed together. */
-static void descs_destroy(jitops__flce_matmul *m) {
-  if (m->c_desc != NULL)
-    cublasLtMatrixLayoutDestroy(m->c_desc);
-  if (m->b_desc != NULL)
-    cublasLtMatrixLayoutDestroy(m->b_desc);
-  if (m->a_desc != NULL)
-    cublasLtMatrixLayoutDestroy(m->a_desc);
-  if (m->op != NULL)
-    cublasLtMatmulDescDestroy(m->op);
-}
-
-static jitops_status descs_create(const jitops__flce_cm_gemm *cm, const jitops__flce_gemm *g,
-                                  jitops__flce_matmul *m) {
+/* The descriptors of `m`, initialized in its own storage (cublasLt*Init: nothing is allocated
+ * or destroyed, which the Create/Destroy pairs cost on every call). */
+static jitops_status descs_init(const jitops__flce_cm_gemm *cm, const jitops__flce_gemm *g,
+                                jitops__flce_matmul *m) {
   bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
-  cublasStatus_t s = cublasLtMatmulDescCreate(&m->op, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                              f64 ? CUDA_R_64F : CUDA_R_32F);
-  if (s != CUBLAS_STATUS_SUCCESS)
-    return jitops__flce_blas_fail(s, "cublasLtMatmulDescCreate");
+  m->op = &m->op_storage;
+  m->a_desc = &m->a_storage;
+  m->b_desc = &m->b_storage;
+  m->c_desc = &m->c_storage;
+  cublasStatus_t s = cublasLtMatmulDescInit(m->op, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                            f64 ? CUDA_R_64F : CUDA_R_32F);
   cublasOperation_t ta = cm->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = cm->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  s = cublasLtMatmulDescSetAttribute(m->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulDescSetAttribute(m->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
   if (s == CUBLAS_STATUS_SUCCESS)
     s = cublasLtMatmulDescSetAttribute(m->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&m->a_desc, data_type(g->ab_dtype), (uint64_t)cm->a_rows,
-                                   (uint64_t)cm->a_cols, cm->lda);
+    s = cublasLtMatrixLayoutInit(m->a_desc, data_type(g->ab_dtype), (uint64_t)cm->a_rows,
+                                 (uint64_t)cm->a_cols, cm->lda);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&m->b_desc, data_type(g->ab_dtype), (uint64_t)cm->b_rows,
-                                   (uint64_t)cm->b_cols, cm->ldb);
+    s = cublasLtMatrixLayoutInit(m->b_desc, data_type(g->ab_dtype), (uint64_t)cm->b_rows,
+                                 (uint64_t)cm->b_cols, cm->ldb);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatrixLayoutCreate(&m->c_desc, data_type(g->c_dtype), (uint64_t)cm->c_rows,
-                                   (uint64_t)cm->c_cols, cm->ldc);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    descs_destroy(m);
-    return jitops__flce_blas_fail(s, "describing the matrices");
-  }
-  return JITOPS_SUCCESS;
+    s = cublasLtMatrixLayoutInit(m->c_desc, data_type(g->c_dtype), (uint64_t)cm->c_rows,
+                                 (uint64_t)cm->c_cols, cm->ldc);
+  return s == CUBLAS_STATUS_SUCCESS ? JITOPS_SUCCESS
+                                    : jitops__flce_blas_fail(s, "describing the matrices");
 }
 
 static jitops_status run_in_context(jitops_runtime_t *runtime, const jitops__flce_gemm *g,
@@ -89,7 +79,7 @@ static jitops_status run_in_context(jitops_runtime_t *runtime, const jitops__flc
   jitops__flce_gemm_to_column_major(g, &cm);
   jitops__flce_matmul m;
   memset(&m, 0, sizeof m);
-  JITOPS__TRY(descs_create(&cm, g, &m));
+  JITOPS__TRY(descs_init(&cm, g, &m));
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   bool f64 = g->ab_dtype == JITOPS__DTYPE_F64;
@@ -112,9 +102,7 @@ static jitops_status run_in_context(jitops_runtime_t *runtime, const jitops__flc
   m.workspace = workspace;
   m.workspace_bytes = workspace_bytes;
   m.stream = stream;
-  jitops_status status = jitops__flce_matmul_run(runtime, &m);
-  descs_destroy(&m);
-  return status;
+  return jitops__flce_matmul_run(runtime, &m);
 }
 
 jitops_status jitops__flce_gemm_run(jitops_runtime_t *runtime, const jitops__flce_gemm *g,

@@ -18,8 +18,10 @@
  * its descriptors, what the algorithm choice depends on, its operands and scalars, and
  * where it runs. gemm.c fills it from a row-major request. */
 typedef struct jitops__flce_matmul {
-  cublasLtMatmulDesc_t op;
+  cublasLtMatmulDesc_t op; /* each points at its storage below, initialized in place */
   cublasLtMatrixLayout_t a_desc, b_desc, c_desc;
+  cublasLtMatmulDescOpaque_t op_storage;
+  cublasLtMatrixLayoutOpaque_t a_storage, b_storage, c_storage;
   int64_t m, n, k, lda, ldb, ldc;
   bool trans_a, trans_b;
   jitops__dtype ab_dtype, c_dtype;
