@@ -2,8 +2,8 @@
 """Host overhead of the Python ops (issue 19, part 5): the host time of one call of a
 ``jitops.ops`` op (custom-op dispatch, argument conversion, output and workspace allocation
 from torch's caching allocator, then the C call) against the same C call made from C
-(``build/bench/op_host_overhead``, run first, as a subprocess), and against a PyTorch op of
-similar size, in one run.
+(``build/bench/op_host_overhead``, run first, as a subprocess, with the CUDA libraries this
+process has loaded), and against a PyTorch op of similar size, in one run.
 
 Each op gets a problem small enough that launching dominates. Each number is the median host
 time of one call over CALLS calls, each timed alone with time.perf_counter_ns, in batches of
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import statistics
 import subprocess
 import sys
@@ -114,11 +115,28 @@ def host_ns(fn: Fn) -> float:
 
 
 
+def cuda_library_dirs() -> list[str]:
+    """The folders of the CUDA libraries this process has loaded (cuBLASLt, the runtime, NVRTC:
+    PyTorch's own copies, when it ships them), in the order they appear."""
+    dirs: list[str] = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            name = os.path.basename(path)
+            if name.startswith(("libcublasLt.so", "libcudart.so", "libnvrtc.so")) and os.path.dirname(path) not in dirs:
+                dirs.append(os.path.dirname(path))
+    return dirs
+
+
 def c_call_ns(binary: Path) -> tuple[str, dict[str, float]]:
-    """The C program's header line and its median ns per op; exits as it does without a GPU."""
+    """The C program's header line and its median ns per op; exits as it does without a GPU.
+    It runs with the CUDA libraries this process uses (PyTorch's cuBLASLt rather than the
+    toolkit's, say), so that the difference measures the binding, not two library builds."""
     if not binary.exists():
         sys.exit(f"{binary} is missing: build it with `cmake --build build --target op_host_overhead`")
-    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600)
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([*cuda_library_dirs(), env.get("LD_LIBRARY_PATH", "")]).strip(os.pathsep)
+    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600, env=env)
     if done.returncode == 77:
         print(done.stdout.strip())
         sys.exit(77)
@@ -136,9 +154,11 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("bench_host_overhead: skipped, no GPU")
         return 77
+    torch.cuda.init()
     header, c_ns = c_call_ns(args.binary)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, jitops {jitops.__version__}, "
-          f"{datetime.date.today().isoformat()}; C program: {header}")
+          f"{datetime.date.today().isoformat()}; C program: {header}; CUDA libraries from "
+          f"{', '.join(cuda_library_dirs())}")
     print(f"host time of one call, median of {CALLS} (us); the last column is jitops.ops through "
           "torch.ops (the direct entries off)\n")
     print("| op | mode | C call | Python jitops | overhead | torch op | via torch.ops |")
