@@ -17,8 +17,11 @@ namespace ctc {
 // states are summed along their label chain by the lane that owns the first occurrence. The row is
 // first filled with the value of a class absent from the target, then the blank and label classes
 // are written.
+//
+// At most 64 registers (four blocks an SM): the kernel is latency-bound, and the f32 frames'
+// loads and sums took it to 80 registers and three blocks without the bound (no spills at 64).
 template <class F, class G, bool TORCH>
-__global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS) grad_kernel(const grad_args a) {
+__global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS, 4) grad_kernel(const grad_args a) {
   typedef acc_t<F> A;
   typedef logmath<A> M;
   constexpr bool FR = frames_of<A>::on;
