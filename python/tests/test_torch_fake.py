@@ -107,6 +107,18 @@ def test_flce_backward_gives_each_wanted_parameter_its_gradient(reduction, wants
             param.grad = None
 
 
+def test_flce_refuses_forward_mode_autograd():
+    import torch.autograd.forward_ad as forward_ad
+
+    weight = meta(10, 8).requires_grad_()
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(meta(4, 8), meta(4, 8))
+        with pytest.raises(jitops.UnsupportedError, match="forward-mode"):
+            O.fused_linear_cross_entropy(dual, weight, ids(4))
+        with pytest.raises(jitops.UnsupportedError, match="forward-mode"):
+            O.fused_linear_cross_entropy(dual, weight.detach(), ids(4))
+
+
 def test_modules_on_meta_tensors():
     loss = jitops.nn.CTCLoss(blank=0, reduction="sum")(meta(30, 2, 8), meta(2, 5, dtype=torch.int64), ids(2), ids(2))
     assert loss.shape == ()

@@ -11,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
 
@@ -256,11 +257,22 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
   }
 };
 
+// Forward-mode AD is not implemented for this op: refused, rather than its tangents dropped
+// (torch::autograd::Function raises only when it records the call).
+void refuse_forward_mode(const at::Tensor &input, const at::Tensor &weight, const Optional &bias) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!torch::autograd::isFwGradDefined(input) &&
+                                  !torch::autograd::isFwGradDefined(weight) &&
+                                  !torch::autograd::isFwGradDefined(bias),
+                              "[jitops:13] jitops.fused_linear_cross_entropy: forward-mode "
+                              "automatic differentiation is not implemented");
+}
+
 std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tensor &weight,
                                          const at::Tensor &target, const Optional &bias,
                                          int64_t ignore_index, double label_smoothing,
                                          double softcap, double z_loss_scale,
                                          c10::string_view reduction, Grads grads, bool lse) {
+  refuse_forward_mode(input, weight, bias);
   if (!records_grad({&input, &weight, bias.has_value() ? &*bias : &input})) {
     static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
     at::AutoDispatchBelowADInplaceOrView guard;
