@@ -5,10 +5,12 @@ from torch's caching allocator, then the C call) against the same C call made fr
 (``build/bench/op_host_overhead``, run first, as a subprocess, with the CUDA libraries this
 process has loaded), and against a PyTorch op of similar size, in one run.
 
-Each op gets a problem small enough that launching dominates. Each number is the median host
+Each op gets a problem small enough that launching dominates. A measurement is the median host
 time of one call over CALLS calls, each timed alone with time.perf_counter_ns, in batches of
 BATCH followed by a synchronization (not timed) so that the GPU queue never fills, after a
-warm-up. The same calls are also timed through torch.ops (the direct entries of jitops._direct
+warm-up. A lent machine's host speed drifts by tens of percent between minutes, so the C
+program and the Python rows are measured in alternating rounds, and each cell is the median
+over the rounds (the overhead's range over them is printed beside it). The same calls are also timed through torch.ops (the direct entries of jitops._direct
 off), for the breakdown. "no_grad" rows run under torch.no_grad(); "requires_grad" rows give
 the op inputs that require gradients, so autograd records the graph (and fused linear
 cross-entropy then computes its gradients in the forward: its C column is that call, with
@@ -147,36 +149,56 @@ def c_call_ns(binary: Path) -> tuple[str, dict[str, float]]:
     return lines[0], results
 
 
+class Row(NamedTuple):
+    case: Case
+    grad: bool
+    ours: Fn
+    theirs: Fn
+
+
+def measure_round(rows: list[Row], binary: Path) -> tuple[str, list[tuple[float, float, float, float]]]:
+    """One round: the C program, then every row's (C, jitops, torch op, via torch.ops) ns."""
+    header, c_ns = c_call_ns(binary)
+    results = []
+    for row in rows:
+        with torch.set_grad_enabled(row.grad):
+            python_ns, torch_ns = host_ns(row.ours), host_ns(row.theirs)
+            with _torch.dispatcher_path():
+                dispatcher_ns = host_ns(row.ours)
+        c = c_ns[row.case.c_op_grad if row.grad else row.case.c_op]
+        results.append((c, python_ns, torch_ns, dispatcher_ns))
+    return header, results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", type=Path, default=DEFAULT_BINARY, help="the C program (op_host_overhead)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of (C program, every Python row)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench_host_overhead: skipped, no GPU")
         return 77
     torch.cuda.init()
-    header, c_ns = c_call_ns(args.binary)
+    rows = [Row(case, grad, *case.make(grad)) for case in CASES for grad in (False, True)]
+    rounds = [measure_round(rows, args.binary) for _ in range(args.rounds)]
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, jitops {jitops.__version__}, "
-          f"{datetime.date.today().isoformat()}; C program: {header}; CUDA libraries from "
+          f"{datetime.date.today().isoformat()}; C program: {rounds[0][0]}; CUDA libraries from "
           f"{', '.join(cuda_library_dirs())}")
-    print(f"host time of one call, median of {CALLS} (us); the last column is jitops.ops through "
-          "torch.ops (the direct entries off)\n")
-    print("| op | mode | C call | Python jitops | overhead | torch op | via torch.ops |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"host time of one call (us): each round runs the C program, then times every row, each the median of "
+          f"{CALLS} calls; a cell is the median over {args.rounds} rounds, and the spread is the overhead's range "
+          "over the rounds. The last column is jitops.ops through torch.ops (the direct entries off)\n")
+    print("| op | mode | C call | Python jitops | overhead | spread | torch op | via torch.ops |")
+    print("|---|---|---|---|---|---|---|---|")
     worst = 0.0
-    for case in CASES:
-        for grad in (False, True):
-            ours, theirs = case.make(grad)
-            with torch.set_grad_enabled(grad):
-                python_ns, torch_ns = host_ns(ours), host_ns(theirs)
-                with _torch.dispatcher_path():
-                    dispatcher_ns = host_ns(ours)
-            c = c_ns[case.c_op_grad if grad else case.c_op]
-            overhead = (python_ns - c) / 1e3
-            worst = max(worst, overhead)
-            print(f"| {case.name} | {'requires_grad' if grad else 'no_grad'} | {c / 1e3:.1f} | "
-                  f"{python_ns / 1e3:.1f} | {overhead:.1f} | {torch_ns / 1e3:.1f} | {dispatcher_ns / 1e3:.1f} |",
-                  flush=True)
+    for i, row in enumerate(rows):
+        per_round = [results[i] for _, results in rounds]
+        c, python_ns, torch_ns, dispatcher_ns = (statistics.median(r[k] for r in per_round) for k in range(4))
+        overheads = [(r[1] - r[0]) / 1e3 for r in per_round]
+        overhead = (python_ns - c) / 1e3
+        worst = max(worst, overhead)
+        print(f"| {row.case.name} | {'requires_grad' if row.grad else 'no_grad'} | {c / 1e3:.1f} | "
+              f"{python_ns / 1e3:.1f} | {overhead:.1f} | {min(overheads):.1f} to {max(overheads):.1f} | "
+              f"{torch_ns / 1e3:.1f} | {dispatcher_ns / 1e3:.1f} |", flush=True)
     verdict = "met" if worst <= TARGET_US else "NOT met"
     print(f"\nlargest overhead above the C call: {worst:.1f} us (target <= {TARGET_US:g} us: {verdict})")
     return 0
