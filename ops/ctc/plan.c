@@ -135,8 +135,9 @@ static bool take(size_t *total, size_t count, size_t size, size_t *at) {
          !__builtin_add_overflow(*total, padded, total);
 }
 
-/* The backward pass's regions: nll, info, link, then alpha and beta, and their frames (used
- * with f32 accumulation only; small beside alpha and beta: one f32 per K states). */
+/* The backward pass's regions: nll, info, link, then alpha and beta, and with f32 accumulation
+ * their frames (one f32 per recursion thread and row: half of alpha and beta's bytes with two
+ * states a thread, less with more). f64 keeps no frames, and reserves none. */
 static bool take_backward(const jitops__ctc_call *call, const jitops__ctc_plan *plan, size_t acc,
                           jitops__ctc_workspace *ws) {
   const size_t N = (size_t)call->N;
@@ -151,7 +152,8 @@ static bool take_backward(const jitops__ctc_call *call, const jitops__ctc_plan *
          !__builtin_mul_overflow((size_t)ws->ab_st_t, acc, &row_bytes) &&
          take(&ws->total, rows, row_bytes, &ws->alpha) &&
          take(&ws->total, rows, row_bytes, &ws->beta) &&
-         take(&ws->total, 2 * rows, (size_t)plan->nt * sizeof(float), &ws->frames);
+         take(&ws->total, acc == sizeof(float) ? 2 * rows : 0, (size_t)plan->nt * sizeof(float),
+              &ws->frames);
 }
 
 jitops_status jitops__ctc_workspace_plan(const jitops__ctc_call *call, const jitops__ctc_plan *plan,
