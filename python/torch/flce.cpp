@@ -169,16 +169,12 @@ struct Flags {
   bool none = false;     // reduction "none": the backward runs the fused pass again with dy
   Grads grads{};         // the gradients autograd wants (input, weight, bias)
   bool has_bias = false; // by the flag, not the tensor: sizes may be symbolic while tracing
-  bool lse = false;      // the forward returned lse
 
   int64_t pack() const {
-    return none | grads[0] << 1 | grads[1] << 2 | grads[2] << 3 | has_bias << 4 | lse << 5;
+    return none | grads[0] << 1 | grads[1] << 2 | grads[2] << 3 | has_bias << 4;
   }
   static Flags unpack(int64_t bits) {
-    return {(bits & 1) != 0,
-            {(bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0},
-            (bits & 16) != 0,
-            (bits & 32) != 0};
+    return {(bits & 1) != 0, {(bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0}, (bits & 16) != 0};
   }
   // Whether the forward made gradient i (0 input, 1 weight, 2 bias).
   bool made(int i) const {
@@ -199,7 +195,7 @@ struct LossFunction : public torch::autograd::Function<LossFunction> {
       out = op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap,
                     z_loss_scale, reduction, grads, lse);
     }
-    Flags flags{reduction == "none", grads, bias.has_value() && bias->defined(), lse};
+    Flags flags{reduction == "none", grads, bias.has_value() && bias->defined()};
     ctx->saved_data["flags"] = flags.pack();
     if (flags.none) {
       ctx->save_for_backward({input, weight, target, bias.value_or(at::Tensor())});
