@@ -39,6 +39,25 @@ bool absent(const at::Tensor &t) {
   return !t.defined() || (t.dim() == 1 && t.numel() == 0);
 }
 
+// Which gradients a forward call makes, the rule its CUDA kernel and its backward share; the
+// backward saves it as one integer.
+struct Flags {
+  bool none = false;     // reduction "none": the backward runs the fused pass again with dy
+  Grads grads{};         // the gradients autograd wants (input, weight, bias)
+  bool has_bias = false; // by the flag, not the tensor: sizes may be symbolic while tracing
+
+  int64_t pack() const {
+    return none | grads[0] << 1 | grads[1] << 2 | grads[2] << 3 | has_bias << 4;
+  }
+  static Flags unpack(int64_t bits) {
+    return {(bits & 1) != 0, {(bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0}, (bits & 16) != 0};
+  }
+  // Whether the forward made gradient i (0 input, 1 weight, 2 bias).
+  bool made(int i) const {
+    return !none && grads[i] && (i < 2 || has_bias);
+  }
+};
+
 // The outputs of one forward call, viewed for the C call; an undefined (or empty placeholder)
 // gradient or lse is not wanted.
 struct Outputs {
@@ -101,11 +120,12 @@ std::vector<at::Tensor> forward_kernel(const at::Tensor &input, const at::Tensor
       in_forward ? new_output({}, accumulation(input)) : new_output({rows}, accumulation(input));
   if (lse)
     out.lse = new_output({rows}, accumulation(input));
-  if (in_forward && grads[0])
+  Flags flags{!in_forward, grads, bias.has_value()};
+  if (flags.made(0))
     out.grad_input = new_output(input.sizes(), input.options());
-  if (in_forward && grads[1])
+  if (flags.made(1))
     out.grad_weight = new_output(weight.sizes(), weight.options());
-  if (in_forward && grads[2] && bias.has_value())
+  if (flags.made(2))
     out.grad_bias = new_output(bias->sizes(), bias->options());
   run_forward(input, weight, target, bias, std::nullopt, out, ignore_index, label_smoothing,
               softcap, z_loss_scale, reduction, kOp);
@@ -163,24 +183,6 @@ bool may_scale_in_place(const at::Tensor &saved) {
   c10::DispatchKeySet tracing({c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
   return !torch::autograd::get_current_graph_task_keep_graph() && !saved.key_set().has_any(tracing);
 }
-
-// What the backward needs to know of its forward call, in one saved integer.
-struct Flags {
-  bool none = false;     // reduction "none": the backward runs the fused pass again with dy
-  Grads grads{};         // the gradients autograd wants (input, weight, bias)
-  bool has_bias = false; // by the flag, not the tensor: sizes may be symbolic while tracing
-
-  int64_t pack() const {
-    return none | grads[0] << 1 | grads[1] << 2 | grads[2] << 3 | has_bias << 4;
-  }
-  static Flags unpack(int64_t bits) {
-    return {(bits & 1) != 0, {(bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0}, (bits & 16) != 0};
-  }
-  // Whether the forward made gradient i (0 input, 1 weight, 2 bias).
-  bool made(int i) const {
-    return !none && grads[i] && (i < 2 || has_bias);
-  }
-};
 
 struct LossFunction : public torch::autograd::Function<LossFunction> {
   static variable_list forward(AutogradContext *ctx, const at::Tensor &input,

@@ -38,9 +38,13 @@ def _accumulation(input: torch.Tensor) -> torch.dtype:
     return torch.float64 if input.dtype == torch.float64 else torch.float32
 
 
+def _gradient_of(param: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(param, memory_format=torch.contiguous_format)
+
+
 def _gradient_like(wanted: bool, param: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
     """A gradient, or the empty tensor that stands for one not asked for."""
-    return torch.empty_like(param, memory_format=torch.contiguous_format) if wanted else input.new_empty(0)
+    return _gradient_of(param) if wanted else input.new_empty(0)
 
 
 def _validate(name, input, weight, target, bias, grad_output, loss, lse, grads, options, reduction):
@@ -59,7 +63,7 @@ def _fake_flce(input, weight, target, bias, ignore_index, label_smoothing, softc
     if reduction != "none":
         for i, param in enumerate((input, weight, bias)):
             if grads[i] and param is not None:
-                made[i] = torch.empty_like(param, memory_format=torch.contiguous_format)
+                made[i] = _gradient_of(param)
     _validate("fused_linear_cross_entropy", input, weight, target, bias, None, loss, lse_rows, made,
               (ignore_index, label_smoothing, softcap, z_loss_scale), reduction)
     return [t for t in (loss, lse_rows, *made) if t is not None]
