@@ -2,21 +2,26 @@
  * overhead): small problems, where launching costs more than computing, called the way the
  * Python package calls them (same tensors, options and outputs).
  *
- * For each op: a runtime for device 0, cudaMalloc'd tensors, a workspace of the size the op's
- * *_workspace_size asks for (so the call allocates nothing), WARMUP calls, then CALLS calls on
- * the legacy default stream, each timed alone with clock_gettime(CLOCK_MONOTONIC), in batches
- * of BATCH followed by cudaDeviceSynchronize (not timed) so that the GPU queue never fills.
+ * A shared library (libop_host_overhead.so), so that the benchmark times the C calls in its own
+ * process, interleaved with the Python calls in short batches: the lent hosts' speed drifts by
+ * tens of percent between minutes, which a C program run at another moment cannot cancel.
+ * op_host_overhead_main.c is the same as a program of its own.
  *
- * Prints, besides a header line, one line per op: "result <op> <median ns per call>", which
- * bench_host_overhead.py reads. Exits 77 without a GPU, 1 when a call fails. */
+ * ohc_open makes a runtime for device 0, cudaMalloc'd tensors and, for each op, a workspace of
+ * the size its *_workspace_size asks for (so a call allocates nothing). ohc_time times calls on
+ * the legacy default stream, each alone with clock_gettime(CLOCK_MONOTONIC), synchronizing (not
+ * timed) before the first and after every `batch` calls so that the GPU queue never fills.
+ * Nothing here exits or prints: a failure returns nonzero and ohc_error() says why. */
+#include "op_host_overhead.h"
+
 #include <cuda_runtime_api.h>
 #include <stdio.h>
-#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <jitops/jitops.h>
 
-enum { WARMUP = 200, CALLS = 2000, BATCH = 100, MAX_BUFFERS = 32 };
+enum { MAX_BUFFERS = 32, NUM_OPS = 6 };
 
 static const DLDataType F32 = {kDLFloat, 32, 1};
 static const DLDataType I64 = {kDLInt, 64, 1};
@@ -47,11 +52,18 @@ typedef struct problem {
   DLTensor flce_input, flce_weight, flce_target, flce_loss, flce_grad_input, flce_grad_weight;
   jitops_flce_tensors flce, flce_grads;
   jitops_flce_options flce_options;
+  /* one workspace per op, of the size its *_workspace_size asks for */
+  jitops_workspace workspaces[NUM_OPS];
 } problem;
 
-static void fail(const char *what, const char *why) {
-  fprintf(stderr, "op_host_overhead: %s: %s\n", what, why);
-  exit(1);
+static problem P;
+static char error_text[512];
+
+/* Records why the last ohc_* call failed (the first reason wins until ohc_open clears it). */
+static int fail(const char *what, const char *why) {
+  if (error_text[0] == '\0')
+    snprintf(error_text, sizeof error_text, "%s: %s", what, why);
+  return 1;
 }
 
 /* A compact device tensor (cudaMalloc), filled from `host` if given, else zeroed. */
@@ -66,13 +78,16 @@ static DLTensor device_tensor(problem *p, DLDataType dtype, int ndim, int64_t *s
   if (err == cudaSuccess)
     err = host ? cudaMemcpy(t.data, host, bytes, cudaMemcpyHostToDevice)
                : cudaMemset(t.data, 0, bytes);
-  if (err != cudaSuccess)
+  if (err != cudaSuccess) {
     fail("device memory", cudaGetErrorString(err));
+    return t;
+  }
   p->buffers[p->num_buffers++] = t.data;
   return t;
 }
 
-static void setup(problem *p) {
+/* Every op's tensors; nonzero (with the reason recorded) when device memory fails. */
+static int setup(problem *p) {
   int64_t ids[1024], targets[4 * 8], flce_targets[64];
   int64_t input_lengths[4] = {32, 32, 32, 32}, target_lengths[4] = {8, 8, 8, 8};
   for (int i = 0; i < 1024; ++i)
@@ -127,6 +142,7 @@ static void setup(problem *p) {
   p->flce_grads.grad_input = &p->flce_grad_input;
   p->flce_grads.grad_weight = &p->flce_grad_weight;
   jitops_flce_options_init(&p->flce_options);
+  return error_text[0] != '\0';
 }
 
 /* One op: its workspace size query (NULL: it takes none) and its call. */
@@ -184,7 +200,7 @@ static const struct {
   const char *name;
   size_fn size;
   call_fn call;
-} OPS[] = {
+} OPS[NUM_OPS] = {
     {"cumsum", cumsum_size, cumsum_call},
     {"segment_sum", segment_size, segment_call},
     {"repeat", NULL, repeat_call},
@@ -199,68 +215,98 @@ static double now_ns(void) {
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static int compare(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+static int check(const char *op, jitops_status status) {
+  return status == JITOPS_SUCCESS ? 0 : fail(op, jitops_last_error());
 }
 
-static void check(const char *op, jitops_status status) {
-  if (status != JITOPS_SUCCESS)
-    fail(op, jitops_last_error());
-}
-
-static void synchronize(void) {
+static int synchronize(void) {
   cudaError_t err = cudaDeviceSynchronize();
-  if (err != cudaSuccess)
-    fail("cudaDeviceSynchronize", cudaGetErrorString(err));
+  return err == cudaSuccess ? 0 : fail("cudaDeviceSynchronize", cudaGetErrorString(err));
 }
 
-/* The median host nanoseconds of one call. */
-static double median_call_ns(problem *p, const char *op, call_fn call,
-                             const jitops_workspace *workspace) {
-  static double samples[CALLS];
-  for (int i = 0; i < WARMUP; ++i)
-    check(op, call(p, workspace));
-  synchronize();
-  for (int i = 0; i < CALLS; ++i) {
-    double start = now_ns();
-    jitops_status status = call(p, workspace);
-    samples[i] = now_ns() - start;
-    check(op, status);
-    if ((i + 1) % BATCH == 0)
-      synchronize();
+static int make_workspaces(problem *p) {
+  for (int i = 0; i < NUM_OPS; ++i) {
+    size_t bytes = 0;
+    if (OPS[i].size && check(OPS[i].name, OPS[i].size(p, &bytes)))
+      return 1;
+    p->workspaces[i] = (jitops_workspace){NULL, bytes};
+    if (bytes && cudaMalloc(&p->workspaces[i].ptr, bytes) != cudaSuccess)
+      return fail(OPS[i].name, "cudaMalloc of the workspace failed");
   }
-  qsort(samples, CALLS, sizeof *samples, compare);
-  return samples[CALLS / 2];
+  return 0;
 }
 
-int main(void) {
-  problem p = {0};
-  jitops_status status = jitops_runtime_create(NULL, &p.rt);
+int ohc_open(void) {
+  ohc_close();
+  error_text[0] = '\0';
+  jitops_status status = jitops_runtime_create(NULL, &P.rt);
   if (status == JITOPS_ERR_NO_DEVICE) {
-    printf("op_host_overhead: skipped, no GPU: %s\n", jitops_last_error());
+    fail("no GPU", jitops_last_error());
     return 77;
   }
-  check("jitops_runtime_create", status);
-  jitops_runtime_info info;
-  check("jitops_runtime_get_info", jitops_runtime_get_info(p.rt, &info));
-  printf("device %s %s, libjitops %s, %d calls per op\n", info.device_name, info.arch_name,
-         jitops_version_string(), CALLS);
-  setup(&p);
-  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; ++i) {
-    size_t bytes = 0;
-    if (OPS[i].size)
-      check(OPS[i].name, OPS[i].size(&p, &bytes));
-    jitops_workspace workspace = {NULL, bytes};
-    if (bytes && cudaMalloc(&workspace.ptr, bytes) != cudaSuccess)
-      fail(OPS[i].name, "cudaMalloc of the workspace failed");
-    printf("result %s %.0f\n", OPS[i].name,
-           median_call_ns(&p, OPS[i].name, OPS[i].call, &workspace));
-    cudaFree(workspace.ptr);
+  if (check("jitops_runtime_create", status) || setup(&P) || make_workspaces(&P)) {
+    ohc_close();
+    return 1;
   }
-  synchronize();
-  for (int i = 0; i < p.num_buffers; ++i)
-    cudaFree(p.buffers[i]);
-  jitops_runtime_destroy(p.rt);
   return 0;
+}
+
+void ohc_close(void) {
+  if (P.rt == NULL)
+    return;
+  cudaDeviceSynchronize();
+  for (int i = 0; i < NUM_OPS; ++i)
+    cudaFree(P.workspaces[i].ptr);
+  for (int i = 0; i < P.num_buffers; ++i)
+    cudaFree(P.buffers[i]);
+  jitops_runtime_destroy(P.rt);
+  memset(&P, 0, sizeof P);
+}
+
+const char *ohc_error(void) {
+  return error_text;
+}
+
+int ohc_op_count(void) {
+  return NUM_OPS;
+}
+
+const char *ohc_op_name(int op) {
+  return op >= 0 && op < NUM_OPS ? OPS[op].name : NULL;
+}
+
+const char *ohc_device(void) {
+  static jitops_runtime_info info;
+  if (P.rt == NULL || jitops_runtime_get_info(P.rt, &info) != JITOPS_SUCCESS)
+    return "";
+  return info.device_name;
+}
+
+int ohc_call(int op) {
+  if (P.rt == NULL)
+    return fail("ohc_call", "ohc_open has not succeeded");
+  if (op < 0 || op >= NUM_OPS)
+    return fail("ohc_call", "op out of range");
+  return check(OPS[op].name, OPS[op].call(&P, &P.workspaces[op]));
+}
+
+int ohc_time(int op, int warmup, int calls, int batch, double *ns) {
+  if (P.rt == NULL)
+    return fail("ohc_time", "ohc_open has not succeeded");
+  if (op < 0 || op >= NUM_OPS || warmup < 0 || calls < 0 || batch < 1)
+    return fail("ohc_time", "op, warmup, calls or batch out of range");
+  const jitops_workspace *workspace = &P.workspaces[op];
+  for (int i = 0; i < warmup; ++i)
+    if (check(OPS[op].name, OPS[op].call(&P, workspace)))
+      return 1;
+  if (synchronize())
+    return 1;
+  for (int i = 0; i < calls; ++i) {
+    double start = now_ns();
+    jitops_status status = OPS[op].call(&P, workspace);
+    ns[i] = now_ns() - start;
+    if (check(OPS[op].name, status) || ((i + 1) % batch == 0 && synchronize()))
+      return 1;
+  }
+  return synchronize();
 }
