@@ -134,3 +134,25 @@ def test_reruns_are_bit_identical():
         return loss.detach(), weight.grad.clone()
 
     assert reruns_identical(loss_and_grad, w)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_backward_under_compiled_autograd_matches_eager(reduction):
+    x, w, b, target = problem(BT=64, H=32, V=300)
+    params = [t.requires_grad_() for t in (x, w, b)]
+
+    def grads(compiled):
+        for p in params:
+            p.grad = None
+        loss = O.fused_linear_cross_entropy(x, w, target, b, reduction=reduction)
+        loss = loss.sum() * 3 if reduction == "none" else loss * 3
+        if compiled:
+            with torch._dynamo.compiled_autograd._enable(torch.compile(backend="eager", fullgraph=True)):
+                loss.backward()
+        else:
+            loss.backward()
+        return [p.grad.clone() for p in params]
+
+    torch._dynamo.reset()
+    for got, want in zip(grads(True), grads(False)):
+        assert torch.equal(got, want)

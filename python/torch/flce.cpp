@@ -1,7 +1,7 @@
 // Fused linear cross-entropy (jitops/flce.h): the loss with the gradients for dy = 1
 // (fused_linear_cross_entropy), the gradients for a per-row dy (..._grads, what reduction
 // "none" needs), and the in-place scaling of saved gradients by a scalar dy (..._scale), with
-// the loss's autograd formula.
+// the loss's autograd node (LossBackward).
 //
 // The forward returns a list: the loss, then only what the call asked for (each row's lse,
 // the gradients its backward will want), so that a call allocates no placeholder outputs.
@@ -9,10 +9,13 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <ATen/FuncTorchTLS.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -20,7 +23,6 @@
 namespace jitops_torch {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using Optional = std::optional<at::Tensor>;
 using Grads = std::array<bool, 3>; // input, weight, bias
@@ -184,79 +186,93 @@ bool may_scale_in_place(const at::Tensor &saved) {
   return !torch::autograd::get_current_graph_task_keep_graph() && !saved.key_set().has_any(tracing);
 }
 
-struct LossFunction : public torch::autograd::Function<LossFunction> {
-  static variable_list forward(AutogradContext *ctx, const at::Tensor &input,
-                               const at::Tensor &weight, const at::Tensor &target,
-                               const Optional &bias, int64_t ignore_index, double label_smoothing,
-                               double softcap, double z_loss_scale, c10::string_view reduction,
-                               Grads grads, bool lse) {
-    static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
-    variable_list out;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      out = op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                    z_loss_scale, reduction, grads, lse);
-    }
-    Flags flags{reduction == "none", grads, bias.has_value() && bias->defined()};
-    ctx->saved_data["flags"] = flags.pack();
-    if (flags.none) {
-      ctx->save_for_backward({input, weight, target, bias.value_or(at::Tensor())});
-      ctx->saved_data["ignore_index"] = ignore_index;
-      ctx->saved_data["options"] = std::vector<double>{label_smoothing, softcap, z_loss_scale};
-    } else {
-      ctx->save_for_backward(variable_list(out.begin() + 1 + lse, out.end())); // the gradients
-    }
-    ctx->mark_non_differentiable(variable_list(out.begin() + 1, out.end()));
-    return out;
+using torch::autograd::SavedVariable;
+using torch::dynamo::autograd::CompiledNodeArgs;
+using torch::dynamo::autograd::SwapSavedVariables;
+
+// The loss's autograd node, written as PyTorch writes the nodes of its own ops rather than as a
+// torch::autograd::Function: no context map, no metadata per input and output, and only the loss
+// gets a history (the forward's other outputs never require grad). Its edges lead to input,
+// weight and bias. Compiled autograd sees what it saves through compiled_args and
+// apply_with_saved.
+struct LossBackward final : torch::autograd::Node {
+  Flags flags;
+  // Reduction mean or sum: the gradients the forward made (dy = 1), in Flags::made's order.
+  // Reduction none: input, weight, target and bias (undefined without one), to rerun the pass.
+  std::vector<SavedVariable> saved;
+  int64_t ignore_index = 0;
+  double label_smoothing = 0, softcap = 0, z_loss_scale = 0;
+
+  std::string name() const override {
+    return "FusedLinearCrossEntropyBackward";
   }
 
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (SavedVariable &v : saved)
+      v.reset_data();
+  }
+
+  variable_list apply(variable_list &&upstream) override {
+    if (!upstream[0].defined()) // no gradient flows into the loss: none flows out
+      return {at::Tensor(), at::Tensor(), at::Tensor()};
+    std::lock_guard<std::mutex> lock(mutex_);
+    variable_list tensors;
+    tensors.reserve(saved.size());
+    for (SavedVariable &v : saved)
+      tensors.push_back(v.unpack());
+    auto [grad_input, grad_weight, grad_bias] =
+        flags.none ? rerun(tensors, upstream[0]) : scale(tensors, upstream[0]);
+    return {flags.grads[0] ? grad_input : at::Tensor(), flags.grads[1] ? grad_weight : at::Tensor(),
+            flags.grads[2] && flags.has_bias ? grad_bias : at::Tensor()};
+  }
+
+  void compiled_args(CompiledNodeArgs &args) const override {
+    args.collect(saved, false);
+    args.collect(flags.pack());
+    args.collect(ignore_index);
+    args.collect(label_smoothing);
+    args.collect(softcap);
+    args.collect(z_loss_scale);
+  }
+
+  variable_list apply_with_saved(const variable_list &inputs, SwapSavedVariables &swap) override {
+    for (SavedVariable &v : saved)
+      swap.before(v);
+    variable_list result = apply(variable_list(inputs));
+    for (SavedVariable &v : saved)
+      swap.after(v);
+    return result;
+  }
+
+private:
   // Reduction none: the gradients for the upstream per-row dy, from the fused pass again.
-  static std::tuple<at::Tensor, at::Tensor, at::Tensor>
-  rerun(AutogradContext *ctx, const variable_list &saved, const at::Tensor &dy, Grads grads) {
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> rerun(const variable_list &t,
+                                                       const at::Tensor &dy) const {
     static auto op = op_named<GradsSignature>("jitops::fused_linear_cross_entropy_grads");
-    std::vector<double> o = ctx->saved_data["options"].toDoubleVector();
-    const at::Tensor &bias = saved[3];
-    return op.call(dy, saved[0], saved[1], saved[2], bias.defined() ? Optional(bias) : std::nullopt,
-                   ctx->saved_data["ignore_index"].toInt(), o[0], o[1], o[2], grads);
+    const at::Tensor &bias = t[3];
+    return op.call(dy, t[0], t[1], t[2], bias.defined() ? Optional(bias) : std::nullopt,
+                   ignore_index, label_smoothing, softcap, z_loss_scale, flags.grads);
   }
 
   // Reduction mean or sum: the forward's gradients (for dy = 1) scaled by the upstream scalar.
-  static std::tuple<at::Tensor, at::Tensor, at::Tensor>
-  scale(const Flags &flags, const variable_list &saved, const at::Tensor &dy) {
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> scale(const variable_list &t,
+                                                       const at::Tensor &dy) const {
     static auto op = op_named<ScaleSignature>("jitops::fused_linear_cross_entropy_scale");
     std::array<at::Tensor, 3> g;
     size_t next = 0;
     for (int i = 0; i < 3; ++i)
       if (flags.made(i))
-        g[i] = saved[next++];
-    bool in_place = next > 0 && may_scale_in_place(saved[0]);
-    for (at::Tensor &t : g) // the op takes three tensors: an empty one for a gradient not made
-      t = !t.defined() ? at::empty({0}, dy.options()) : in_place ? t : t.clone();
+        g[i] = t[next++];
+    bool in_place = next > 0 && may_scale_in_place(t[0]);
+    for (at::Tensor &x : g) // the op takes three tensors: an empty one for a gradient not made
+      x = !x.defined() ? at::empty({0}, dy.options()) : in_place ? x : x.clone();
     op.call(dy, g[0], g[1], g[2]);
     return {g[0], g[1], g[2]};
   }
-
-  static variable_list backward(AutogradContext *ctx, variable_list upstream) {
-    Flags flags = Flags::unpack(ctx->saved_data["flags"].toInt());
-    variable_list saved = ctx->get_saved_variables();
-    auto [grad_input, grad_weight, grad_bias] =
-        flags.none ? rerun(ctx, saved, upstream[0], flags.grads) : scale(flags, saved, upstream[0]);
-    return {flags.grads[0] ? grad_input : at::Tensor(),
-            flags.grads[1] ? grad_weight : at::Tensor(),
-            at::Tensor(),
-            flags.grads[2] && flags.has_bias ? grad_bias : at::Tensor(),
-            {},
-            {},
-            {},
-            {},
-            {},
-            {},
-            {}};
-  }
 };
 
-// Forward-mode AD is not implemented for this op: refused, rather than its tangents dropped
-// (torch::autograd::Function raises only when it records the call).
+// Forward-mode AD is not implemented for this op: refused, rather than its tangents dropped.
 void refuse_forward_mode(const at::Tensor &input, const at::Tensor &weight, const Optional &bias) {
   TORCH_CHECK_NOT_IMPLEMENTED(!torch::autograd::isFwGradDefined(input) &&
                                   !torch::autograd::isFwGradDefined(weight) &&
@@ -265,20 +281,50 @@ void refuse_forward_mode(const at::Tensor &input, const at::Tensor &weight, cons
                               "automatic differentiation is not implemented");
 }
 
+// Under functorch's transforms (torch.func.grad, vmap) a call that records a graph is refused,
+// as it was while a torch::autograd::Function recorded it (functorch supports no C++ Function);
+// the node has not been validated there.
+void refuse_functorch() {
+  if (const auto &functorch = at::functorch::functorchTLSAccessor())
+    functorch->checkSupportsCppAutogradFunction();
+}
+
 std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tensor &weight,
                                          const at::Tensor &target, const Optional &bias,
                                          int64_t ignore_index, double label_smoothing,
                                          double softcap, double z_loss_scale,
                                          c10::string_view reduction, Grads grads, bool lse) {
   refuse_forward_mode(input, weight, bias);
-  if (!records_grad({&input, &weight, bias.has_value() ? &*bias : &input})) {
-    static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
+  static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
+  bool records = records_grad({&input, &weight, bias.has_value() ? &*bias : &input});
+  if (records)
+    refuse_functorch();
+  std::vector<at::Tensor> out;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                   z_loss_scale, reduction, grads, lse);
+    out = op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale,
+                  reduction, grads, lse);
   }
-  return LossFunction::apply(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                             z_loss_scale, reduction, grads, lse);
+  if (!records)
+    return out;
+  const at::Tensor no_bias;
+  const at::Tensor &b = bias.has_value() ? *bias : no_bias;
+  std::shared_ptr<LossBackward> node(new LossBackward(), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(input, weight, b));
+  node->flags = Flags{reduction == "none", grads, b.defined()};
+  if (node->flags.none) {
+    for (const at::Tensor *t : {&input, &weight, &target, &b})
+      node->saved.emplace_back(*t, false);
+    node->ignore_index = ignore_index;
+    node->label_smoothing = label_smoothing;
+    node->softcap = softcap;
+    node->z_loss_scale = z_loss_scale;
+  } else {
+    for (size_t i = 1 + lse; i < out.size(); ++i) // the gradients
+      node->saved.emplace_back(out[i], false);
+  }
+  torch::autograd::set_history(out[0], node);
+  return out;
 }
 
 } // namespace
