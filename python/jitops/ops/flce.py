@@ -91,15 +91,17 @@ _OP = torch.ops.jitops.fused_linear_cross_entropy.default
 def _forward(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor],
              ignore_index: int, label_smoothing: float, softcap: Optional[float], z_loss_scale: float,
              reduction: str, lse: bool) -> list[torch.Tensor]:
-    """The forward op's result: the loss, then lse when asked for, then the gradients autograd
-    will want (computed here with reduction mean or sum)."""
+    """The loss, then lse when asked for. (The op also returns the gradients autograd will want,
+    computed here with reduction mean or sum; the autograd graph keeps them, and the direct
+    entry leaves them out.)"""
     if softcap is not None and not softcap > 0:
         raise errors.InvalidArgumentError(f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
     grads = _NO_GRADS
     if torch.is_grad_enabled():
         grads = (input.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
-    return _torch.call(_OP, _direct.fused_linear_cross_entropy, input, weight, target, bias, ignore_index,
-                       label_smoothing, softcap or 0.0, z_loss_scale, reduction, grads, lse)
+    out = _torch.call(_OP, _direct.fused_linear_cross_entropy, input, weight, target, bias, ignore_index,
+                      label_smoothing, softcap or 0.0, z_loss_scale, reduction, grads, lse)
+    return out[:2] if lse else out[:1]
 
 
 def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
@@ -114,7 +116,7 @@ def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tenso
     if process_group is not None:
         return flce_parallel.vocab_parallel_cross_entropy(input, weight, target, bias, ignore_index, label_smoothing,
                                                           softcap, z_loss_scale, reduction, process_group, vocab_range)
-    loss, lse, *_ = _forward(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale,
+    loss, lse = _forward(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale,
                              reduction, True)
     return loss, lse
 

@@ -34,13 +34,16 @@ template <const char *Name, class Signature, class... Stored> struct Entry {
         c10::Dispatcher::singleton().findSchemaOrThrow(Name, "").template typed<Signature>();
     return handle;
   }
+  using Values = std::tuple<Stored...>;
+  // The operator's result for what the entry read.
+  static auto run(const Values &values) {
+    return std::apply([](const auto &...value) { return op().call(pass(value)...); }, values);
+  }
   static PyObject *function(PyObject *, PyObject *const *args, Py_ssize_t n) {
-    std::tuple<Stored...> values;
+    Values values;
     if (!read_all(args, n, values))
       return decline();
-    return call([&] {
-      return std::apply([](const auto &...value) { return op().call(pass(value)...); }, values);
-    });
+    return call([&] { return run(values); });
   }
 };
 
@@ -71,8 +74,23 @@ using Segment = Entry<Name, SegmentSignature<Result>, Tensor, Tensor, c10::SymIn
 using Repeat = Entry<kRepeat, RepeatSignature, Tensor, std::vector<c10::SymInt>>;
 using Ctc = Entry<kCtc, CtcSignature, Tensor, Tensor, Tensor, Tensor, int64_t, c10::string_view,
                   bool, int64_t>;
-using Flce = Entry<kFlce, FlceSignature, Tensor, Tensor, Tensor, Optional, int64_t, double, double,
-                   double, c10::string_view, std::array<bool, 3>, bool>;
+
+// FLCE's entry returns the loss, and lse when asked for (its last argument), but not the
+// gradients the forward also makes: the autograd graph holds those, and jitops.ops reads only
+// the loss and lse, so they are not made Python objects to be freed again at once.
+struct Flce : Entry<kFlce, FlceSignature, Tensor, Tensor, Tensor, Optional, int64_t, double, double,
+                    double, c10::string_view, std::array<bool, 3>, bool> {
+  static PyObject *function(PyObject *, PyObject *const *args, Py_ssize_t n) {
+    Values values;
+    if (!read_all(args, n, values))
+      return decline();
+    return call([&] {
+      std::vector<at::Tensor> out = run(values);
+      out.resize(std::get<std::tuple_size_v<Values> - 1>(values) ? 2 : 1);
+      return out;
+    });
+  }
+};
 
 template <class... E> struct Entries {
   // Looks every operator up: an op missing from the torch layer, or a signature that is not
