@@ -264,13 +264,15 @@ static size_t align16(size_t n) {
  * look-back inclusive states; per group (rows only): aggregates and inclusive states. */
 static void plan_scratch(jitops__scan_plan *p, int64_t chains) {
   const size_t n = (size_t)p->tiles * (size_t)chains;
-  const size_t groups = p->kind == JITOPS__SCAN_ROWS
-                            ? (size_t)((p->tiles + JITOPS__SCAN_GROUP - 1) / JITOPS__SCAN_GROUP)
-                            : 0;
+  const bool rows = p->kind == JITOPS__SCAN_ROWS;
+  const size_t groups =
+      rows ? (size_t)((p->tiles + JITOPS__SCAN_GROUP - 1) / JITOPS__SCAN_GROUP) : 0;
   const size_t ng = groups * (size_t)chains, sb = p->state_bytes;
+  /* The rows kernel packs a 4-byte state into its flag's 64-bit word (scan_abi.h). */
+  const size_t flag_bytes = rows && sb == 4 ? 8 : 4;
   p->flags_offset = TICKET_BYTES;
-  p->group_flags_offset = TICKET_BYTES + 4 * n;
-  p->zero_words = TICKET_BYTES / 4 + n + ng;
+  p->group_flags_offset = TICKET_BYTES + flag_bytes * n;
+  p->zero_words = (TICKET_BYTES + flag_bytes * (n + ng)) / 4;
   p->agg_offset = align16(4 * p->zero_words);
   p->inc_offset = ng ? 0 : p->agg_offset + align16(n * sb);
   p->group_agg_offset = ng ? p->agg_offset + align16(n * sb) : 0;

@@ -232,15 +232,14 @@ __device__ __forceinline__ void search_acquire() {
   __syncwarp();
 }
 
-// The left fold inc[k] ⊕ agg[k+1] ⊕ … ⊕ agg[index-1], after a search found k and acquired.
-// The aggregates load 32 at a time and fold in order, broadcast lane by lane. All lanes get it.
+// p ⊕ agg[from] ⊕ … ⊕ agg[to - 1]: the aggregates load 32 at a time and fold in order,
+// broadcast lane by lane. All lanes call it and get the same state.
 template <class Op>
-__device__ typename Op::State fold_from(const char *agg, const char *inc, i64 chains, i64 chain,
-                                        i64 k, i64 index, int lane) {
+__device__ typename Op::State fold_aggregates(typename Op::State p, const char *agg, i64 chains,
+                                              i64 chain, i64 from, i64 to, int lane) {
   typedef typename Op::State State;
-  State p = load_state<State>(inc, k * chains + chain);
-  for (i64 base = k + 1; base < index; base += 32) {
-    const i64 n = index - base;
+  for (i64 base = from; base < to; base += 32) {
+    const i64 n = to - base;
     const State v = lane < n ? load_state<State>(agg, (base + lane) * chains + chain) : p;
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
@@ -250,6 +249,15 @@ __device__ typename Op::State fold_from(const char *agg, const char *inc, i64 ch
     }
   }
   return p;
+}
+
+// The left fold inc[k] ⊕ agg[k+1] ⊕ … ⊕ agg[index-1], after a search found k and acquired.
+template <class Op>
+__device__ typename Op::State fold_from(const char *agg, const char *inc, i64 chains, i64 chain,
+                                        i64 k, i64 index, int lane) {
+  typedef typename Op::State State;
+  return fold_aggregates<Op>(load_state<State>(inc, k * chains + chain), agg, chains, chain, k + 1,
+                             index, lane);
 }
 
 // The exclusive prefix of entry `index` (> 0) of a look-back array: search, then fold. All
@@ -264,12 +272,137 @@ __device__ typename Op::State warp_lookback(const unsigned *flags, const char *a
   return fold_from<Op>(agg, inc, chains, chain, q.k, index, lane);
 }
 
+// ---- packed words: 4-byte states ------------------------------------------------------------
+//
+// A 4-byte state travels in one 64-bit word with its flag (flag in the high half, the state's
+// bits in the low half; the host sizes and zeroes the flags as such words). An aligned 64-bit
+// access is single-copy atomic, so a reader that sees a flag holds the state it flags: no
+// acquire fence and no second load, which saves two of the look-back's four L2 round trips.
+// A group's word is overwritten from its aggregate to its inclusive prefix, so the group's
+// aggregate is also kept in group_agg, for the rare look-back that reaches past one window.
+
+typedef unsigned long long Word;
+
+template <class S> __host__ __device__ constexpr bool packs() {
+  return sizeof(S) == 4;
+}
+
+template <class S> __device__ __forceinline__ Word word_of(unsigned flag, const S &v) {
+  unsigned bits;
+  memcpy(&bits, &v, 4);
+  return (Word)flag << 32 | bits;
+}
+
+template <class S> __device__ __forceinline__ S state_of(Word w) {
+  const unsigned bits = (unsigned)w;
+  S v;
+  memcpy(&v, &bits, 4);
+  return v;
+}
+
+__device__ __forceinline__ unsigned flag_of(Word w) {
+  return (unsigned)(w >> 32);
+}
+
+// Relaxed: the word carries its own payload (tile words). Group words are published with
+// release, which also orders the group_agg entry written before them.
+__device__ __forceinline__ void publish_word(Word *words, i64 index, Word w) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(words + index), "l"(w) : "memory");
+}
+
+__device__ __forceinline__ void publish_word_release(Word *words, i64 index, Word w) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(words + index), "l"(w) : "memory");
+}
+
+__device__ __forceinline__ Word read_word(const Word *words, i64 index) {
+  Word w;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(words + index) : "memory");
+  return w;
+}
+
+// The exclusive prefix of group `index` (> 0) over packed group words: the same left fold as
+// warp_lookback. Lane l reads word top - l; once the nearest inclusive word is in the window
+// that started at index - 1, the fold needs nothing more than the window's own payloads. A
+// search that had to move down first folds the aggregates above the window from group_agg.
+template <class Op>
+__device__ typename Op::State packed_lookback(const Scratch &s, i64 chain, i64 index, int lane) {
+  typedef typename Op::State State;
+  const Word *words = (const Word *)s.group_flags;
+  i64 top = index - 1;
+  for (;;) {
+    const i64 j = top - lane;
+    const Word w = j >= 0 ? read_word(words, j * s.chains + chain) : Word(0);
+    const unsigned stops = __ballot_sync(0xffffffffu, flag_of(w) != FLAG_AGGREGATE);
+    if (stops == 0) {
+      top -= 32;
+      continue;
+    }
+    const int first = __ffs(stops) - 1;
+    if (__shfl_sync(0xffffffffu, flag_of(w), first) != FLAG_INCLUSIVE) {
+      top -= first; // the entries above it have aggregates; wait for this one
+      continue;
+    }
+    // Lane `first` holds inc[top - first], lanes first - 1 .. 0 the aggregates after it.
+    const State v = state_of<State>(w);
+    State p = shfl_state(v, first);
+    for (int i = first - 1; i >= 0; --i)
+      p = Op::combine(p, shfl_state(v, i));
+    if (top == index - 1)
+      return p;
+    // The window moved down: the aggregates top + 1 .. index - 1 (whose words may have turned
+    // inclusive since) come from group_agg, published before their words.
+    search_acquire();
+    return fold_aggregates<Op>(p, s.group_agg, s.chains, chain, top + 1, index, lane);
+  }
+}
+
+// grouped_tile_prefix over packed words.
+template <class Op>
+__device__ Prefix<typename Op::State> packed_tile_prefix(const Scratch &s, i64 chain, i64 tile,
+                                                         const typename Op::State &agg, int lane) {
+  typedef typename Op::State State;
+  Word *tile_words = (Word *)s.flags, *group_words = (Word *)s.group_flags;
+  const i64 group = tile / GROUP;
+  const int pos = (int)(tile - group * GROUP);
+  const bool last = pos == GROUP - 1;
+  if (lane == 0 && !last)
+    publish_word(tile_words, tile * s.chains + chain, word_of(FLAG_AGGREGATE, agg));
+
+  State mine = agg; // lane pos's own; lanes below it wait for their tile's word
+  if (lane < pos) {
+    Word w;
+    do
+      w = read_word(tile_words, (group * GROUP + lane) * s.chains + chain);
+    while (flag_of(w) == FLAG_NONE);
+    mine = state_of<State>(w);
+  }
+  const State incl = warp_inclusive<Op>(mine, lane);
+  const State within = shfl_state(incl, pos > 0 ? pos - 1 : 0);
+
+  const State group_agg = shfl_state(incl, GROUP - 1); // meaningful where last
+  const i64 g = group * s.chains + chain;
+  if (last && lane == 0) {
+    if (group > 0)
+      store_state(s.group_agg, g, group_agg);
+    publish_word_release(group_words, g,
+                         word_of(group == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE, group_agg));
+  }
+  if (group == 0)
+    return Prefix<State>{within, pos > 0};
+  const State before = packed_lookback<Op>(s, chain, group, lane);
+  if (last && lane == 0) // release too: a reader that sees it may then read group_agg[g]
+    publish_word_release(group_words, g, word_of(FLAG_INCLUSIVE, Op::combine(before, group_agg)));
+  return Prefix<State>{pos > 0 ? Op::combine(before, within) : before, true};
+}
+
 // Publishes tile `tile`'s aggregate and returns its exclusive prefix (absent for tile 0): the
 // whole grouped look-back, in one warp, once the tile is reduced. Every lane calls it.
 template <class Op>
 __device__ Prefix<typename Op::State> grouped_tile_prefix(const Scratch &s, i64 chain, i64 tile,
                                                           const typename Op::State &agg, int lane) {
   typedef typename Op::State State;
+  if constexpr (packs<State>())
+    return packed_tile_prefix<Op>(s, chain, tile, agg, lane);
   const i64 group = tile / GROUP;
   const int pos = (int)(tile - group * GROUP);
   // The group's last tile forms the group's aggregate itself: its own is read by no one.
