@@ -87,17 +87,24 @@ template <class Op, int K = 0> __host__ __device__ constexpr int elem_size(int k
 // Shared staging of one warp's chunk: input K at in_offset<K>, then output J at out_offset<J>.
 // Lane-striped index i is stored at i + i/32, which makes both the striped accesses and the
 // blocked ones (ITEMS a power of two) free of bank conflicts for 4-byte elements.
-template <class Op, int ITEMS> struct RowsStage {
+//
+// With SHARED (rows_shares_staging) the output is staged over the input: an op of one input
+// and one output of the same size reads only its own position (scan_ops.cuh), and a lane reads
+// each of its items (make) before it writes that item's output (emit) to the same slot, while
+// no lane touches another's items. Half the staging.
+template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
   static constexpr int CHUNK = 32 * ITEMS;
   static constexpr int SLOTS = CHUNK + ITEMS;
   static constexpr int IN_BYTES = bytes_of<Op, 0, Op::NIN>();
   static constexpr int OUT_BYTES = bytes_of<Op, Op::NIN, Op::NTENS>();
-  static constexpr int BYTES = SLOTS * (IN_BYTES + OUT_BYTES);
+  static_assert(!SHARED || (Op::NIN == 1 && Op::NTENS == 2 && IN_BYTES == OUT_BYTES),
+                "only one input and one output of its size can share the staging");
+  static constexpr int BYTES = SLOTS * (IN_BYTES + (SHARED ? 0 : OUT_BYTES));
   template <int K> __host__ __device__ static constexpr int in_offset() {
     return SLOTS * bytes_of<Op, 0, K>();
   }
   template <int J> __host__ __device__ static constexpr int out_offset() {
-    return SLOTS * (IN_BYTES + bytes_of<Op, Op::NIN, Op::NIN + J>());
+    return SHARED ? 0 : SLOTS * (IN_BYTES + bytes_of<Op, Op::NIN, Op::NIN + J>());
   }
   __device__ static int slot(int i) {
     return i + (i >> 5);
@@ -177,8 +184,8 @@ template <class Op, int NB, int ITEMS> struct RowsFetch {
   }
 };
 
-template <class Op, int ITEMS> struct RowsOut {
-  typedef RowsStage<Op, ITEMS> Stage;
+template <class Op, int ITEMS, bool SHARED> struct RowsOut {
+  typedef RowsStage<Op, ITEMS, SHARED> Stage;
   char *stage;
   int sb;
   template <int J> __device__ __forceinline__ void put(acc_t<tensor_t<Op, Op::NIN + J>> v) {
@@ -187,11 +194,11 @@ template <class Op, int ITEMS> struct RowsOut {
   }
 };
 
-template <class Op, int J, int NB, int ITEMS, bool FULL>
+template <class Op, int J, int NB, int ITEMS, bool FULL, bool SHARED>
 __device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                    const char *stage, i64 base, int lane) {
   if constexpr (Op::NIN + J < Op::NTENS) {
-    typedef RowsStage<Op, ITEMS> Stage;
+    typedef RowsStage<Op, ITEMS, SHARED> Stage;
     typedef tensor_t<Op, Op::NIN + J> U;
     const U *buf = (const U *)(stage + Stage::template out_offset<J>()) + lane;
     U *p = rows_lane_ptr<Op, Op::NIN + J>(g, off, base, lane);
@@ -200,7 +207,7 @@ __device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&of
     for (int j = 0; j < ITEMS; ++j)
       if (FULL || base + lane + 32 * j < g.len)
         p[j * step] = buf[33 * j];
-    rows_store_outputs<Op, J + 1, NB, ITEMS, FULL>(g, off, stage, base, lane);
+    rows_store_outputs<Op, J + 1, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
   }
 }
 
@@ -244,7 +251,7 @@ rows_reduce(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 b
 
 // Second pass: scans the lane's positions from its exclusive prefix, stages the outputs, and
 // stores the chunk coalesced.
-template <class Op, int NB, int ITEMS, bool FULL>
+template <class Op, int NB, int ITEMS, bool FULL, bool SHARED = false>
 __device__ __forceinline__ void rows_emit(const Geom &g, const i64 (&off)[Op::NTENS], char *stage,
                                           i64 base, int lane,
                                           const Prefix<typename Op::State> &prefix) {
@@ -258,12 +265,12 @@ __device__ __forceinline__ void rows_emit(const Geom &g, const i64 (&off)[Op::NT
       const i64 m = memory_pos(g, f.q);
       const State s = Op::make(f, f.q, m, keep);
       run = i == 0 ? (prefix.ok ? Op::combine(run, s) : s) : Op::combine(run, s);
-      RowsOut<Op, ITEMS> o{stage, f.sb};
+      RowsOut<Op, ITEMS, SHARED> o{stage, f.sb};
       Op::emit(o, run, keep, f.q, m);
     }
   }
   __syncwarp();
-  rows_store_outputs<Op, 0, NB, ITEMS, FULL>(g, off, stage, base, lane);
+  rows_store_outputs<Op, 0, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
 }
 
 // One warp chunk once its inputs are staged: fold, shuffle scan, emit. Returns the chunk's
@@ -290,10 +297,37 @@ template <class Op, int NB> __host__ __device__ constexpr bool fits_args() {
   return Op::NTENS <= JITOPS__SCAN_MAX_TENSORS && NB >= 0 && NB <= JITOPS__SCAN_MAX_BATCH;
 }
 
+// Whether a look-back tile of Op stages its output over its input, and the blocks an SM the
+// compiler must then fit in registers: for the cumsum and cumprod family (one input, one output
+// of its size, a packed 4-byte state) as many as the halved staging and the threads allow, so
+// that more loads are in flight while tiles wait on their predecessors (8 blocks of 256: at
+// most 32 registers a thread; the instances measured spill 4 bytes). Every other instance
+// states no minimum, as before.
+template <class Op, bool LOOKBACK> __host__ __device__ constexpr bool rows_shares_staging() {
+  return LOOKBACK && packs<typename Op::State>() && Op::NIN == 1 && Op::NTENS == 2 &&
+         bytes_of<Op, 0, 1>() == bytes_of<Op, 1, 2>();
+}
+
+template <class Op, int WARPS, int ITEMS, bool LOOKBACK>
+__host__ __device__ constexpr int rows_blocks_per_sm() {
+  if constexpr (!rows_shares_staging<Op, LOOKBACK>()) {
+    return 0; // no minimum: a minimum of 1 lets ptxas spend more registers than it does unasked
+  } else {
+    constexpr int stage = WARPS * RowsStage<Op, ITEMS, true>::BYTES;
+    constexpr int by_threads = 2048 / (WARPS * 32);
+    constexpr int by_shared =
+        JITOPS__SCAN_SM_SHARED / (stage + 2 * JITOPS__SCAN_BLOCK_RESERVED_SHARED);
+    constexpr int n = by_threads < by_shared ? by_threads : by_shared;
+    return n < 1 ? 1 : n;
+  }
+}
+
 template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES>
-__global__ void __launch_bounds__(WARPS * 32) rows(const jitops__scan_args args) {
+__global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEMS, LOOKBACK>())
+    rows(const jitops__scan_args args) {
   typedef typename Op::State State;
-  typedef RowsStage<Op, ITEMS> Stage;
+  constexpr bool SHARED = rows_shares_staging<Op, LOOKBACK>();
+  typedef RowsStage<Op, ITEMS, SHARED> Stage;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16, "ITEMS is 4, 8 or 16");
   static_assert(fits_args<Op, NB>(), "more tensors or batch dimensions than the arguments hold");
@@ -381,9 +415,9 @@ __global__ void __launch_bounds__(WARPS * 32) rows(const jitops__scan_args args)
     const Prefix<State> wp = s_prefix[warp];
     const Prefix<State> p = lane > 0 ? extend<Op>(wp, excl) : wp;
     if (full)
-      rows_emit<Op, NB, ITEMS, true>(g, off, stage, base, lane, p);
+      rows_emit<Op, NB, ITEMS, true, SHARED>(g, off, stage, base, lane, p);
     else
-      rows_emit<Op, NB, ITEMS, false>(g, off, stage, base, lane, p);
+      rows_emit<Op, NB, ITEMS, false, SHARED>(g, off, stage, base, lane, p);
   }
 }
 
