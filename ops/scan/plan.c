@@ -268,8 +268,9 @@ static void plan_scratch(jitops__scan_plan *p, int64_t chains) {
   const size_t groups =
       rows ? (size_t)((p->tiles + JITOPS__SCAN_GROUP - 1) / JITOPS__SCAN_GROUP) : 0;
   const size_t ng = groups * (size_t)chains, sb = p->state_bytes;
-  /* The rows kernel packs a 4-byte state into its flag's 64-bit word (scan_abi.h). */
-  const size_t flag_bytes = rows && sb == 4 ? 8 : 4;
+  /* The rows kernel packs a state of 4 bytes into its flag's 64-bit word, one of 8 bytes into
+   * two such words (scan_abi.h). */
+  const size_t flag_bytes = !rows ? 4 : sb == 4 ? 8 : sb == 8 ? 16 : 4;
   p->flags_offset = TICKET_BYTES;
   p->group_flags_offset = TICKET_BYTES + flag_bytes * n;
   p->zero_words = (TICKET_BYTES + flag_bytes * (n + ng)) / 4;

@@ -304,7 +304,7 @@ template <class Op, int NB> __host__ __device__ constexpr bool fits_args() {
 // most 32 registers a thread; the instances measured spill 4 bytes). Every other instance
 // states no minimum, as before.
 template <class Op, bool LOOKBACK> __host__ __device__ constexpr bool rows_shares_staging() {
-  return LOOKBACK && packs<typename Op::State>() && Op::NIN == 1 && Op::NTENS == 2 &&
+  return LOOKBACK && sizeof(typename Op::State) == 4 && Op::NIN == 1 && Op::NTENS == 2 &&
          bytes_of<Op, 0, 1>() == bytes_of<Op, 1, 2>();
 }
 

@@ -49,9 +49,9 @@ typedef struct jitops__scan_geom {
  * and the aggregate and inclusive state arrays, all indexed tile * chains + chain. The rows
  * kernel's grouped look-back (scan_lookback.cuh) uses no per-tile inclusive states (inc is
  * NULL) but a flag and the aggregate and inclusive states per group of JITOPS__SCAN_GROUP
- * tiles, indexed group * chains + chain; the cols kernel has no groups (NULL). For a 4-byte
- * state the rows kernel's flags and group flags are 64-bit words instead, each holding its
- * flag in the high half and the flagged state in the low half (scan_lookback.cuh). The host
+ * tiles, indexed group * chains + chain; the cols kernel has no groups (NULL). For a state of
+ * 4 bytes the rows kernel's flags and group flags are 64-bit words instead, for one of 8 bytes
+ * pairs of them, each holding its flag and the flagged state (scan_lookback.cuh). The host
  * zeroes the ticket and every flag before the launch. All NULL without look-back. */
 typedef struct jitops__scan_scratch {
   uint32_t *ticket;

@@ -272,53 +272,101 @@ __device__ typename Op::State warp_lookback(const unsigned *flags, const char *a
   return fold_from<Op>(agg, inc, chains, chain, q.k, index, lane);
 }
 
-// ---- packed words: 4-byte states ------------------------------------------------------------
+// ---- packed words: states of 4 or 8 bytes --------------------------------------------------
 //
-// A 4-byte state travels in one 64-bit word with its flag (flag in the high half, the state's
-// bits in the low half; the host sizes and zeroes the flags as such words). An aligned 64-bit
-// access is single-copy atomic, so a reader that sees a flag holds the state it flags: no
-// acquire fence and no second load, which saves two of the look-back's four L2 round trips.
+// A small state travels in one word with its flag, so that a reader that sees a flag holds the
+// state it flags: no acquire fence and no second load, which saves two of the look-back's four
+// L2 round trips. The host sizes and zeroes the flags as such words.
+//   4 bytes: one 64-bit word, the flag in the high half and the state in the low half (an
+//            aligned 64-bit access is single-copy atomic).
+//   8 bytes: two 64-bit halves, each the flag in its high half and one of the state's 32-bit
+//            words in its low half, stored and loaded as one vector access. Only each half is
+//            single-copy atomic, so a reader takes the word only when both halves carry the
+//            same flag: a word is written once per flag value (none, aggregate, inclusive), so
+//            equal flags mean both halves come from the same write. Plain loads, not 128-bit
+//            atomics: with one long row every tile reads the same few group words, and a
+//            compare-and-swap per read serialized them in L2 (2^27 logcumsumexp 0.66 -> 0.96 ms).
 // A group's word is overwritten from its aggregate to its inclusive prefix, so the group's
 // aggregate is also kept in group_agg, for the rare look-back that reaches past one window.
 
-typedef unsigned long long Word;
-
 template <class S> __host__ __device__ constexpr bool packs() {
-  return sizeof(S) == 4;
+  return sizeof(S) == 4 || sizeof(S) == 8;
 }
 
-template <class S> __device__ __forceinline__ Word word_of(unsigned flag, const S &v) {
-  unsigned bits;
-  memcpy(&bits, &v, 4);
-  return (Word)flag << 32 | bits;
-}
+template <class S, int BYTES = (int)sizeof(S)> struct Packed;
 
-template <class S> __device__ __forceinline__ S state_of(Word w) {
-  const unsigned bits = (unsigned)w;
-  S v;
-  memcpy(&v, &bits, 4);
-  return v;
-}
+template <class S> struct Packed<S, 4> {
+  typedef unsigned long long Word;
+  __device__ static Word make(unsigned flag, const S &v) {
+    unsigned bits;
+    memcpy(&bits, &v, 4);
+    return (Word)flag << 32 | bits;
+  }
+  __device__ static S state(const Word &w) {
+    const unsigned bits = (unsigned)w;
+    S v;
+    memcpy(&v, &bits, 4);
+    return v;
+  }
+  __device__ static unsigned flag(const Word &w) {
+    return (unsigned)(w >> 32);
+  }
+  // Relaxed: the word carries its own payload (tile words). Group words are published with
+  // release, which also orders the group_agg entry written before them.
+  __device__ static void publish(Word *words, i64 index, const Word &w) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(words + index), "l"(w) : "memory");
+  }
+  __device__ static void publish_release(Word *words, i64 index, const Word &w) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(words + index), "l"(w) : "memory");
+  }
+  __device__ static Word read(const Word *words, i64 index) {
+    Word w;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(words + index) : "memory");
+    return w;
+  }
+};
 
-__device__ __forceinline__ unsigned flag_of(Word w) {
-  return (unsigned)(w >> 32);
-}
+struct alignas(16) Halves {
+  unsigned long long lo, hi;
+};
 
-// Relaxed: the word carries its own payload (tile words). Group words are published with
-// release, which also orders the group_agg entry written before them.
-__device__ __forceinline__ void publish_word(Word *words, i64 index, Word w) {
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(words + index), "l"(w) : "memory");
-}
-
-__device__ __forceinline__ void publish_word_release(Word *words, i64 index, Word w) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(words + index), "l"(w) : "memory");
-}
-
-__device__ __forceinline__ Word read_word(const Word *words, i64 index) {
-  Word w;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(words + index) : "memory");
-  return w;
-}
+template <class S> struct Packed<S, 8> {
+  typedef Halves Word;
+  __device__ static Word make(unsigned flag, const S &v) {
+    unsigned bits[2];
+    memcpy(bits, &v, 8);
+    return Word{(unsigned long long)flag << 32 | bits[0], (unsigned long long)flag << 32 | bits[1]};
+  }
+  __device__ static S state(const Word &w) {
+    const unsigned bits[2] = {(unsigned)w.lo, (unsigned)w.hi};
+    S v;
+    memcpy(&v, bits, 8);
+    return v;
+  }
+  // FLAG_NONE while the halves disagree (a write in between): the reader waits, as for none.
+  __device__ static unsigned flag(const Word &w) {
+    const unsigned a = (unsigned)(w.lo >> 32), b = (unsigned)(w.hi >> 32);
+    return a == b ? a : (unsigned)FLAG_NONE;
+  }
+  __device__ static void publish(Word *words, i64 index, const Word &w) {
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(words + index), "l"(w.lo),
+                 "l"(w.hi)
+                 : "memory");
+  }
+  __device__ static void publish_release(Word *words, i64 index, const Word &w) {
+    asm volatile("st.release.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(words + index), "l"(w.lo),
+                 "l"(w.hi)
+                 : "memory");
+  }
+  __device__ static Word read(const Word *words, i64 index) {
+    Word w;
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(w.lo), "=l"(w.hi)
+                 : "l"(words + index)
+                 : "memory");
+    return w;
+  }
+};
 
 // The exclusive prefix of group `index` (> 0) over packed group words: the same left fold as
 // warp_lookback. Lane l reads word top - l; once the nearest inclusive word is in the window
@@ -327,23 +375,25 @@ __device__ __forceinline__ Word read_word(const Word *words, i64 index) {
 template <class Op>
 __device__ typename Op::State packed_lookback(const Scratch &s, i64 chain, i64 index, int lane) {
   typedef typename Op::State State;
+  typedef Packed<State> P;
+  typedef typename P::Word Word;
   const Word *words = (const Word *)s.group_flags;
   i64 top = index - 1;
   for (;;) {
     const i64 j = top - lane;
-    const Word w = j >= 0 ? read_word(words, j * s.chains + chain) : Word(0);
-    const unsigned stops = __ballot_sync(0xffffffffu, flag_of(w) != FLAG_AGGREGATE);
+    const Word w = j >= 0 ? P::read(words, j * s.chains + chain) : Word{};
+    const unsigned stops = __ballot_sync(0xffffffffu, P::flag(w) != FLAG_AGGREGATE);
     if (stops == 0) {
       top -= 32;
       continue;
     }
     const int first = __ffs(stops) - 1;
-    if (__shfl_sync(0xffffffffu, flag_of(w), first) != FLAG_INCLUSIVE) {
+    if (__shfl_sync(0xffffffffu, P::flag(w), first) != FLAG_INCLUSIVE) {
       top -= first; // the entries above it have aggregates; wait for this one
       continue;
     }
     // Lane `first` holds inc[top - first], lanes first - 1 .. 0 the aggregates after it.
-    const State v = state_of<State>(w);
+    const State v = P::state(w);
     State p = shfl_state(v, first);
     for (int i = first - 1; i >= 0; --i)
       p = Op::combine(p, shfl_state(v, i));
@@ -361,20 +411,22 @@ template <class Op>
 __device__ Prefix<typename Op::State> packed_tile_prefix(const Scratch &s, i64 chain, i64 tile,
                                                          const typename Op::State &agg, int lane) {
   typedef typename Op::State State;
+  typedef Packed<State> P;
+  typedef typename P::Word Word;
   Word *tile_words = (Word *)s.flags, *group_words = (Word *)s.group_flags;
   const i64 group = tile / GROUP;
   const int pos = (int)(tile - group * GROUP);
   const bool last = pos == GROUP - 1;
   if (lane == 0 && !last)
-    publish_word(tile_words, tile * s.chains + chain, word_of(FLAG_AGGREGATE, agg));
+    P::publish(tile_words, tile * s.chains + chain, P::make(FLAG_AGGREGATE, agg));
 
   State mine = agg; // lane pos's own; lanes below it wait for their tile's word
   if (lane < pos) {
     Word w;
     do
-      w = read_word(tile_words, (group * GROUP + lane) * s.chains + chain);
-    while (flag_of(w) == FLAG_NONE);
-    mine = state_of<State>(w);
+      w = P::read(tile_words, (group * GROUP + lane) * s.chains + chain);
+    while (P::flag(w) == FLAG_NONE);
+    mine = P::state(w);
   }
   const State incl = warp_inclusive<Op>(mine, lane);
   const State within = shfl_state(incl, pos > 0 ? pos - 1 : 0);
@@ -384,14 +436,14 @@ __device__ Prefix<typename Op::State> packed_tile_prefix(const Scratch &s, i64 c
   if (last && lane == 0) {
     if (group > 0)
       store_state(s.group_agg, g, group_agg);
-    publish_word_release(group_words, g,
-                         word_of(group == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE, group_agg));
+    P::publish_release(group_words, g,
+                       P::make(group == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE, group_agg));
   }
   if (group == 0)
     return Prefix<State>{within, pos > 0};
   const State before = packed_lookback<Op>(s, chain, group, lane);
   if (last && lane == 0) // release too: a reader that sees it may then read group_agg[g]
-    publish_word_release(group_words, g, word_of(FLAG_INCLUSIVE, Op::combine(before, group_agg)));
+    P::publish_release(group_words, g, P::make(FLAG_INCLUSIVE, Op::combine(before, group_agg)));
   return Prefix<State>{pos > 0 ? Op::combine(before, within) : before, true};
 }
 
