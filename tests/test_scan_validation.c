@@ -300,14 +300,18 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F16, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_ROWS && p.lookback && p.warps == 8 && p.items == 16);
   CHECK(p.tiles == (1000003 + 4095) / 4096 && p.grid == p.tiles);
-  /* Its scratch: ticket, 245 tile flags and 8 group flags zeroed; f32 states (f16's
-   * accumulator) for the tiles' aggregates and the groups' aggregates and inclusive states,
-   * each array 16-byte aligned and none overlapping. */
-  CHECK(p.zero_words == 4 + 245 + 8 && p.flags_offset == 16 &&
-        p.group_flags_offset == 16 + 4 * 245);
-  CHECK(p.agg_offset == 1024 + 16 && p.inc_offset == 0);
-  CHECK(p.group_agg_offset == p.agg_offset + 992 && p.group_inc_offset == p.group_agg_offset + 32);
-  CHECK(p.scratch_bytes == p.group_inc_offset + 8 * 4);
+  /* Its scratch: the ticket, then 245 tile words and 8 group words zeroed (8 bytes each: an
+   * f32 state, f16's accumulator, with its flag), then the groups' aggregates, 16-byte aligned;
+   * no per-tile state arrays. */
+  CHECK(p.zero_words == 4 + 2 * (245 + 8) && p.flags_offset == 16 &&
+        p.group_flags_offset == 16 + 8 * 245);
+  CHECK(p.agg_offset == 0 && p.inc_offset == 0 && p.group_agg_offset == 2048);
+  CHECK(p.scratch_bytes == 2048 + 8 * 4);
+  /* An 8-byte state (logcumsumexp's f32 pair) takes 16-byte words: two halves. */
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F16, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_ROWS && p.lookback && p.state_bytes == 8);
+  CHECK(p.zero_words == (size_t)(4 + 4 * (p.tiles + (p.tiles + 31) / 32)) &&
+        p.group_flags_offset == 16 + 16 * (size_t)p.tiles);
   jitops__scan_geom_build(&g, 2, ww, 0, 0);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F16, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.grid == 1);

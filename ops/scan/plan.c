@@ -260,25 +260,28 @@ static size_t align16(size_t n) {
 }
 
 /* The look-back scratch (jitops/scan_abi.h): the ticket's slot, the flags (per tile, then per
- * group), then the state arrays. Per tile: aggregates, and for the cols kernel's tile-level
- * look-back inclusive states; per group (rows only): aggregates and inclusive states. */
+ * group), then the state arrays. Rows: the words carry the states; only the groups'
+ * aggregates stand beside them. Cols: per tile aggregates and inclusive states. */
 static void plan_scratch(jitops__scan_plan *p, int64_t chains) {
   const size_t n = (size_t)p->tiles * (size_t)chains;
   const bool rows = p->kind == JITOPS__SCAN_ROWS;
   const size_t groups =
       rows ? (size_t)((p->tiles + JITOPS__SCAN_GROUP - 1) / JITOPS__SCAN_GROUP) : 0;
   const size_t ng = groups * (size_t)chains, sb = p->state_bytes;
-  /* The rows kernel packs a state of 4 bytes into its flag's 64-bit word, one of 8 bytes into
-   * two such words (scan_abi.h). */
-  const size_t flag_bytes = !rows ? 4 : sb == 4 ? 8 : sb == 8 ? 16 : 4;
+  /* A rows word: 8 bytes for a 4-byte state, else an 8-byte half per 4 bytes of state. */
+  const size_t flag_bytes = rows ? (sb == 4 ? 8 : 2 * sb) : 4;
   p->flags_offset = TICKET_BYTES;
   p->group_flags_offset = TICKET_BYTES + flag_bytes * n;
   p->zero_words = (TICKET_BYTES + flag_bytes * (n + ng)) / 4;
-  p->agg_offset = align16(4 * p->zero_words);
-  p->inc_offset = ng ? 0 : p->agg_offset + align16(n * sb);
-  p->group_agg_offset = ng ? p->agg_offset + align16(n * sb) : 0;
-  p->group_inc_offset = ng ? p->group_agg_offset + align16(ng * sb) : 0;
-  p->scratch_bytes = ng ? p->group_inc_offset + ng * sb : p->inc_offset + n * sb;
+  const size_t states = align16(4 * p->zero_words);
+  if (rows) {
+    p->group_agg_offset = states;
+    p->scratch_bytes = states + ng * sb;
+  } else {
+    p->agg_offset = states;
+    p->inc_offset = states + align16(n * sb);
+    p->scratch_bytes = p->inc_offset + n * sb;
+  }
 }
 
 static int is_inner(const jitops__scan_geom *g) {

@@ -42,7 +42,7 @@ typedef struct jitops__scan_plan {
   size_t scratch_bytes;
   size_t zero_words; /* 32-bit words at the start of the scratch to zero: ticket and flags */
   size_t flags_offset, agg_offset, inc_offset;                   /* inc: 0 where there are groups */
-  size_t group_flags_offset, group_agg_offset, group_inc_offset; /* 0: no groups (cols) */
+  size_t group_flags_offset, group_agg_offset; /* 0: no groups (cols) */
   char name[256];                                                /* the kernel's name expression */
 } jitops__scan_plan;
 

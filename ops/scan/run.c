@@ -34,13 +34,12 @@ static jitops_status launch(jitops_runtime_t *rt, const jitops__scan_geom *geom,
     char *base = scratch.ptr;
     args.scratch.ticket = (uint32_t *)base;
     args.scratch.flags = (uint32_t *)(base + plan->flags_offset);
-    args.scratch.agg = base + plan->agg_offset;
+    args.scratch.agg = plan->agg_offset ? base + plan->agg_offset : NULL;
     args.scratch.inc = plan->inc_offset ? base + plan->inc_offset : NULL;
     args.scratch.chains = geom->chains;
-    if (plan->group_inc_offset) {
+    if (plan->group_agg_offset) {
       args.scratch.group_flags = (uint32_t *)(base + plan->group_flags_offset);
       args.scratch.group_agg = base + plan->group_agg_offset;
-      args.scratch.group_inc = base + plan->group_inc_offset;
     }
     status = jitops__memset32_async(rt, base, 0, plan->zero_words, stream);
   }

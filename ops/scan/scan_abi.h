@@ -45,14 +45,15 @@ typedef struct jitops__scan_geom {
   int32_t nb;
 } jitops__scan_geom;
 
-/* The look-back scratch, laid out by the host: a ticket counter, one flag per (tile, chain),
- * and the aggregate and inclusive state arrays, all indexed tile * chains + chain. The rows
- * kernel's grouped look-back (scan_lookback.cuh) uses no per-tile inclusive states (inc is
- * NULL) but a flag and the aggregate and inclusive states per group of JITOPS__SCAN_GROUP
- * tiles, indexed group * chains + chain; the cols kernel has no groups (NULL). For a state of
- * 4 bytes the rows kernel's flags and group flags are 64-bit words instead, for one of 8 bytes
- * pairs of them, each holding its flag and the flagged state (scan_lookback.cuh). The host
- * zeroes the ticket and every flag before the launch. All NULL without look-back. */
+/* The look-back scratch, laid out by the host. A ticket counter, then:
+ *   cols kernel (tile-level look-back, scan_lookback.cuh tile_prefix): one flag per (tile,
+ *     chain), and the aggregate and inclusive state arrays, indexed tile * chains + chain;
+ *   rows kernel (grouped look-back, grouped_tile_prefix): in `flags` one word per (tile, chain),
+ *     in `group_flags` one per (group of JITOPS__SCAN_GROUP tiles, chain), each holding a flag
+ *     and the state it flags (one 64-bit word for a 4-byte state, else one 64-bit half per 4
+ *     bytes of state), and each group's aggregate again in group_agg; agg and inc are NULL.
+ * The host zeroes the ticket and every flag or word before the launch. All NULL without
+ * look-back. */
 typedef struct jitops__scan_scratch {
   uint32_t *ticket;
   uint32_t *flags;
@@ -61,7 +62,6 @@ typedef struct jitops__scan_scratch {
   int64_t chains;
   uint32_t *group_flags;
   char *group_agg;
-  char *group_inc;
 } jitops__scan_scratch;
 
 /* Tiles per group of the grouped look-back: a warp's width. */
@@ -78,9 +78,9 @@ JITOPS__ABI_OFFSET(jitops__scan_geom, bstride, 136);
 JITOPS__ABI_OFFSET(jitops__scan_geom, ntens, 368);
 JITOPS__ABI_SIZE(jitops__scan_geom, 376);
 JITOPS__ABI_OFFSET(jitops__scan_scratch, chains, 32);
-JITOPS__ABI_OFFSET(jitops__scan_scratch, group_inc, 56);
-JITOPS__ABI_SIZE(jitops__scan_scratch, 64);
+JITOPS__ABI_OFFSET(jitops__scan_scratch, group_agg, 48);
+JITOPS__ABI_SIZE(jitops__scan_scratch, 56);
 JITOPS__ABI_OFFSET(jitops__scan_args, scratch, 376);
-JITOPS__ABI_SIZE(jitops__scan_args, 440);
+JITOPS__ABI_SIZE(jitops__scan_args, 432);
 
 #endif

@@ -171,10 +171,16 @@ __device__ Prefix<typename Op::State> tile_prefix(const Scratch &s, i64 chain, i
 // of the group's tile aggregates, and before(group) is the left fold of the earlier groups'
 // aggregates (each lane 31 of that scan), found by a decoupled look-back over groups. Every
 // term is a fixed combination of fixed aggregates, so reruns are bit-identical; the look-back
-// folds a thirty-second of the aggregates the tile-level one would, 32 flags a round trip.
+// folds a thirty-second of the aggregates the tile-level one would, 32 words a round trip.
 //
-// Scratch: per tile a flag (FLAG_AGGREGATE once its aggregate is out) and the aggregate; per
-// group a flag and the aggregate and inclusive states, all indexed index * chains + chain.
+// Every state travels in one word with its flag (Packed, below), so that a reader that sees a
+// flag holds the state it flags: after a tile's loads land, one round trip for its group mates'
+// words and one for the groups', with no acquire fence and no second load (with separate flags
+// and states it was four).
+//
+// Scratch: per tile a word (aggregate once the tile is reduced); per group a word (aggregate,
+// then inclusive) and the aggregate again in group_agg, for a search that has to reach past one
+// window (the word may have turned inclusive by then). All indexed index * chains + chain.
 
 constexpr int GROUP = JITOPS__SCAN_GROUP;
 static_assert(GROUP == 32, "a group is scanned across one warp");
@@ -192,40 +198,7 @@ __device__ __forceinline__ typename Op::State warp_inclusive(typename Op::State 
   return v;
 }
 
-// The search for the nearest entry below `index` with an inclusive state, every entry after it
-// having an aggregate: lane l reads flag top - l, so a round trip reads 32 flags. Warp-uniform.
-struct Search {
-  i64 top; // the next window's highest entry
-  i64 k;   // the inclusive entry, once done
-  bool done;
-};
-
-__device__ __forceinline__ Search search_start(i64 index) {
-  return Search{index - 1, 0, false};
-}
-
-// One round: lane l reads the flag of entry top - l; a window of aggregates moves the search
-// down by 32; an entry without a state stops it there until the next round.
-__device__ __forceinline__ void search_step(Search &q, const unsigned *flag_array, i64 chains,
-                                            i64 chain, int lane) {
-  const volatile unsigned *flags = flag_array;
-  const i64 j = q.top - lane;
-  const unsigned f = j >= 0 ? flags[j * chains + chain] : FLAG_NONE;
-  const unsigned stops = __ballot_sync(0xffffffffu, f != FLAG_AGGREGATE);
-  if (stops == 0) {
-    q.top -= 32;
-    return;
-  }
-  const int first = __ffs(stops) - 1;
-  if (__shfl_sync(0xffffffffu, f, first) == FLAG_INCLUSIVE) {
-    q.k = q.top - first;
-    q.done = true;
-  } else {
-    q.top -= first; // the entries above it have aggregates; wait for this one
-  }
-}
-
-// Each lane orders the flags it read before the states any lane loads next: its own fence,
+// Each lane orders the words it read before the states any lane loads next: its own fence,
 // then the warp barrier (which orders memory among the lanes it joins).
 __device__ __forceinline__ void search_acquire() {
   acquire_fence();
@@ -251,46 +224,23 @@ __device__ typename Op::State fold_aggregates(typename Op::State p, const char *
   return p;
 }
 
-// The left fold inc[k] ⊕ agg[k+1] ⊕ … ⊕ agg[index-1], after a search found k and acquired.
-template <class Op>
-__device__ typename Op::State fold_from(const char *agg, const char *inc, i64 chains, i64 chain,
-                                        i64 k, i64 index, int lane) {
-  typedef typename Op::State State;
-  return fold_aggregates<Op>(load_state<State>(inc, k * chains + chain), agg, chains, chain, k + 1,
-                             index, lane);
-}
-
-// The exclusive prefix of entry `index` (> 0) of a look-back array: search, then fold. All
-// lanes call it and get the same state.
-template <class Op>
-__device__ typename Op::State warp_lookback(const unsigned *flags, const char *agg, const char *inc,
-                                            i64 chains, i64 chain, i64 index, int lane) {
-  Search q = search_start(index);
-  while (!q.done)
-    search_step(q, flags, chains, chain, lane);
-  search_acquire();
-  return fold_from<Op>(agg, inc, chains, chain, q.k, index, lane);
-}
-
-// ---- packed words: states of 4 or 8 bytes --------------------------------------------------
+// ---- packed words -------------------------------------------------------------------------------
 //
-// A small state travels in one word with its flag, so that a reader that sees a flag holds the
-// state it flags: no acquire fence and no second load, which saves two of the look-back's four
-// L2 round trips. The host sizes and zeroes the flags as such words.
 //   4 bytes: one 64-bit word, the flag in the high half and the state in the low half (an
 //            aligned 64-bit access is single-copy atomic).
-//   8 bytes: two 64-bit halves, each the flag in its high half and one of the state's 32-bit
-//            words in its low half, stored and loaded as one vector access. Only each half is
-//            single-copy atomic, so a reader takes the word only when both halves carry the
-//            same flag: a word is written once per flag value (none, aggregate, inclusive), so
-//            equal flags mean both halves come from the same write. Plain loads, not 128-bit
-//            atomics: with one long row every tile reads the same few group words, and a
-//            compare-and-swap per read serialized them in L2 (2^27 logcumsumexp 0.66 -> 0.96 ms).
-// A group's word is overwritten from its aggregate to its inclusive prefix, so the group's
-// aggregate is also kept in group_agg, for the rare look-back that reaches past one window.
+//   8 or 16 bytes: two or four 64-bit halves, each the flag in its high half and one of the
+//            state's 32-bit words in its low half, stored and loaded as 128-bit vector accesses.
+//            Only each half is single-copy atomic, so a reader takes the word only when all its
+//            halves carry the same flag: a word is written once per flag value (none,
+//            aggregate, inclusive), so equal flags mean the halves come from the same write.
+//            Plain loads, not 128-bit atomics: with one long row every tile reads the same few
+//            group words, and a compare-and-swap per read serialized them in L2 (2^27
+//            logcumsumexp 0.66 -> 0.96 ms).
+// Tile words are published relaxed (the word is the whole message); group words with release,
+// which also orders the group_agg entry written before them.
 
 template <class S> __host__ __device__ constexpr bool packs() {
-  return sizeof(S) == 4 || sizeof(S) == 8;
+  return sizeof(S) == 4 || sizeof(S) == 8 || sizeof(S) == 16;
 }
 
 template <class S, int BYTES = (int)sizeof(S)> struct Packed;
@@ -311,8 +261,6 @@ template <class S> struct Packed<S, 4> {
   __device__ static unsigned flag(const Word &w) {
     return (unsigned)(w >> 32);
   }
-  // Relaxed: the word carries its own payload (tile words). Group words are published with
-  // release, which also orders the group_agg entry written before them.
   __device__ static void publish(Word *words, i64 index, const Word &w) {
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(words + index), "l"(w) : "memory");
   }
@@ -326,52 +274,83 @@ template <class S> struct Packed<S, 4> {
   }
 };
 
-struct alignas(16) Halves {
-  unsigned long long lo, hi;
-};
+// One 128-bit vector access of two halves.
+__device__ __forceinline__ void store_halves(unsigned long long *p, unsigned long long a,
+                                             unsigned long long b) {
+  asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
 
-template <class S> struct Packed<S, 8> {
-  typedef Halves Word;
+__device__ __forceinline__ void store_halves_release(unsigned long long *p, unsigned long long a,
+                                                     unsigned long long b) {
+  asm volatile("st.release.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+__device__ __forceinline__ void load_halves(const unsigned long long *p, unsigned long long &a,
+                                            unsigned long long &b) {
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+               : "=l"(a), "=l"(b)
+               : "l"(p)
+               : "memory");
+}
+
+// A state of 8 or 16 bytes: N = 2 or 4 halves.
+template <int N> struct alignas(16) Halves { unsigned long long h[N]; };
+
+template <class S, int BYTES> struct Packed {
+  static_assert(BYTES == 8 || BYTES == 16, "packed states are 4, 8 or 16 bytes");
+  static constexpr int N = BYTES / 4;
+  typedef Halves<N> Word;
   __device__ static Word make(unsigned flag, const S &v) {
-    unsigned bits[2];
-    memcpy(bits, &v, 8);
-    return Word{(unsigned long long)flag << 32 | bits[0], (unsigned long long)flag << 32 | bits[1]};
+    unsigned bits[N];
+    memcpy(bits, &v, BYTES);
+    Word w;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      w.h[i] = (unsigned long long)flag << 32 | bits[i];
+    return w;
   }
   __device__ static S state(const Word &w) {
-    const unsigned bits[2] = {(unsigned)w.lo, (unsigned)w.hi};
+    unsigned bits[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      bits[i] = (unsigned)w.h[i];
     S v;
-    memcpy(&v, bits, 8);
+    memcpy(&v, bits, BYTES);
     return v;
   }
   // FLAG_NONE while the halves disagree (a write in between): the reader waits, as for none.
   __device__ static unsigned flag(const Word &w) {
-    const unsigned a = (unsigned)(w.lo >> 32), b = (unsigned)(w.hi >> 32);
-    return a == b ? a : (unsigned)FLAG_NONE;
+    const unsigned f = (unsigned)(w.h[0] >> 32);
+    bool same = true;
+#pragma unroll
+    for (int i = 1; i < N; ++i)
+      same = same && (unsigned)(w.h[i] >> 32) == f;
+    return same ? f : (unsigned)FLAG_NONE;
   }
   __device__ static void publish(Word *words, i64 index, const Word &w) {
-    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(words + index), "l"(w.lo),
-                 "l"(w.hi)
-                 : "memory");
+#pragma unroll
+    for (int i = 0; i < N; i += 2)
+      store_halves(&words[index].h[i], w.h[i], w.h[i + 1]);
   }
   __device__ static void publish_release(Word *words, i64 index, const Word &w) {
-    asm volatile("st.release.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(words + index), "l"(w.lo),
-                 "l"(w.hi)
-                 : "memory");
+#pragma unroll
+    for (int i = 0; i < N; i += 2)
+      store_halves_release(&words[index].h[i], w.h[i], w.h[i + 1]);
   }
   __device__ static Word read(const Word *words, i64 index) {
     Word w;
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
-                 : "=l"(w.lo), "=l"(w.hi)
-                 : "l"(words + index)
-                 : "memory");
+#pragma unroll
+    for (int i = 0; i < N; i += 2)
+      load_halves(&words[index].h[i], w.h[i], w.h[i + 1]);
     return w;
   }
 };
 
-// The exclusive prefix of group `index` (> 0) over packed group words: the same left fold as
-// warp_lookback. Lane l reads word top - l; once the nearest inclusive word is in the window
-// that started at index - 1, the fold needs nothing more than the window's own payloads. A
-// search that had to move down first folds the aggregates above the window from group_agg.
+// The exclusive prefix of group `index` (> 0): the left fold of inc[k] and the aggregates after
+// it, k the nearest group with an inclusive word. Lane l reads word top - l; once the nearest
+// inclusive word is in the window that started at index - 1, the fold needs nothing more than
+// the window's own payloads. A search that had to move down first folds the aggregates above
+// the window from group_agg.
 template <class Op>
 __device__ typename Op::State packed_lookback(const Scratch &s, i64 chain, i64 index, int lane) {
   typedef typename Op::State State;
@@ -406,11 +385,13 @@ __device__ typename Op::State packed_lookback(const Scratch &s, i64 chain, i64 i
   }
 }
 
-// grouped_tile_prefix over packed words.
+// Publishes tile `tile`'s aggregate and returns its exclusive prefix (absent for tile 0): the
+// whole grouped look-back, in one warp, once the tile is reduced. Every lane calls it.
 template <class Op>
-__device__ Prefix<typename Op::State> packed_tile_prefix(const Scratch &s, i64 chain, i64 tile,
-                                                         const typename Op::State &agg, int lane) {
+__device__ Prefix<typename Op::State> grouped_tile_prefix(const Scratch &s, i64 chain, i64 tile,
+                                                          const typename Op::State &agg, int lane) {
   typedef typename Op::State State;
+  static_assert(packs<State>(), "the rows kernel's states are 4, 8 or 16 bytes");
   typedef Packed<State> P;
   typedef typename P::Word Word;
   Word *tile_words = (Word *)s.flags, *group_words = (Word *)s.group_flags;
@@ -444,54 +425,6 @@ __device__ Prefix<typename Op::State> packed_tile_prefix(const Scratch &s, i64 c
   const State before = packed_lookback<Op>(s, chain, group, lane);
   if (last && lane == 0) // release too: a reader that sees it may then read group_agg[g]
     P::publish_release(group_words, g, P::make(FLAG_INCLUSIVE, Op::combine(before, group_agg)));
-  return Prefix<State>{pos > 0 ? Op::combine(before, within) : before, true};
-}
-
-// Publishes tile `tile`'s aggregate and returns its exclusive prefix (absent for tile 0): the
-// whole grouped look-back, in one warp, once the tile is reduced. Every lane calls it.
-template <class Op>
-__device__ Prefix<typename Op::State> grouped_tile_prefix(const Scratch &s, i64 chain, i64 tile,
-                                                          const typename Op::State &agg, int lane) {
-  typedef typename Op::State State;
-  if constexpr (packs<State>())
-    return packed_tile_prefix<Op>(s, chain, tile, agg, lane);
-  const i64 group = tile / GROUP;
-  const int pos = (int)(tile - group * GROUP);
-  // The group's last tile forms the group's aggregate itself: its own is read by no one.
-  const bool last = pos == GROUP - 1;
-  if (lane == 0 && !last) {
-    store_state(s.agg, tile * s.chains + chain, agg);
-    publish_flag(s.flags, tile * s.chains + chain, FLAG_AGGREGATE);
-  }
-
-  // within: the aggregates of the group's earlier tiles (earlier tickets, so already running),
-  // each lane waiting for its own; lane pos holds this tile's (lanes past it do not matter).
-  const i64 mine = (group * GROUP + lane) * s.chains + chain;
-  if (lane < pos) {
-    const volatile unsigned *flags = s.flags;
-    while (flags[mine] == FLAG_NONE) {
-    }
-    acquire_fence(); // each lane loads only the state whose flag it saw
-  }
-  const State incl = warp_inclusive<Op>(lane < pos ? load_state<State>(s.agg, mine) : agg, lane);
-  const State within = shfl_state(incl, pos > 0 ? pos - 1 : 0);
-
-  // A group's last tile publishes the group's aggregate before it looks back, so that no later
-  // group waits on its look-back, then the group's inclusive prefix.
-  const State group_agg = shfl_state(incl, GROUP - 1); // meaningful where last
-  const i64 g = group * s.chains + chain;
-  if (last && lane == 0) {
-    store_state(group == 0 ? s.group_inc : s.group_agg, g, group_agg);
-    publish_flag(s.group_flags, g, group == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE);
-  }
-  if (group == 0)
-    return Prefix<State>{within, pos > 0};
-  const State before =
-      warp_lookback<Op>(s.group_flags, s.group_agg, s.group_inc, s.chains, chain, group, lane);
-  if (last && lane == 0) {
-    store_state(s.group_inc, g, Op::combine(before, group_agg));
-    publish_flag(s.group_flags, g, FLAG_INCLUSIVE);
-  }
   return Prefix<State>{pos > 0 ? Op::combine(before, within) : before, true};
 }
 
