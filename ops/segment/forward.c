@@ -231,7 +231,7 @@ static jitops_status run_narrow(const jitops__segment_launch *l,
   jitops__segment_narrow_args args = {
       .tensors = tensors_of(call),
       .ids = l->ids,
-      .table = w + p->codes,
+      .table = p->narrow_in_place ? call->out.ptr : w + p->codes,
       .flags = fixed ? (uint32_t *)(w + p->narrow_flags) : NULL,
       .counts = call->reduction == JITOPS_SEGMENT_MEAN ? (uint32_t *)(w + p->narrow_counts) : NULL,
       .block_max = fixed ? (uint32_t *)(w + p->narrow_block_max) : NULL,

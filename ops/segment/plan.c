@@ -352,9 +352,47 @@ static bool narrow_fits(const jitops__segment_call *call) {
          call->segments >= SEG_NARROW_SUM_MIN_SEGMENTS && call->cols <= SEG_NARROW_SUM_MAX_COLS;
 }
 
-/* The table (max/min: codes, cleared by a memset; sum/mean: 64-bit fixed point, then the
- * non-finite marks and the counts, all cleared by the prepare pass, which needs them to end on
- * a 16-byte boundary: every take ends on a 256-byte one), the prepare blocks' words, the grids. */
+/* The byte range [begin, end) of `count` rows of `cols` elements of `elem` bytes, `stride`
+ * elements apart. */
+static void rows_range(const void *ptr, int64_t count, int64_t stride, int64_t cols, size_t elem,
+                       uintptr_t *begin, uintptr_t *end) {
+  *begin = (uintptr_t)ptr;
+  *end = *begin + ((size_t)(count - 1) * (size_t)stride + (size_t)cols) * elem;
+}
+
+static bool ranges_meet(uintptr_t a0, uintptr_t a1, uintptr_t b0, uintptr_t b1) {
+  return a0 < b1 && b0 < a1;
+}
+
+/* Whether max/min's code table can be the output itself: codes as wide as the output's
+ * elements (f32, f64 and 32-bit integers; not f16/bf16, whose codes are f32's), the output's
+ * rows packed (cell s * D + c is out[s, c]), and no input in the output's bytes (the memset
+ * and the atomics write it before the data is read). Saves the table's scratch and, in L2, the
+ * write-back of a table nobody reads again. */
+static bool narrow_in_place(const jitops__segment_call *call) {
+  const size_t elem = jitops__dtype_size(call->dtype);
+  if (code_size(call) != elem || call->out.stride != call->cols)
+    return false;
+  uintptr_t o0, o1, d0, d1;
+  rows_range(call->out.ptr, call->segments, call->cols, call->cols, elem, &o0, &o1);
+  rows_range(call->data.ptr, call->rows, call->data.stride, call->cols, elem, &d0, &d1);
+  if (ranges_meet(o0, o1, d0, d1))
+    return false;
+  if (call->ids != NULL) {
+    uintptr_t i0, i1;
+    rows_range(call->ids, call->rows, call->id_stride, 1, jitops__dtype_size(call->id_dtype), &i0,
+               &i1);
+    if (ranges_meet(o0, o1, i0, i1))
+      return false;
+  }
+  const uintptr_t c0 = (uintptr_t)call->counter;
+  return call->counter == NULL || !ranges_meet(o0, o1, c0, c0 + (call->counter64 ? 8 : 4));
+}
+
+/* The table (max/min: codes, cleared by a memset, in the output itself where it can be; sum/mean:
+ * 64-bit fixed point, then the non-finite marks and the counts, all cleared by the prepare pass,
+ * which needs them to end on a 16-byte boundary: every take ends on a 256-byte one), the prepare
+ * blocks' words, the grids. */
 static void plan_narrow(const jitops__device_props *props, const jitops__segment_call *call,
                         jitops__segment_forward_plan *plan,
                         jitops__segment_scratch_cursor *cursor) {
@@ -364,8 +402,10 @@ static void plan_narrow(const jitops__device_props *props, const jitops__segment
   const int64_t per_thread = JITOPS__SEGMENT_NARROW_UNROLL;
   plan->code_size = fixed ? sizeof(uint64_t) : code_size(call);
   plan->zeroed = cursor->end;
-  plan->codes = jitops__segment_take(cursor, cells, plan->code_size);
-  plan->code_table = cells * plan->code_size; /* checked by the take */
+  plan->narrow_in_place = !fixed && narrow_in_place(call);
+  if (!plan->narrow_in_place)
+    plan->codes = jitops__segment_take(cursor, cells, plan->code_size);
+  plan->code_table = cells * plan->code_size; /* checked by the take, or the output's size */
   if (fixed) {
     plan->narrow_flags = jitops__segment_take(
         cursor, (cells + JITOPS__SEGMENT_NARROW_FLAG_CELLS - 1) / JITOPS__SEGMENT_NARROW_FLAG_CELLS,

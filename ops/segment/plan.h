@@ -103,6 +103,9 @@ typedef struct jitops__segment_forward_plan {
    * prepare blocks' words. */
   uint32_t narrow_prepare_blocks, narrow_blocks, narrow_finalize_blocks;
   size_t narrow_flags, narrow_counts, narrow_block_max;
+  /* max/min: the code table is the output itself (codes as wide as its elements, rows packed,
+   * no overlap with the inputs), decoded in place; `codes` is then unused. */
+  bool narrow_in_place;
   /* Byte offsets into the scratch memory. [zeroed, zeroed + zeroed_bytes) is cleared by one
    * memset first: the segment bounds (not on the digit path), the sort's digit counts, tile
    * counters and look-back words, and the digit path's part counts and flag. */

@@ -108,15 +108,17 @@ __global__ void __launch_bounds__(THREADS)
   narrow_count_dropped(a, dropped);
 }
 
-// out[s, c] = the decoded code of cell (s, c), or the fill where no row reached it.
+// out[s, c] = the decoded code of cell (s, c), or the fill where no row reached it. The table
+// may be the output itself (the host's narrow_in_place): each thread reads a cell, then writes
+// the same cell, so the two pointers are not declared __restrict__.
 template <class T, int OP, int D>
 __global__ void __launch_bounds__(THREADS)
     segment_narrow_extreme_finalize(const jitops__segment_narrow_args a) {
   typedef acc_t<T> A;
   typedef typename ordered<A>::type K;
   wait_for_previous_grid();
-  const K *__restrict__ table = (const K *)a.table;
-  T *__restrict__ out = (T *)a.tensors.out;
+  const K *table = (const K *)a.table;
+  T *out = (T *)a.tensors.out;
   const A fill = fill_value<A>(a.fill);
   const i64 cells = (i64)a.ids.segments * D, step = narrow_step();
   for (i64 e0 = narrow_first(); e0 < cells; e0 += step * NARROW_UNROLL) {
