@@ -41,9 +41,9 @@ typedef struct jitops__scan_plan {
   size_t state_bytes;    /* sizeof(Op::State) */
   size_t scratch_bytes;
   size_t zero_words; /* 32-bit words at the start of the scratch to zero: ticket and flags */
-  size_t flags_offset, agg_offset, inc_offset;                   /* inc: 0 where there are groups */
+  size_t flags_offset, agg_offset, inc_offset; /* agg, inc: 0 for rows (their words hold states) */
   size_t group_flags_offset, group_agg_offset; /* 0: no groups (cols) */
-  char name[256];                                                /* the kernel's name expression */
+  char name[256];                              /* the kernel's name expression */
 } jitops__scan_plan;
 
 /* The ops' tensor counts: inputs then outputs, as the templates' Tensors lists. */
