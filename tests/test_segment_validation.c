@@ -492,6 +492,35 @@ static void narrow_workspace_sizes(jitops_runtime_t *rt) {
   }
 }
 
+/* Max/min on the narrow path build their code table in the output when nothing else lies in
+ * its bytes: no table in the workspace then. f16 (f32 codes), and data that reaches into the
+ * output (here through a negative row stride, from above it) keep the 12 MB table. */
+static void narrow_table_in_output(jitops_runtime_t *rt) {
+  const int64_t rows = 1 << 20, cols = 3, segs = 1000000;
+  const size_t table = (size_t)segs * cols * 4;
+  char *const base = (char *)((uintptr_t)1 << 40); /* fake device addresses, never read */
+  fixture f = good();
+  f.ids = make(base + ((size_t)1 << 32), kDLInt, 64, 1, rows, 0, 0);
+  f.data = make(base + ((size_t)2 << 32), kDLFloat, 32, 2, rows, cols, 0);
+  f.out = make(base, kDLFloat, 32, 2, segs, cols, 0);
+  jitops_segment_options o;
+  jitops_segment_options_init(&o);
+  size_t bytes = 0;
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids), segs,
+                                                T(&f.out), &o, &bytes));
+  CHECK(bytes < 4096);
+  f.data = make(base + (8 << 20), kDLFloat, 32, 2, rows, cols, 0);
+  with_strides(&f.data, -cols, 1, 0);
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_MIN, T(&f.data), T(&f.ids), segs,
+                                                T(&f.out), &o, &bytes));
+  CHECK(bytes >= table);
+  f.data = make(base + ((size_t)2 << 32), kDLFloat, 16, 2, rows, cols, 0);
+  f.out = make(base, kDLFloat, 16, 2, segs, cols, 0);
+  CHECK_OK(jitops_segment_reduce_workspace_size(rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids), segs,
+                                                T(&f.out), &o, &bytes));
+  CHECK(bytes >= table);
+}
+
 /* Hostile tensors: sizes, strides and byte offsets whose products or sums overflow int64, or
  * that wrap the address space, are refused with a status and a message naming the argument
  * (the core's addressability rule), before any of that arithmetic overflows (the test runs
@@ -680,6 +709,7 @@ int main(void) {
   valid_calls_reach_the_launch(rt);
   workspace_sizes(rt);
   narrow_workspace_sizes(rt);
+  narrow_table_in_output(rt);
   catalogue(rt);
   jitops_runtime_destroy(rt);
   return test_finish("test_segment_validation");

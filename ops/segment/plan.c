@@ -352,12 +352,15 @@ static bool narrow_fits(const jitops__segment_call *call) {
          call->segments >= SEG_NARROW_SUM_MIN_SEGMENTS && call->cols <= SEG_NARROW_SUM_MAX_COLS;
 }
 
-/* The byte range [begin, end) of `count` rows of `cols` elements of `elem` bytes, `stride`
- * elements apart. */
+/* The byte range [begin, end) of `count` (> 0) rows of `cols` elements of `elem` bytes, the
+ * first at `ptr`, `stride` elements apart (any sign: a flipped or broadcast view). The offsets
+ * fit int64: args.c checked that every tensor is addressable. */
 static void rows_range(const void *ptr, int64_t count, int64_t stride, int64_t cols, size_t elem,
                        uintptr_t *begin, uintptr_t *end) {
-  *begin = (uintptr_t)ptr;
-  *end = *begin + ((size_t)(count - 1) * (size_t)stride + (size_t)cols) * elem;
+  const int64_t last = (count - 1) * stride;
+  const int64_t low = last < 0 ? last : 0, high = (last > 0 ? last : 0) + cols;
+  *begin = (uintptr_t)ptr + (uintptr_t)(low * (int64_t)elem);
+  *end = (uintptr_t)ptr + (uintptr_t)(high * (int64_t)elem);
 }
 
 static bool ranges_meet(uintptr_t a0, uintptr_t a1, uintptr_t b0, uintptr_t b1) {
