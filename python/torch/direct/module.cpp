@@ -1,6 +1,7 @@
 // jitops._direct (direct.h): one METH_FASTCALL entry per op that jitops.ops calls, with the
-// positional arguments of the op's schema; each returns the op's result, or NotImplemented when
-// it declines the call (the caller then goes through torch.ops).
+// positional arguments of the op's schema; each returns the op's result (FLCE's without the
+// gradients its autograd graph keeps, see Flce), or NotImplemented when it declines the call (the
+// caller then goes through torch.ops).
 #include "direct.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
