@@ -219,6 +219,15 @@ static grad_args grad_args_for(const plan_t &p, const alpha_args &a, const A *lp
   return ga;
 }
 
+// The gradient kernel's dynamic shared memory with tables or ga's link_smem, laid out as
+// jitops/ctc_abi.h says.
+template <class A> static size_t grad_smem_bytes(const grad_args &ga, bool tables) {
+  if (tables)
+    return JITOPS__CTC_GRAD_GAMMA_OFFSET(ga.link_st, ga.C) +
+           (size_t)JITOPS__CTC_GRAD_WARPS * (size_t)(ga.link_st / 2) * sizeof(A);
+  return ga.link_smem ? (size_t)ga.link_st * sizeof(int) : 0;
+}
+
 template <class A, int CAP, int STORE, int OFFS>
 static void check_problem(ctc_case *c, const char *what, corrupt_fn corrupt = nullptr) {
   const int T = c->T, N = c->N, C = c->C, S = c->S;
@@ -325,12 +334,12 @@ static void check_problem(ctc_case *c, const char *what, corrupt_fn corrupt = nu
     grad_args ga = grad_args_for<A>(p, a, lp.data(), grad.data(), g.data(), T, N, C);
     ga.blank = c->blank;
     ga.zero_infinity = 1;
-    ga.link_smem = torch; // both paths: links in shared memory, and read from global memory
-    size_t link_bytes = ga.link_smem ? (size_t)a.link_st * sizeof(int) : 0;
+    // Both paths: the tables in shared memory, and everything in global memory.
+    const size_t smem = grad_smem_bytes<A>(ga, torch);
     if (torch)
-      launch(&grad_kernel<A, A, true>, (unsigned)(ga.chunks * N), 1, 256, link_bytes, ga);
+      launch(&grad_kernel<A, A, true, true>, (unsigned)(ga.chunks * N), 1, 256, smem, ga);
     else
-      launch(&grad_kernel<A, A, false>, (unsigned)(ga.chunks * N), 1, 256, link_bytes, ga);
+      launch(&grad_kernel<A, A, false, false>, (unsigned)(ga.chunks * N), 1, 256, smem, ga);
     double gatol = sizeof(A) == 8 ? 1e-10 : 2e-4 + 4e-6 * T;
     int reported = 0;
     for (int t = 0; t < T; ++t)
@@ -454,7 +463,9 @@ template <int CAP> static void check_long_f32(uint64_t seed, int T, int N, int C
   a.frames = frames.data();
   run_alpha<float, CAP, STORE_REG, OFFS_PADDED, MODE_AB>(p, 3, a);
   grad_args ga = grad_args_for<float>(p, a, lp.data(), grad.data(), g.data(), T, N, C);
-  launch(&grad_kernel<float, float, false>, (unsigned)(ga.chunks * N), 1, 256, 0, ga);
+  ga.link_smem = 1; // links alone in shared memory
+  launch(&grad_kernel<float, float, false, false>, (unsigned)(ga.chunks * N), 1, 256,
+         grad_smem_bytes<float>(ga, false), ga);
   double num = 0, den = 0;
   for (size_t i = 0; i < (size_t)T * N * C; ++i) {
     num += (grad[i] - r.grad[i]) * (grad[i] - r.grad[i]);

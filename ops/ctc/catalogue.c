@@ -53,16 +53,17 @@ static bool walk_alpha(cursor *c, jitops__dtype f) {
 
 static bool walk_grad(cursor *c, jitops__dtype f) {
   char name[256];
-  for (int torch = 0; torch < 2; ++torch) {
-    jitops__ctc_grad_name(f, f, torch, name, sizeof name);
-    if (offer(c, name))
-      return true;
-    if (f == JITOPS__DTYPE_F32)
-      continue;
-    jitops__ctc_grad_name(f, JITOPS__DTYPE_F32, torch, name, sizeof name);
-    if (offer(c, name))
-      return true;
-  }
+  for (int tables = 1; tables >= 0; --tables)
+    for (int torch = 0; torch < 2; ++torch) {
+      jitops__ctc_grad_name(f, f, torch, tables, name, sizeof name);
+      if (offer(c, name))
+        return true;
+      if (f == JITOPS__DTYPE_F32)
+        continue;
+      jitops__ctc_grad_name(f, JITOPS__DTYPE_F32, torch, tables, name, sizeof name);
+      if (offer(c, name))
+        return true;
+    }
   return false;
 }
 

@@ -88,8 +88,18 @@
 /* grad_kernel: a block of GRAD_THREADS threads, one warp per (t, n) row, takes GRAD_ROWS rows
  * of one sample (8 warps × 4 rows). reduce_kernel: one block of REDUCE_THREADS threads. */
 #define JITOPS__CTC_GRAD_THREADS   256
+#define JITOPS__CTC_GRAD_WARPS     (JITOPS__CTC_GRAD_THREADS / 32)
 #define JITOPS__CTC_GRAD_ROWS      32
 #define JITOPS__CTC_REDUCE_THREADS 256
+
+/* grad_kernel's dynamic shared memory. With TABLES: the sample's links (link_st int32), each
+ * class's first target position (C int32, from GRAD_HEAD_OFFSET on), and one row of link_st / 2
+ * accumulators per warp for its row's label posteriors (from GRAD_GAMMA_OFFSET on). Without,
+ * the links alone when link_smem, else nothing. */
+#define JITOPS__CTC_GRAD_ALIGN16(bytes)       (((size_t)(bytes) + 15u) / 16u * 16u)
+#define JITOPS__CTC_GRAD_HEAD_OFFSET(link_st) JITOPS__CTC_GRAD_ALIGN16((size_t)(link_st)*4u)
+#define JITOPS__CTC_GRAD_GAMMA_OFFSET(link_st, C)                                                  \
+  (JITOPS__CTC_GRAD_HEAD_OFFSET(link_st) + JITOPS__CTC_GRAD_ALIGN16((size_t)(C)*4u))
 
 /* ---- kernel arguments --------------------------------------------------------------------- */
 
@@ -143,8 +153,8 @@ typedef struct jitops__ctc_grad_args {
   int64_t lp_st_t, lp_st_n, lp_st_c;
   void *grad; /* [T, N, C] of F */
   int64_t g_st_t, g_st_n, g_st_c;
-  void *alpha; /* A: natural logs (f64), or log2 in frames (f32); gamma overwrites the odd
-                  states in place */
+  void *alpha; /* A: natural logs (f64), or log2 in frames (f32); without TABLES, the label
+                  posteriors overwrite the odd states in place */
   const void *beta;
   int64_t ab_st_n, ab_st_t; /* unit stride along s */
   const void *nll;          /* A[N] */
@@ -157,7 +167,7 @@ typedef struct jitops__ctc_grad_args {
   int32_t T, N, C, blank;
   int32_t reduction, zero_infinity;
   int32_t chunks;      /* blocks per sample along t */
-  int32_t link_smem;   /* 1: copy the sample's links to dynamic shared memory */
+  int32_t link_smem;   /* without TABLES, 1: copy the sample's links to dynamic shared memory */
   int32_t frame_nt;    /* the recursion's threads per block (NT) */
   int32_t frame_shift; /* log2 of its states per thread (K) */
 } jitops__ctc_grad_args;

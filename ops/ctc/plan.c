@@ -3,9 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Dynamic shared memory a gradient block may take without opting in: the sample's links go
- * there when they fit. */
-#define GRAD_LINK_SMEM_MAX (48 * 1024)
+/* Dynamic shared memory a gradient block may take without opting in. */
+#define GRAD_SMEM_MAX (48 * 1024)
 
 /* a · b · c into *out; false when it overflows. */
 static bool mul3(size_t a, size_t b, size_t c, size_t *out) {
@@ -187,11 +186,18 @@ jitops_status jitops__ctc_grad_plan(const jitops__ctc_call *call, const jitops__
   const int64_t chunks = (call->T + JITOPS__CTC_GRAD_ROWS - 1) / JITOPS__CTC_GRAD_ROWS;
   if (__builtin_mul_overflow((uint64_t)chunks, (uint64_t)call->N, &blocks) || blocks > INT32_MAX)
     return jitops__fail(JITOPS_ERR_UNSUPPORTED, "%s: T * N is too large for one launch", call->fn);
-  const size_t link_bytes = (size_t)ws->link_st * sizeof(int32_t);
   launch->chunks = (int32_t)chunks;
   launch->blocks = (uint32_t)blocks;
-  launch->link_smem = link_bytes <= GRAD_LINK_SMEM_MAX;
-  launch->shared_bytes = launch->link_smem ? (uint32_t)link_bytes : 0;
+  /* link_st is 2 · the longest target and C an int32: no size below overflows a size_t. */
+  const size_t link_bytes = (size_t)ws->link_st * sizeof(int32_t);
+  const size_t table_bytes =
+      JITOPS__CTC_GRAD_GAMMA_OFFSET(ws->link_st, call->C) +
+      (size_t)JITOPS__CTC_GRAD_WARPS * (size_t)(ws->link_st / 2) * jitops__dtype_size(call->acc);
+  launch->tables = table_bytes <= GRAD_SMEM_MAX;
+  launch->link_smem = !launch->tables && link_bytes <= GRAD_SMEM_MAX;
+  launch->shared_bytes = (uint32_t)(launch->tables      ? table_bytes
+                                    : launch->link_smem ? link_bytes
+                                                        : 0);
   return JITOPS_SUCCESS;
 }
 
@@ -220,10 +226,10 @@ void jitops__ctc_alpha_name(const jitops__ctc_alpha_kernel *k, char *buf, size_t
            k->offs, (long long)k->cap, k->store, k->mode, jitops__dtype_cname(k->out));
 }
 
-void jitops__ctc_grad_name(jitops__dtype f, jitops__dtype grad_loss, bool torch, char *buf,
-                           size_t size) {
-  snprintf(buf, size, "jitops::ctc::grad_kernel<%s, %s, %s>", jitops__dtype_cname(f),
-           jitops__dtype_cname(grad_loss), torch ? "true" : "false");
+void jitops__ctc_grad_name(jitops__dtype f, jitops__dtype grad_loss, bool torch, bool tables,
+                           char *buf, size_t size) {
+  snprintf(buf, size, "jitops::ctc::grad_kernel<%s, %s, %s, %s>", jitops__dtype_cname(f),
+           jitops__dtype_cname(grad_loss), torch ? "true" : "false", tables ? "true" : "false");
 }
 
 void jitops__ctc_reduce_name(jitops__dtype acc, jitops__dtype out, char *buf, size_t size) {

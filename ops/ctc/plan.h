@@ -55,12 +55,13 @@ jitops_status jitops__ctc_workspace_plan(const jitops__ctc_call *call, const jit
                                          jitops_ctc_pass pass, bool values,
                                          jitops__ctc_workspace *ws);
 
-/* The gradient's launch: `chunks` blocks of JITOPS__CTC_GRAD_ROWS rows per sample, and the
- * sample's links in dynamic shared memory when they fit the default 48 KiB. */
+/* The gradient's launch: `chunks` blocks of JITOPS__CTC_GRAD_ROWS rows per sample, and what
+ * goes to dynamic shared memory within the default 48 KiB (jitops/ctc_abi.h): the tables when
+ * they fit, else the sample's links when they fit. */
 typedef struct jitops__ctc_grad_launch {
   int32_t chunks;
   uint32_t blocks;
-  bool link_smem;
+  bool link_smem, tables;
   uint32_t shared_bytes;
 } jitops__ctc_grad_launch;
 
@@ -82,10 +83,10 @@ jitops__ctc_alpha_kernel jitops__ctc_alpha_kernel_of(const jitops__ctc_call *cal
                                                      const jitops__ctc_plan *plan, int mode,
                                                      jitops__dtype out);
 
-/* Name expressions: alpha_kernel, grad_kernel<F, G, TORCH>, reduce_kernel<A, O>. */
+/* Name expressions: alpha_kernel, grad_kernel<F, G, TORCH, TABLES>, reduce_kernel<A, O>. */
 void jitops__ctc_alpha_name(const jitops__ctc_alpha_kernel *k, char *buf, size_t size);
-void jitops__ctc_grad_name(jitops__dtype f, jitops__dtype grad_loss, bool torch, char *buf,
-                           size_t size);
+void jitops__ctc_grad_name(jitops__dtype f, jitops__dtype grad_loss, bool torch, bool tables,
+                           char *buf, size_t size);
 void jitops__ctc_reduce_name(jitops__dtype acc, jitops__dtype out, char *buf, size_t size);
 
 #endif

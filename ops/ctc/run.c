@@ -34,10 +34,12 @@ static jitops_status add_alpha(jitops__kernel_batch *b, const jitops__ctc_call *
 }
 
 static jitops_status add_grad(jitops__kernel_batch *b, const jitops__ctc_call *call,
-                              const DLTensor *grad_loss, jitops_kernel_t **k) {
+                              const jitops__ctc_grad_launch *geometry, const DLTensor *grad_loss,
+                              jitops_kernel_t **k) {
   char name[128];
   jitops__ctc_grad_name(call->f, jitops__dtype_of(grad_loss->dtype),
-                        call->opt.gradient == JITOPS_CTC_GRADIENT_PYTORCH, name, sizeof name);
+                        call->opt.gradient == JITOPS_CTC_GRADIENT_PYTORCH, geometry->tables, name,
+                        sizeof name);
   return add_kernel(b, name, k);
 }
 
@@ -266,7 +268,7 @@ static jitops_status backward_run(const jitops__ctc_call *call, const jitops__ct
   jitops__kernel_batch b;
   jitops__kernel_batch_init(&b);
   JITOPS__TRY(add_alpha(&b, call, plan, JITOPS__CTC_MODE_AB, call->acc, &ka));
-  JITOPS__TRY(add_grad(&b, call, grad_loss, &kg));
+  JITOPS__TRY(add_grad(&b, call, &geometry, grad_loss, &kg));
   if (loss != NULL)
     JITOPS__TRY(add_reduce(&b, call, loss, &kr));
   JITOPS__TRY(jitops__kernel_batch_get(rt, &b));
