@@ -97,6 +97,9 @@ c10::TypedOperatorHandle<LossSignature> &loss_op() {
 // The forward computes the loss alone; the backward runs the alpha+beta pass and the
 // gradient (jitops_ctc_loss_backward), so nothing larger than the inputs is kept between them.
 struct LossFunction : public torch::autograd::Function<LossFunction> {
+  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
+  static constexpr bool is_traceable = true;
+
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &log_probs,
                             const at::Tensor &targets, const at::Tensor &input_lengths,
                             const at::Tensor &target_lengths, int64_t blank,

@@ -58,6 +58,9 @@ c10::TypedOperatorHandle<at::Tensor(const at::Tensor &, c10::SymIntArrayRef)> &r
 }
 
 struct RepeatFunction : public torch::autograd::Function<RepeatFunction> {
+  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
+  static constexpr bool is_traceable = true;
+
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
                             c10::SymIntArrayRef repeats) {
     ctx->saved_data["repeats"] = repeats;

@@ -107,6 +107,9 @@ template <class Signature> c10::TypedOperatorHandle<Signature> forward_op(jitops
 // cumsum (reads nothing back), cumprod and logcumsumexp (read x and y).
 template <jitops_scan_op Op>
 struct ValuesFunction : public torch::autograd::Function<ValuesFunction<Op>> {
+  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
+  static constexpr bool is_traceable = true;
+
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, int64_t dim, bool reverse) {
     static auto op = forward_op<at::Tensor(const at::Tensor &, int64_t, bool)>(Op);
     at::Tensor y;
@@ -134,6 +137,9 @@ struct ValuesFunction : public torch::autograd::Function<ValuesFunction<Op>> {
 // cummax and cummin: the backward routes the gradient to the saved indices.
 template <jitops_scan_op Op>
 struct IndexedFunction : public torch::autograd::Function<IndexedFunction<Op>> {
+  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
+  static constexpr bool is_traceable = true;
+
   static variable_list forward(AutogradContext *ctx, const at::Tensor &x, int64_t dim,
                                bool reverse) {
     static auto op =
@@ -145,7 +151,8 @@ struct IndexedFunction : public torch::autograd::Function<IndexedFunction<Op>> {
     }
     auto &[values, indices] = out;
     ctx->save_for_backward({indices});
-    ctx->mark_non_differentiable({indices});
+    // The int64 indices are non-differentiable by their type; marking them as well would trip
+    // compiled autograd's assert that a C++ Function marks none (CppNode::apply_with_saved).
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["reverse"] = reverse;
     return {values, indices};

@@ -143,6 +143,9 @@ at::Tensor data_gradient(AutogradContext *ctx, const at::Tensor &grad) {
 }
 
 struct ReduceFunction : public torch::autograd::Function<ReduceFunction> {
+  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
+  static constexpr bool is_traceable = true;
+
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
                             c10::SymInt num_segments, c10::string_view reduction, bool sorted,
                             std::optional<double> fill) {
@@ -160,6 +163,9 @@ struct ReduceFunction : public torch::autograd::Function<ReduceFunction> {
 };
 
 struct CountedFunction : public torch::autograd::Function<CountedFunction> {
+  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
+  static constexpr bool is_traceable = true;
+
   static variable_list forward(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
                                c10::SymInt num_segments, c10::string_view reduction, bool sorted,
                                std::optional<double> fill) {
@@ -170,7 +176,8 @@ struct CountedFunction : public torch::autograd::Function<CountedFunction> {
     }
     auto &[out, dropped] = result;
     save(ctx, data, ids, out, num_segments, reduction, sorted);
-    ctx->mark_non_differentiable({dropped});
+    // The int64 count is non-differentiable by its type (not marked: compiled autograd asserts
+    // that a C++ Function marks none).
     return {out, dropped};
   }
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
