@@ -37,11 +37,18 @@ static void remove_entry(entry *e) {
   free(e);
 }
 
-jitops__image *jitops__images_acquire(jitops__key key, int *build) {
+/* acquire and try_acquire: `wait` says whether a pending entry is waited for or reported. */
+static jitops__image *acquire(jitops__key key, int wait, int *build) {
   pthread_mutex_lock(&table_lock);
   entry **at;
-  while (*(at = slot_of(key)) != NULL && !(*at)->ready)
+  while (*(at = slot_of(key)) != NULL && !(*at)->ready) {
+    if (!wait) {
+      pthread_mutex_unlock(&table_lock);
+      *build = 0;
+      return NULL;
+    }
     pthread_cond_wait(&table_changed, &table_lock);
+  }
   entry *e = *at;
   *build = e == NULL;
   if (e == NULL && (e = calloc(1, sizeof *e)) != NULL) {
@@ -52,6 +59,14 @@ jitops__image *jitops__images_acquire(jitops__key key, int *build) {
     ++e->refs;
   pthread_mutex_unlock(&table_lock);
   return e != NULL ? &e->image : NULL;
+}
+
+jitops__image *jitops__images_acquire(jitops__key key, int *build) {
+  return acquire(key, 1, build);
+}
+
+jitops__image *jitops__images_try_acquire(jitops__key key, int *build) {
+  return acquire(key, 0, build);
 }
 
 int jitops__images_publish(jitops__image *pending, const void *bytes, size_t size,

@@ -40,6 +40,11 @@ typedef struct jitops__image {
  * without sharing. */
 jitops__image *jitops__images_acquire(jitops__key key, int *build);
 
+/* As jitops__images_acquire, but never waits: while another thread builds the key it returns
+ * NULL with *build 0 at once. For lookups that must not stall behind a compile (an op's batch
+ * checking what is already stored, before it starts building the rest). */
+jitops__image *jitops__images_try_acquire(jitops__key key, int *build);
+
 /* Fills the builder's pending entry with a copy of `bytes` and `lowered_name`, and wakes the
  * waiters; the builder keeps its reference. Returns 0 (having abandoned the entry) when out
  * of host memory. */

@@ -168,7 +168,7 @@ typedef struct request {
   size_t closure_count;
   option_list options;
   jitops__image *pending; /* the image table's entry this thread builds, until published */
-  int stored_only;        /* memory and disk only: no claim, no remote tier, no NVRTC */
+  int stored_only;        /* memory and disk only: no claim, remote tier, NVRTC or waiting */
 } request;
 
 /* Hands the image the kernel was just loaded from to the other runtimes of the process; the
@@ -358,7 +358,10 @@ static jitops_status build(jitops_runtime_t *rt, jitops_kernel_t *k, request *re
                                       &req->closure_count, &inputs.source_closure));
   k->cache_key = jitops__cache_key(&inputs);
   int build_here;
-  jitops__image *image = jitops__images_acquire(k->cache_key, &build_here);
+  jitops__image *image = req->stored_only ? jitops__images_try_acquire(k->cache_key, &build_here)
+                                          : jitops__images_acquire(k->cache_key, &build_here);
+  if (!build_here && image == NULL)
+    return JITOPS_ERR_NOT_FOUND; /* stored-only, and another thread is building it */
   if (!build_here)
     return from_shared(rt, k, image);
   req->pending = image;
@@ -402,8 +405,13 @@ static jitops_status get_slow(jitops_runtime_t *rt, jitops__key lookup_key, requ
   pthread_mutex_lock(&rt->build_lock);
   jitops_kernel_t *k;
   while ((k = jitops__registry_find(&rt->registry, lookup_key)) != NULL &&
-         k->state == JITOPS__KERNEL_PENDING)
+         k->state == JITOPS__KERNEL_PENDING) {
+    if (req->stored_only) { /* another thread builds it: not stored, as far as this one goes */
+      pthread_mutex_unlock(&rt->build_lock);
+      return JITOPS_ERR_NOT_FOUND;
+    }
     pthread_cond_wait(&rt->build_done, &rt->build_lock);
+  }
   if (k != NULL) { /* built by another thread while this one waited */
     pthread_mutex_unlock(&rt->build_lock);
     __atomic_fetch_add(&rt->memory_hits, 1, __ATOMIC_RELAXED);

@@ -88,7 +88,9 @@ static jitops_status first_failure(builds *b) {
 /* Whether `item` is ready now: in memory, or (when the batch has several kernels to get) on
  * disk, got on the calling thread. A warm process's first call thus loads its kernels one
  * after the other, each a fraction of a millisecond, instead of starting builder threads
- * that would take turns at the database's lock. */
+ * that would take turns at the database's lock. A kernel another thread is building is not
+ * ready here: a builder thread waits for it while the others build the rest, where waiting
+ * on this thread would have put the whole batch behind that compile. */
 static int ready_here(jitops_runtime_t *runtime, jitops__kernel_batch_item *item, int from_disk) {
   if (!from_disk)
     *item->out = jitops__kernel_find_ready(runtime, item->source, item->expr);

@@ -47,7 +47,8 @@ jitops_kernel_t *jitops__kernel_find_ready(jitops_runtime_t *runtime, const char
 
 /* The kernel of (source, expr, no options) from memory, another runtime of the process, or
  * the disk tier, as jitops_kernel_get would give it, without claiming, asking the remote tier
- * or compiling: JITOPS_ERR_NOT_FOUND (no message) when it is in none of them (kernel.c). */
+ * or compiling: JITOPS_ERR_NOT_FOUND (no message) when it is in none of them, and at once,
+ * without waiting, when another thread of any runtime is building it (kernel.c). */
 jitops_status jitops__kernel_get_stored(jitops_runtime_t *runtime, const char *source_name,
                                         const char *name_expression, jitops_kernel_t **out);
 

@@ -3,9 +3,15 @@
  * jitops_kernel_get gives afterwards (as memory hits); a batch of kernels already in memory
  * builds nothing; a failure is reported with its own status and message, though another
  * thread built it, while the batch's other kernels are still built; a new runtime on the same
- * cache gets the stored kernels from disk and builds only the new ones of a mixed batch; a full
+ * cache gets the stored kernels from disk and builds only the new ones of a mixed batch; the
+ * lookup of stored kernels does not wait for a kernel another runtime is building; a full
  * batch and a name expression too long are refused. Needs no GPU. */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "runtime/images.h"
 #include "runtime/kernel_batch.h"
+#include "runtime/kernel_object.h"
 #include "testutil.h"
 
 enum { KERNELS = 6 };
@@ -94,6 +100,81 @@ static void stored_kernels_come_from_disk(const jitops_runtime_config *cfg) {
   jitops_runtime_destroy(rt);
 }
 
+/* The stored-kernel lookup of another thread, on `rt`. */
+typedef struct lookup {
+  jitops_runtime_t *rt;
+  const char *expr;
+  jitops_status status;
+  jitops_kernel_t *got;
+  int done; /* set (release) once the lookup returned */
+} lookup;
+
+static void *look_up(void *arg) {
+  lookup *l = arg;
+  l->status = jitops__kernel_get_stored(l->rt, SOURCE, l->expr, &l->got);
+  __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* While some thread builds a kernel (here the test holds its image-table claim, as a runtime's
+ * builder holds it through the compile), a batch's lookup of stored kernels in another runtime
+ * reports it not stored at once instead of waiting for that build, so that the batch's own
+ * builders start; the batch then gets it as usual. */
+static void a_stored_lookup_never_waits_for_a_build(void) {
+  static const char *const EXPR = "jitops::example_axpy<float, 7>";
+  char dir_a[1024], dir_b[1024];
+  test_fresh_dir("kernel-batch-builder", dir_a, sizeof dir_a);
+  test_fresh_dir("kernel-batch-lookup", dir_b, sizeof dir_b);
+  /* The kernel's cache key, from a runtime that builds it and is then destroyed (its kernels
+   * free their image-table entries). */
+  jitops_runtime_config cfg_a = test_offline_config("sm_90", dir_a);
+  jitops_runtime_t *a = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg_a, &a));
+  if (a == NULL)
+    return;
+  jitops_kernel_t *k = NULL;
+  CHECK_OK(jitops_kernel_get(a, SOURCE, EXPR, NULL, 0, &k));
+  if (k == NULL)
+    return;
+  const jitops__key key = k->cache_key;
+  jitops_runtime_destroy(a);
+  int build = 0;
+  jitops__image *claim = jitops__images_acquire(key, &build);
+  CHECK(claim != NULL && build == 1);
+  if (claim == NULL || build != 1)
+    return;
+
+  jitops_runtime_config cfg_b = test_offline_config("sm_90", dir_b); /* nothing on disk */
+  jitops_runtime_t *b = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg_b, &b));
+  lookup l = {b, EXPR, JITOPS_SUCCESS, NULL, 0};
+  pthread_t thread;
+  const int started = b != NULL && pthread_create(&thread, NULL, look_up, &l) == 0;
+  CHECK(started);
+  /* A liveness bound, not a timing: the lookup returns at once; one that waited for the claim
+   * would return only once it is given up below. */
+  for (int i = 0; started && i < 3000 && !__atomic_load_n(&l.done, __ATOMIC_ACQUIRE); ++i)
+    usleep(10000);
+  const int returned_while_claimed = __atomic_load_n(&l.done, __ATOMIC_ACQUIRE);
+  jitops__images_abandon(claim);
+  if (!started) {
+    jitops_runtime_destroy(b);
+    return;
+  }
+  pthread_join(thread, NULL);
+  CHECK(returned_while_claimed);
+  CHECK(l.status == JITOPS_ERR_NOT_FOUND && l.got == NULL);
+
+  /* Claim given up: the batch builds it, once. */
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops_kernel_t *got = NULL;
+  CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, EXPR, &got));
+  CHECK_OK(jitops__kernel_batch_get(b, &batch));
+  CHECK(got != NULL && stats_of(b).compiles == 1);
+  jitops_runtime_destroy(b);
+}
+
 static void limits_are_refused(void) {
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
@@ -123,6 +204,7 @@ int main(void) {
   a_failure_keeps_its_status_and_message(rt);
   jitops_runtime_destroy(rt);
   stored_kernels_come_from_disk(&cfg);
+  a_stored_lookup_never_waits_for_a_build();
   limits_are_refused();
   return test_finish("test_kernel_batch");
 }
