@@ -172,6 +172,24 @@ def test_a_torch_function_mode_sees_the_call():
     assert torch.ops.jitops.cumsum.default in mode.funcs
 
 
+def test_a_default_device_takes_the_direct_entries():
+    # torch.set_default_device and `with torch.device(...)` push a DeviceContext, which hands a
+    # call to a non-factory op straight on: the entries take it, with torch.ops' result.
+    x = meta(4, 6)
+    want = summary(torch.ops.jitops.cumsum.default(x, 1, False))
+    with torch.device("cpu"), counted() as seen:
+        got = summary(O.cumsum(x, 1))
+    assert seen == {"direct": 1, "declined": 0}
+    assert got == want
+
+
+def test_a_mode_beside_the_default_device_still_sees_the_call():
+    with torch.device("cpu"), Recorder() as mode, counted() as seen:
+        O.cumsum(meta(4, 6), 1)
+    assert seen == {"direct": 0, "declined": 1}
+    assert torch.ops.jitops.cumsum.default in mode.funcs
+
+
 def test_a_torch_dispatch_mode_sees_a_direct_call():
     # The dispatcher runs below the entries: its Python mode handling is the same either way.
     with DispatchRecorder() as mode, counted() as seen:

@@ -51,10 +51,15 @@ def _load_torch_layer() -> None:
 
 _load_torch_layer()
 
-# The direct entries, told the exact types of a plain tensor; they stay off (declining every
-# call) unless their view of torch's tensor object matches this torch's.
+# The direct entries, told the exact types of a plain tensor and of the default-device mode
+# (torch.set_default_device), which they see through; they stay off (declining every call)
+# unless their view of torch's tensor object matches this torch's.
+try:
+    from torch.utils._device import DeviceContext as _DeviceContext
+except ImportError:  # another torch: every TorchFunctionMode goes through torch.ops
+    _DeviceContext = None
 _sample = torch.empty(0)
-DIRECT = _direct._init(torch.Tensor, torch.nn.Parameter, _sample, _sample._cdata)
+DIRECT = _direct._init(torch.Tensor, torch.nn.Parameter, _sample, _sample._cdata, _DeviceContext)
 del _sample
 
 # DLPack (code, bits) of each torch dtype, for the fake kernels' validation and the benchmarks'

@@ -150,7 +150,18 @@ bool read(PyObject *value, std::array<bool, 3> &out) {
 }
 
 bool no_torch_function() {
-  return !at::impl::torch_function_mode_enabled();
+  if (!at::impl::torch_function_mode_enabled())
+    return true;
+  PyTypeObject *device_context = state().device_context_type;
+  if (device_context == nullptr)
+    return false;
+  using Modes = at::impl::PythonTorchFunctionTLS;
+  for (int64_t i = 0; i < Modes::stack_len(); ++i) {
+    const std::shared_ptr<c10::SafePyObject> &mode = Modes::get_stack_at(i);
+    if (Py_TYPE(mode->ptr(&mode->pyinterpreter())) != device_context)
+      return false;
+  }
+  return true;
 }
 
 PyObject *to_python(const at::Tensor &tensor) {

@@ -8,7 +8,10 @@
 // What torch.ops does before the dispatcher, and what an entry does instead:
 // - __torch_function__: torch.ops hands the call to a tensor subclass's override or to an
 //   active TorchFunctionMode. An entry takes only tensors whose type is exactly torch.Tensor or
-//   torch.nn.Parameter (for which torch.ops finds no override) and no active TorchFunctionMode.
+//   torch.nn.Parameter (for which torch.ops finds no override) and no active TorchFunctionMode
+//   but torch's DeviceContext (torch.set_default_device, `with torch.device(...)`), whose
+//   __torch_function__ fills in the device of factory functions and hands every other call,
+//   these ops', straight on: what torch.ops would do.
 // - argument matching: torch.ops converts anything its schema accepts (ints as floats, SymInts,
 //   NumPy scalars, ...) and raises for the rest. An entry takes only the plain Python values it
 //   reads exactly as torch.ops would (int, float, bool, str, None, lists of them).
@@ -51,6 +54,7 @@ namespace jitops_direct {
 struct State {
   PyTypeObject *tensor_type = nullptr;
   PyTypeObject *parameter_type = nullptr;
+  PyTypeObject *device_context_type = nullptr; // torch.utils._device.DeviceContext, if found
   bool layout_ok = false;
   bool enabled = false;
   unsigned long long direct = 0, declined = 0; // calls, counted under the GIL
@@ -72,7 +76,8 @@ bool read(PyObject *value, c10::string_view &out);         // valid while `value
 bool read(PyObject *value, std::vector<c10::SymInt> &out); // a list or tuple of ints
 bool read(PyObject *value, std::array<bool, 3> &out);      // a list or tuple of 3 bools
 
-// Whether no TorchFunctionMode is active (which torch.ops would hand the call to).
+// Whether no TorchFunctionMode that torch.ops would hand the call to is active: none, or only
+// DeviceContexts.
 bool no_torch_function();
 
 // ---- what a call returns ---------------------------------------------------------------------

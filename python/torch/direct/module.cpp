@@ -130,14 +130,19 @@ bool layout_matches(PyObject *sample, PyObject *cdata) {
   return wrapped == sample;
 }
 
-// _init(tensor_type, parameter_type, sample, sample_cdata) -> bool: the exact tensor types;
+// _init(tensor_type, parameter_type, sample, sample_cdata, device_context_type=None) -> bool:
+// the exact tensor types, and the one TorchFunctionMode the entries see through (None: none);
 // enables the entries when the layout check passes. Called by jitops.ops once the torch layer
 // is loaded.
 PyObject *init(PyObject *, PyObject *args) {
-  PyObject *tensor_type, *parameter_type, *sample, *cdata;
-  if (!PyArg_ParseTuple(args, "O!O!OO", &PyType_Type, &tensor_type, &PyType_Type, &parameter_type,
-                        &sample, &cdata))
+  PyObject *tensor_type, *parameter_type, *sample, *cdata, *device_context = Py_None;
+  if (!PyArg_ParseTuple(args, "O!O!OO|O", &PyType_Type, &tensor_type, &PyType_Type, &parameter_type,
+                        &sample, &cdata, &device_context))
     return nullptr;
+  if (device_context != Py_None && !PyType_Check(device_context)) {
+    PyErr_SetString(PyExc_TypeError, "_init: device_context_type must be a type or None");
+    return nullptr;
+  }
   if (Py_TYPE(sample) != reinterpret_cast<PyTypeObject *>(tensor_type)) {
     PyErr_SetString(PyExc_TypeError, "_init: sample must be a torch.Tensor");
     return nullptr;
@@ -155,6 +160,12 @@ PyObject *init(PyObject *, PyObject *args) {
   Py_XDECREF(reinterpret_cast<PyObject *>(s.parameter_type));
   s.tensor_type = reinterpret_cast<PyTypeObject *>(tensor_type);
   s.parameter_type = reinterpret_cast<PyTypeObject *>(parameter_type);
+  Py_XDECREF(reinterpret_cast<PyObject *>(s.device_context_type));
+  s.device_context_type = nullptr;
+  if (device_context != Py_None) {
+    Py_INCREF(device_context);
+    s.device_context_type = reinterpret_cast<PyTypeObject *>(device_context);
+  }
   s.layout_ok = s.enabled = layout_matches(sample, cdata);
   return PyBool_FromLong(s.enabled);
 }
