@@ -4,14 +4,16 @@
  * builds nothing; a failure is reported with its own status and message, though another
  * thread built it, while the batch's other kernels are still built; a new runtime on the same
  * cache gets the stored kernels from disk and builds only the new ones of a mixed batch; the
- * lookup of stored kernels does not wait for a kernel another runtime is building; a full
- * batch and a name expression too long are refused. Needs no GPU. */
+ * lookup of stored kernels does not wait for a kernel another thread is building, in its own
+ * runtime or another; a full batch and a name expression too long are refused. Needs no GPU. */
 #include <pthread.h>
 #include <unistd.h>
 
 #include "runtime/images.h"
 #include "runtime/kernel_batch.h"
 #include "runtime/kernel_object.h"
+#include "runtime/key.h"
+#include "runtime/runtime_internal.h"
 #include "testutil.h"
 
 enum { KERNELS = 6 };
@@ -100,78 +102,137 @@ static void stored_kernels_come_from_disk(const jitops_runtime_config *cfg) {
   jitops_runtime_destroy(rt);
 }
 
-/* The stored-kernel lookup of another thread, on `rt`. */
-typedef struct lookup {
+/* A call made on a thread of its own: a stored-kernel lookup, or a plain get. */
+typedef struct call {
   jitops_runtime_t *rt;
   const char *expr;
+  int stored_only;
   jitops_status status;
   jitops_kernel_t *got;
-  int done; /* set (release) once the lookup returned */
-} lookup;
+  int done; /* set (release) once the call returned */
+  pthread_t thread;
+  int started;
+} call;
 
-static void *look_up(void *arg) {
-  lookup *l = arg;
-  l->status = jitops__kernel_get_stored(l->rt, SOURCE, l->expr, &l->got);
-  __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+static void *make_call(void *arg) {
+  call *c = arg;
+  c->status = c->stored_only ? jitops__kernel_get_stored(c->rt, SOURCE, c->expr, &c->got)
+                             : jitops_kernel_get(c->rt, SOURCE, c->expr, NULL, 0, &c->got);
+  __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
-/* While some thread builds a kernel (here the test holds its image-table claim, as a runtime's
- * builder holds it through the compile), a batch's lookup of stored kernels in another runtime
- * reports it not stored at once instead of waiting for that build, so that the batch's own
- * builders start; the batch then gets it as usual. */
+static void start(call *c) {
+  c->started = pthread_create(&c->thread, NULL, make_call, c) == 0;
+  CHECK(c->started);
+}
+
+/* Waits until `ready(arg)` holds, for at most ~30 s: a liveness bound, not a timing (what is
+ * waited for happens at once when the code is right, and never before the test's next step
+ * when it is not). */
+static int eventually(int (*ready)(void *), void *arg) {
+  for (int i = 0; i < 3000; ++i) {
+    if (ready(arg))
+      return 1;
+    usleep(10000);
+  }
+  return ready(arg);
+}
+
+static int returned(void *arg) {
+  return __atomic_load_n(&((call *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* Whether the runtime's registry holds the kernel pending (a thread is building it). */
+typedef struct pending_probe {
+  jitops_runtime_t *rt;
+  jitops__key lookup_key;
+} pending_probe;
+
+static int is_pending(void *arg) {
+  pending_probe *p = arg;
+  pthread_mutex_lock(&p->rt->build_lock);
+  jitops_kernel_t *k = jitops__registry_find(&p->rt->registry, p->lookup_key);
+  const int pending = k != NULL && k->state == JITOPS__KERNEL_PENDING;
+  pthread_mutex_unlock(&p->rt->build_lock);
+  return pending;
+}
+
+/* The cache key of `expr`, from a runtime on `dir` that builds it and is then destroyed (its
+ * kernels free their image-table entries). */
+static int cache_key_of(const char *expr, const char *dir, jitops__key *key) {
+  jitops_runtime_config cfg = test_offline_config("sm_90", dir);
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  if (rt == NULL)
+    return 0;
+  jitops_kernel_t *k = NULL;
+  CHECK_OK(jitops_kernel_get(rt, SOURCE, expr, NULL, 0, &k));
+  if (k != NULL)
+    *key = k->cache_key;
+  jitops_runtime_destroy(rt);
+  return k != NULL;
+}
+
+/* While some thread builds a kernel, a batch's lookup of stored kernels reports it not stored
+ * at once instead of waiting for that build, so that the batch's own builders start. Two
+ * builders are stood in for: the test holding the kernel's image-table claim (as a runtime's
+ * builder holds it through the compile: the lookup is in another runtime), and a thread of the
+ * lookup's own runtime whose get of the kernel is pending behind that claim. Once the claim is
+ * given up, the pending get and a batch get the kernel as usual. */
 static void a_stored_lookup_never_waits_for_a_build(void) {
   static const char *const EXPR = "jitops::example_axpy<float, 7>";
   char dir_a[1024], dir_b[1024];
   test_fresh_dir("kernel-batch-builder", dir_a, sizeof dir_a);
   test_fresh_dir("kernel-batch-lookup", dir_b, sizeof dir_b);
-  /* The kernel's cache key, from a runtime that builds it and is then destroyed (its kernels
-   * free their image-table entries). */
-  jitops_runtime_config cfg_a = test_offline_config("sm_90", dir_a);
-  jitops_runtime_t *a = NULL;
-  CHECK_OK(jitops_runtime_create(&cfg_a, &a));
-  if (a == NULL)
+  jitops__key key;
+  if (!cache_key_of(EXPR, dir_a, &key))
     return;
-  jitops_kernel_t *k = NULL;
-  CHECK_OK(jitops_kernel_get(a, SOURCE, EXPR, NULL, 0, &k));
-  if (k == NULL)
-    return;
-  const jitops__key key = k->cache_key;
-  jitops_runtime_destroy(a);
   int build = 0;
   jitops__image *claim = jitops__images_acquire(key, &build);
   CHECK(claim != NULL && build == 1);
   if (claim == NULL || build != 1)
     return;
-
   jitops_runtime_config cfg_b = test_offline_config("sm_90", dir_b); /* nothing on disk */
   jitops_runtime_t *b = NULL;
   CHECK_OK(jitops_runtime_create(&cfg_b, &b));
-  lookup l = {b, EXPR, JITOPS_SUCCESS, NULL, 0};
-  pthread_t thread;
-  const int started = b != NULL && pthread_create(&thread, NULL, look_up, &l) == 0;
-  CHECK(started);
-  /* A liveness bound, not a timing: the lookup returns at once; one that waited for the claim
-   * would return only once it is given up below. */
-  for (int i = 0; started && i < 3000 && !__atomic_load_n(&l.done, __ATOMIC_ACQUIRE); ++i)
-    usleep(10000);
-  const int returned_while_claimed = __atomic_load_n(&l.done, __ATOMIC_ACQUIRE);
-  jitops__images_abandon(claim);
-  if (!started) {
-    jitops_runtime_destroy(b);
-    return;
-  }
-  pthread_join(thread, NULL);
-  CHECK(returned_while_claimed);
-  CHECK(l.status == JITOPS_ERR_NOT_FOUND && l.got == NULL);
 
-  /* Claim given up: the batch builds it, once. */
+  /* Another runtime's build (the claim): the lookup returns while it is held. */
+  call other = {.rt = b, .expr = EXPR, .stored_only = 1};
+  if (b != NULL)
+    start(&other);
+  CHECK(other.started && eventually(returned, &other));
+  /* The lookup's own runtime: a get pending behind the claim, then a lookup beside it. */
+  call getter = {.rt = b, .expr = EXPR, .stored_only = 0};
+  call same = {.rt = b, .expr = EXPR, .stored_only = 1};
+  pending_probe probe = {b, jitops__lookup_key(SOURCE, EXPR, NULL, 0)};
+  if (b != NULL)
+    start(&getter);
+  const int got_pending = getter.started && eventually(is_pending, &probe);
+  CHECK(got_pending);
+  if (got_pending)
+    start(&same);
+  CHECK(same.started && eventually(returned, &same));
+  CHECK(!returned(&getter)); /* still behind the claim: the lookup returned beside a build */
+
+  jitops__images_abandon(claim);
+  call *calls[] = {&other, &getter, &same};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i)
+    if (calls[i]->started)
+      pthread_join(calls[i]->thread, NULL);
+  CHECK(other.status == JITOPS_ERR_NOT_FOUND && other.got == NULL);
+  CHECK(same.status == JITOPS_ERR_NOT_FOUND && same.got == NULL);
+  CHECK(getter.status == JITOPS_SUCCESS && getter.got != NULL); /* built once the claim went */
+  if (b == NULL)
+    return;
+
+  /* The batch then finds it in memory. */
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
   jitops_kernel_t *got = NULL;
   CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, EXPR, &got));
   CHECK_OK(jitops__kernel_batch_get(b, &batch));
-  CHECK(got != NULL && stats_of(b).compiles == 1);
+  CHECK(got != NULL && got == getter.got && stats_of(b).compiles == 1);
   jitops_runtime_destroy(b);
 }
 
