@@ -49,8 +49,9 @@ template <class A> struct grad_sample {
   bool valid, infinite;
 };
 
-// One row's label posteriors into gamma[j << gamma_shift] (label state 2j + 1), and this lane's
-// share of the blank posteriors' sum. P pairs per lane are in flight: loads first, then math.
+// One row's label posteriors into gamma[j << gamma_shift] (label state 2j + 1); returns the sum
+// of its blank posteriors, the same bits in every lane. P pairs per lane are in flight: loads
+// first, then math.
 template <int P, class F, class A, bool FR, class M>
 __device__ __forceinline__ A row_posteriors(const grad_args &a, const grad_sample<A> &sm,
                                             const A *arow, const A *brow, const float *farow,
