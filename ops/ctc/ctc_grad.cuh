@@ -49,6 +49,17 @@ template <class A> struct grad_sample {
   bool valid, infinite;
 };
 
+// The sum of a label's posteriors along its chain from position `first`, in position order;
+// position i's posterior is gamma[i << gamma_shift].
+template <class A>
+__device__ __forceinline__ A chain_sum(const int *link, const A *gamma, int gamma_shift,
+                                       int first) {
+  A sum = 0;
+  for (int i = first; i < LINK_END; i = link[LINK_INTS * i + 1] & LINK_END)
+    sum += gamma[i << gamma_shift];
+  return sum;
+}
+
 // One row's label posteriors into gamma[j << gamma_shift] (label state 2j + 1); returns the sum
 // of its blank posteriors, the same bits in every lane. P pairs per lane are in flight: loads
 // first, then math.
@@ -129,12 +140,7 @@ __device__ __forceinline__ void row_classes(const grad_args &a, const grad_sampl
       const A e = TORCH ? sm.g * M::ex(v[u] * M::to_log2) : A(0);
       A out = e;
       if (c == a.blank || h[u] != LINK_END) {
-        A sum = blank_sum;
-        if (c != a.blank) {
-          sum = 0;
-          for (int i = h[u]; i < LINK_END; i = link[LINK_INTS * i + 1] & LINK_END)
-            sum += gamma[i];
-        }
+        const A sum = c == a.blank ? blank_sum : chain_sum(link, gamma, 0, h[u]);
         out = -sm.g * sum;
         if (TORCH)
           out += e;
@@ -174,10 +180,7 @@ __device__ __forceinline__ void row_classes_global(const grad_args &a, const gra
     if (!(w >> LINK_FIRST_BIT))
       continue;
     int c = link[LINK_INTS * j];
-    A sum = 0;
-    for (int i = j; i < LINK_END; i = link[LINK_INTS * i + 1] & LINK_END)
-      sum += gamma[2 * i];
-    A v = -sm.g * sum;
+    A v = -sm.g * chain_sum(link, gamma, 1, j);
     if (TORCH)
       v += sm.g * M::ex(cvt(lrow[(long long)c * a.lp_st_c]) * M::to_log2);
     store(grow + (long long)c * a.g_st_c, v);
@@ -192,7 +195,7 @@ __device__ __forceinline__ void row_classes_global(const grad_args &a, const gra
 
 // The block's rows, t_begin + warp, + WARPS, ... below t_end. TABLES: link, head and gamma (this
 // warp's row) are shared memory.
-template <class F, class G, bool TORCH, bool TABLES, class A>
+template <class F, bool TORCH, bool TABLES, class A>
 __device__ __forceinline__ void grad_rows(const grad_args &a, const grad_sample<A> &sm, int t_begin,
                                           int t_end, const int *link, const int *head, A *gamma) {
   typedef logmath<A> M;
@@ -280,7 +283,7 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS, 4) grad_kernel(const
           head[c] = j;
       }
     __syncthreads();
-    grad_rows<F, G, TORCH, true>(a, sm, t_begin, t_end, my_link, head, gamma);
+    grad_rows<F, TORCH, true>(a, sm, t_begin, t_end, my_link, head, gamma);
   } else {
     if (a.link_smem && rows) {
       int *mine = (int *)dynamic_smem();
@@ -289,7 +292,7 @@ __global__ void __launch_bounds__(JITOPS__CTC_GRAD_THREADS, 4) grad_kernel(const
       link = mine;
     }
     __syncthreads();
-    grad_rows<F, G, TORCH, false, A>(a, sm, t_begin, t_end, link, nullptr, nullptr);
+    grad_rows<F, TORCH, false, A>(a, sm, t_begin, t_end, link, nullptr, nullptr);
   }
 }
 
