@@ -46,12 +46,15 @@ def inputs(grad):
     }
 
 
-def run(name, grad, direct):
-    """The op's outputs, their grad_fn types, and the gradients of their float sum."""
+def run(name, grad, direct, default_device=False):
+    """The op's outputs, their grad_fn types, and the gradients of their float sum; with
+    `default_device`, the call is made under `with torch.device(DEVICE)` (what
+    torch.set_default_device pushes)."""
     leaves, calls = inputs(grad)
     before = _torch.direct_counts()[0]
     with contextlib.nullcontext() if direct else _torch.dispatcher_path():
-        out = calls[name]()
+        with torch.device(DEVICE) if default_device else contextlib.nullcontext():
+            out = calls[name]()
     assert (_torch.direct_counts()[0] - before == 1) == direct
     outs = out if isinstance(out, tuple) else (out,)
     kinds = [type(t.grad_fn).__name__ for t in outs]
@@ -63,15 +66,26 @@ def run(name, grad, direct):
     return outs, kinds, grads
 
 
-@pytest.mark.parametrize("grad", [False, True])
-@pytest.mark.parametrize("name", list(inputs(False)[1]))
-def test_a_direct_call_is_the_torch_ops_call(name, grad):
-    outs, kinds, grads = run(name, grad, direct=True)
-    want_outs, want_kinds, want_grads = run(name, grad, direct=False)
+def assert_same(got, want):
+    """Two run() results agree bit for bit, grad_fn types included."""
+    (outs, kinds, grads), (want_outs, want_kinds, want_grads) = got, want
     assert kinds == want_kinds
     assert all(torch.equal(a, b) for a, b in zip(outs, want_outs, strict=True))
     for a, b in zip(grads, want_grads, strict=True):
         assert (a is None and b is None) or torch.equal(a, b)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("name", list(inputs(False)[1]))
+def test_a_direct_call_is_the_torch_ops_call(name, grad):
+    assert_same(run(name, grad, direct=True), run(name, grad, direct=False))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("name", list(inputs(False)[1]))
+def test_a_default_device_keeps_the_direct_call(name, grad):
+    # A DeviceContext on the mode stack used to send every call through torch.ops.
+    assert_same(run(name, grad, direct=True, default_device=True), run(name, grad, direct=False))
 
 
 def test_inference_mode_and_no_grad():
