@@ -115,6 +115,16 @@ static inline void prefetch_l2(const void *) {}
 static inline unsigned char *dynamic_smem() {
   return block.dynamic.data();
 }
+typedef unsigned char *smem_addr;
+static inline smem_addr shared_address(const void *p) {
+  return (smem_addr)p;
+}
+template <class T> static inline void load_shared(smem_addr at, T &v) {
+  std::memcpy(&v, at, sizeof v);
+}
+template <class T> static inline void store_shared(smem_addr at, T v) {
+  std::memcpy(at, &v, sizeof v);
+}
 
 #include "jitops/ctc.cuh"
 

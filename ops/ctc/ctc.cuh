@@ -50,7 +50,7 @@ template <class F, class TI, class LI, int OFFS, int CAP, int STORE, int MODE, c
 __global__ void __launch_bounds__(config<CAP, STORE>::NT_MAX) alpha_kernel(const alpha_args a) {
   typedef acc_t<F> A;
   const int n = blockIdx.x;
-  const int dir = blockIdx.y;
+  const int dir = MODE == MODE_AB ? (int)blockIdx.y : 0; // the loss modes run alpha only
   const sample sm = load_sample<LI, OFFS>(a, n);
   if (dir == 2) {
     group_labels<TI>(a, n, sm);

@@ -70,6 +70,29 @@ __device__ __forceinline__ unsigned char *dynamic_smem() {
   extern __shared__ __align__(16) unsigned char ctc_dynamic_smem[];
   return ctc_dynamic_smem;
 }
+
+// A __shared__ array by its 32-bit shared-window address, held in a register. For sm_90, ptxas
+// forms the address of a __shared__ array from SR_CgaCtaId, and where it has no register to
+// spare it forms it again at each use: an S2R (tens of cycles) on every time step of the
+// register tier, 35 of them in the alpha-only loss kernel, which made the forward 3-7% slower
+// (bench/NOTES-jit.md). An address that comes out of a shuffle is a value ptxas cannot form
+// again, so it stays in a register. Call it with the whole warp.
+typedef unsigned smem_addr;
+__device__ __forceinline__ smem_addr shared_address(const void *p) {
+  return __shfl_sync(0xffffffffu, (unsigned)__cvta_generic_to_shared(p), 0);
+}
+__device__ __forceinline__ void load_shared(smem_addr at, float &v) {
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(at) : "memory");
+}
+__device__ __forceinline__ void load_shared(smem_addr at, double &v) {
+  asm volatile("ld.shared.f64 %0, [%1];" : "=d"(v) : "r"(at) : "memory");
+}
+__device__ __forceinline__ void store_shared(smem_addr at, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(at), "f"(v) : "memory");
+}
+__device__ __forceinline__ void store_shared(smem_addr at, double v) {
+  asm volatile("st.shared.f64 [%0], %1;" ::"r"(at), "d"(v) : "memory");
+}
 #endif
 
 // ---- arithmetic -----------------------------------------------------------------------------

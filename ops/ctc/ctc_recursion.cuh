@@ -158,6 +158,14 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     halo[0][warp] = M::ninf();
     haloc[0][warp] = 0;
   }
+  // The halo's slots by address (shared_address says why): *_own is this warp's slot in
+  // buffer 0, halo_slot(own, size, b, w) warp w's in buffer b.
+  const smem_addr halo_own = shared_address(&halo[0][0]) + warp * (int)sizeof(A);
+  const smem_addr haloc_own =
+      FR ? shared_address(&haloc[0][0]) + warp * (int)sizeof(float) : smem_addr();
+  auto halo_slot = [&](smem_addr own, int size, int b, int w) {
+    return own + (b * 32 + w - warp) * size;
+  };
   if (end_if_bad_labels<A, O, MODE, REV>(a, n, sm, bad))
     return;
 
@@ -249,8 +257,11 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     fetch(t + PF < in_len ? t + PF : in_len - 1, slot);
     // Halo: the previous row's state s0 - 1 (shuffled at the end of the previous step).
     A h1 = up;
-    if (lane == 0)
-      h1 = warp > 0 ? halo[buf][warp - 1] : M::ninf();
+    if (lane == 0) {
+      h1 = M::ninf();
+      if (warp > 0)
+        load_shared(halo_slot(halo_own, (int)sizeof(A), buf, warp - 1), h1);
+    }
     // f32: at p == 0 the new row's frame (the new row moves into it through its emissions); at
     // p == 1 the neighbour's new frame. The halo moves into this thread's frame (exact).
     A shift = 0;
@@ -262,8 +273,11 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
         fr = nf;
       } else if (p == 1) {
         hf = up_fr;
-        if (lane == 0)
-          hf = warp > 0 ? haloc[buf][warp - 1] : fr;
+        if (lane == 0) {
+          hf = fr;
+          if (warp > 0)
+            load_shared(halo_slot(haloc_own, (int)sizeof(float), buf, warp - 1), hf);
+        }
         dh = hf - fr;
       }
       h1 = h1 + dh;
@@ -301,9 +315,9 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     if (nwarps > 1) {
       buf ^= 1;
       if (lane == 31) {
-        halo[buf][warp] = st[K - 1];
+        store_shared(halo_slot(halo_own, (int)sizeof(A), buf, warp), st[K - 1]);
         if (FR && p == 0)
-          haloc[buf][warp] = fr;
+          store_shared(halo_slot(haloc_own, (int)sizeof(float), buf, warp), fr);
       }
       __syncthreads();
     } else if (MODE == MODE_AB) {
