@@ -1,21 +1,24 @@
 /* The scans' share of the prewarm catalogue (ops/catalogue_family.h). */
+#include <stdbool.h>
+
 #include "ops/catalogue_family.h"
 #include "ops/scan/plan.h"
 
 /* The layouts most calls collapse to: a contiguous matrix scanned along its rows (rows
  * kernel, one batch dimension) or along its columns (cols kernel with look-back, one batch
  * dimension), and one long axis, alone or in a few rows (rows kernel with look-back, no or one
- * batch dimension), for f32 and bf16. (A cumsum backward is a cumsum.) */
+ * batch dimension, and its wide tiles where the op has them), for f32 and bf16. (A cumsum
+ * backward is a cumsum.) */
 typedef struct catalogue_layout {
   jitops__scan_kind kind;
   int nb;
   int lookback;
+  int wide;
 } catalogue_layout;
 
-static const catalogue_layout layouts[] = {{JITOPS__SCAN_ROWS, 1, 0},
-                                           {JITOPS__SCAN_COLS, 1, 1},
-                                           {JITOPS__SCAN_ROWS, 0, 1},
-                                           {JITOPS__SCAN_ROWS, 1, 1}};
+static const catalogue_layout layouts[] = {
+    {JITOPS__SCAN_ROWS, 1, 0, 0}, {JITOPS__SCAN_COLS, 1, 1, 0}, {JITOPS__SCAN_ROWS, 0, 1, 0},
+    {JITOPS__SCAN_ROWS, 1, 1, 0}, {JITOPS__SCAN_ROWS, 0, 1, 1}, {JITOPS__SCAN_ROWS, 1, 1, 1}};
 static const jitops__scan_kop catalogue_kops[] = {
     JITOPS__SCAN_K_CUMSUM,       JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_K_CUMMAX,
     JITOPS__SCAN_K_CUMMIN,       JITOPS__SCAN_K_LCSE,    JITOPS__SCAN_K_CUMPROD_BWD,
@@ -28,16 +31,50 @@ enum {
   N_DTYPES = sizeof catalogue_dtypes / sizeof catalogue_dtypes[0]
 };
 
+/* The (layout, kop, dtype) combinations of the catalogue, in order: a wide layout only where
+ * the op has wide tiles (elsewhere it names the kernel its narrow twin already lists). */
+static bool listed(const catalogue_layout *l, jitops__scan_kop kop, jitops__dtype dtype) {
+  return !l->wide ||
+         jitops__scan_rows_warps(kop, dtype, 1, 1) != jitops__scan_rows_warps(kop, dtype, 1, 0);
+}
+
+/* The index-th listed combination; false past the end. */
+static bool combination(size_t index, const catalogue_layout **layout, jitops__scan_kop *kop,
+                        jitops__dtype *dtype) {
+  for (size_t i = 0; i < (size_t)N_LAYOUTS * N_KOPS * N_DTYPES; ++i) {
+    const catalogue_layout *l = &layouts[i % N_LAYOUTS];
+    const jitops__dtype d = catalogue_dtypes[i / N_LAYOUTS % N_DTYPES];
+    const jitops__scan_kop k = catalogue_kops[i / N_LAYOUTS / N_DTYPES];
+    if (listed(l, k, d) && index-- == 0) {
+      *layout = l;
+      *kop = k;
+      *dtype = d;
+      return true;
+    }
+  }
+  return false;
+}
+
 static size_t scan_count(void) {
-  return (size_t)N_LAYOUTS * N_KOPS * N_DTYPES;
+  size_t n = 0;
+  const catalogue_layout *l;
+  jitops__scan_kop kop;
+  jitops__dtype dtype;
+  while (combination(n, &l, &kop, &dtype))
+    ++n;
+  return n;
 }
 
 static void scan_entry(size_t index, char *buf, size_t size) {
-  const catalogue_layout *l = &layouts[index % N_LAYOUTS];
-  index /= N_LAYOUTS;
-  const jitops__dtype dtype = catalogue_dtypes[index % N_DTYPES];
-  const jitops__scan_kop kop = catalogue_kops[index / N_DTYPES];
-  jitops__scan_kernel_name(kop, dtype, l->kind, l->nb, l->lookback, buf, size);
+  const catalogue_layout *l;
+  jitops__scan_kop kop;
+  jitops__dtype dtype;
+  if (!combination(index, &l, &kop, &dtype)) {
+    buf[0] = '\0';
+    return;
+  }
+  jitops__scan_kernel_name(kop, dtype, l->kind, l->nb, l->lookback,
+                           jitops__scan_rows_warps(kop, dtype, l->lookback, l->wide), buf, size);
 }
 
 const jitops__catalogue_family jitops__catalogue_scan = {"scan", scan_count,          NULL,

@@ -22,7 +22,9 @@ enum { COLS_STAGES_WALK = 3, COLS_STAGES_LOOKBACK = 2 };
  * smaller GPU just runs fewer of those blocks at once. */
 enum { COLS_MAX_BLOCKS_PER_SM = 8 };
 enum { COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY };
-enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
+enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8, ROWS_LOOKBACK_WARPS_WIDE = 16 };
+/* Wide look-back tiles when there are at least this many per SM. */
+enum { WIDE_TILES_PER_SM = 2 };
 /* The look-back scratch starts with a 16-byte slot for the ticket, then the flags. */
 enum { TICKET_BYTES = 16 };
 #define GRID_MAX 2147483647ll
@@ -109,16 +111,40 @@ static int input_registers(jitops__scan_kop kop, jitops__dtype dtype) {
   }
 }
 
-/* Rows: positions per lane and chunk. The next chunk's inputs wait in registers (at most 32
- * per lane) and each warp stages inputs and outputs in shared memory (40 KiB per block). */
-static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int warps) {
+/* Whether a look-back tile of kop stages its outputs over its inputs (scan.cuh,
+ * rows_shares_staging): one input, one output of its size, a 4-byte state. */
+static int rows_stage_in_place(jitops__scan_kop kop, jitops__dtype dtype, int lookback) {
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
+  return lookback && jitops__scan_kop_tensors(kop) == 2 && state_bytes(kop, dtype) == 4 &&
+         in == out;
+}
+
+/* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps, or 16 (wide) for an op
+ * that stages in place on an axis long enough to keep every SM busy with them. A look-back
+ * tile waits for its predecessors' prefix about one L2 round trip after its own loads land,
+ * with nothing of its own in flight: the larger the tile, the less of its time that wait
+ * takes. Four blocks of 16 warps an SM hold as many bytes in flight as eight of 8 (in place,
+ * 16 positions a lane: 33 KiB a block), with half the tiles to join; on a short axis the
+ * fewer, larger tiles leave SMs idle instead. */
+int jitops__scan_rows_warps(jitops__scan_kop kop, jitops__dtype dtype, int lookback, int wide) {
+  if (!lookback)
+    return ROWS_WARPS;
+  return wide && rows_stage_in_place(kop, dtype, lookback) ? ROWS_LOOKBACK_WARPS_WIDE
+                                                           : ROWS_LOOKBACK_WARPS;
+}
+
+/* Rows: positions per lane and chunk for blocks of `warps`. The next chunk's inputs wait in
+ * registers (at most 32 per lane) and each warp stages inputs and outputs (or, in place, the
+ * inputs alone) in shared memory (40 KiB per block). */
+static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, int warps) {
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  const size_t staged = rows_stage_in_place(kop, dtype, lookback) ? in : in + out;
   const int regs = input_registers(kop, dtype);
   int items = 16;
-  while (items > 4 &&
-         (regs * items > 32 ||
-          (size_t)33 * (size_t)items * (in + out) * (size_t)warps > JITOPS__SCAN_ROWS_STAGE_BUDGET))
+  while (items > 4 && (regs * items > 32 || (size_t)33 * (size_t)items * staged * (size_t)warps >
+                                                JITOPS__SCAN_ROWS_STAGE_BUDGET))
     items /= 2;
   return items;
 }
@@ -163,15 +189,14 @@ static void op_expression(jitops__scan_kop kop, jitops__dtype dtype, char *buf, 
 }
 
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
-                              int nb, int lookback, char *buf, size_t size) {
+                              int nb, int lookback, int warps, char *buf, size_t size) {
   char op[96];
   op_expression(kop, dtype, op, sizeof op);
   const size_t sb = state_bytes(kop, dtype);
   const char *lb = lookback ? "true" : "false";
   if (kind == JITOPS__SCAN_ROWS) {
-    const int warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
     snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps,
-             rows_items(kop, dtype, warps), lb, sb);
+             rows_items(kop, dtype, lookback, warps), lb, sb);
   } else {
     snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %d, %s, %zu>", op, nb,
              cols_items(kop, dtype), lookback ? COLS_STAGES_LOOKBACK : COLS_STAGES_WALK, lb, sb);
@@ -293,6 +318,12 @@ static int is_inner(const jitops__scan_geom *g) {
   return 1;
 }
 
+/* Look-back tiles of `warps` warps of `items` positions a lane along an axis of `len`. */
+static int64_t tiles_of(int64_t len, int warps, int items) {
+  const int64_t span = (int64_t)warps * 32 * items;
+  return (len + span - 1) / span;
+}
+
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitops__scan_kop kop,
                                      jitops__dtype dtype, const jitops__scan_geom *g,
                                      int sm_count) {
@@ -302,20 +333,24 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   p->state_bytes = state_bytes(kop, dtype);
   if (is_inner(g) && g->len >= ROWS_MIN_LEN) {
     p->kind = JITOPS__SCAN_ROWS;
-    const int items8 = rows_items(kop, dtype, ROWS_LOOKBACK_WARPS);
-    const int64_t span = (int64_t)ROWS_LOOKBACK_WARPS * 32 * items8;
-    const int64_t tiles = (g->len + span - 1) / span;
+    int warps = jitops__scan_rows_warps(kop, dtype, 1, 1);
+    if (warps == ROWS_LOOKBACK_WARPS_WIDE &&
+        g->chains * tiles_of(g->len, warps, rows_items(kop, dtype, 1, warps)) <
+            (int64_t)sm_count * WIDE_TILES_PER_SM)
+      warps = ROWS_LOOKBACK_WARPS;
+    const int items = rows_items(kop, dtype, 1, warps);
+    const int64_t tiles = tiles_of(g->len, warps, items);
     if (tiles > 1 && g->chains < (int64_t)sm_count * CHAINS_PER_SM &&
         g->chains * tiles <= GRID_MAX) {
       p->lookback = 1;
-      p->warps = ROWS_LOOKBACK_WARPS;
-      p->items = items8;
+      p->warps = warps;
+      p->items = items;
       p->tiles = tiles;
       p->grid = (uint32_t)(g->chains * tiles);
       plan_scratch(p, g->chains);
     } else {
       p->warps = ROWS_WARPS;
-      p->items = rows_items(kop, dtype, ROWS_WARPS);
+      p->items = rows_items(kop, dtype, 0, ROWS_WARPS);
       const int64_t blocks = (g->chains + ROWS_WARPS - 1) / ROWS_WARPS;
       if (blocks > GRID_MAX)
         return jitops__fail(JITOPS_ERR_UNSUPPORTED,
@@ -359,6 +394,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
     p->block_x = COLS_BX;
     p->block_y = COLS_BY;
   }
-  jitops__scan_kernel_name(kop, dtype, p->kind, g->nb, p->lookback, p->name, sizeof p->name);
+  jitops__scan_kernel_name(kop, dtype, p->kind, g->nb, p->lookback, p->warps, p->name,
+                           sizeof p->name);
   return JITOPS_SUCCESS;
 }

@@ -64,8 +64,13 @@ void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *co
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, jitops__scan_kop kop,
                                      jitops__dtype dtype, const jitops__scan_geom *g, int sm_count);
 
-/* The name expression of one specialization (what the plan and the catalogue compile). */
+/* Warps per rows block: the walk's without `lookback`, else a look-back tile's, 16 with `wide`
+ * for an op whose tiles stage in place (other ops' tiles stay at 8). */
+int jitops__scan_rows_warps(jitops__scan_kop kop, jitops__dtype dtype, int lookback, int wide);
+
+/* The name expression of one specialization (what the plan and the catalogue compile); `warps`
+ * is the rows block's (jitops__scan_rows_warps), unused for cols. */
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
-                              int nb, int lookback, char *buf, size_t size);
+                              int nb, int lookback, int warps, char *buf, size_t size);
 
 #endif
