@@ -232,7 +232,39 @@ static void backward_arguments(jitops_runtime_t *rt) {
 }
 
 /* Collapsing and the kernel choice. */
-static void wide_tiles(void);
+/* Wide look-back tiles: 16 warps for an op that stages in place (cumsum, cumprod with a 4-byte
+ * state) where they are at least two an SM; 8 otherwise and for every other op. */
+static void wide_tiles(void) {
+  int64_t s[1] = {1 << 22};
+  DLTensor v = tensor(1, s, NULL, F32);
+  const DLTensor *vv[2] = {&v, &v};
+  jitops__scan_geom g;
+  jitops__scan_plan p;
+  jitops__scan_geom_build(&g, 2, vv, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.lookback && p.warps == 16 && p.items == 16 && p.tiles == 512 && p.grid == 512);
+  CHECK(p.block_x == 512 && strstr(p.name, "Cumsum<float>, 0, 16, 16, true, 4>") != NULL);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD, JITOPS__DTYPE_BF16, &g, 132));
+  CHECK(p.lookback && p.warps == 16 && p.tiles == 512);
+  /* 512 wide tiles on 257 SMs are fewer than two an SM: 1024 tiles of 8 warps. */
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 257));
+  CHECK(p.lookback && p.warps == 8 && p.items == 16 && p.tiles == 1024);
+  /* 8-byte states and ops with more tensors stage both sides: 8 warps. */
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F64, &g, 132));
+  CHECK(p.lookback && p.warps == 8);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.lookback && p.warps == 8);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.lookback && p.warps == 8);
+  /* 264 rows of 5000: one wide tile a row would leave nothing to look back over, and the walk
+   * would take 264 long rows on 66 blocks; two tiles of 8 warps a row keep the look-back. */
+  int64_t s264[2] = {264, 5000};
+  DLTensor m = tensor(2, s264, NULL, F32);
+  const DLTensor *mm[2] = {&m, &m};
+  jitops__scan_geom_build(&g, 2, mm, 1, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.kind == JITOPS__SCAN_ROWS && p.lookback && p.warps == 8 && p.tiles == 2);
+}
 
 static void planning(void) {
   /* A contiguous rank-8 tensor scanned along axis 3 collapses to two batch dimensions. */
@@ -320,32 +352,6 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F16, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.grid == 1);
   wide_tiles();
-}
-
-/* Wide look-back tiles: 16 warps for an op that stages in place (cumsum, cumprod with a 4-byte
- * state) where they are at least two an SM; 8 otherwise and for every other op. */
-static void wide_tiles(void) {
-  int64_t s[1] = {1 << 22};
-  DLTensor v = tensor(1, s, NULL, F32);
-  const DLTensor *vv[2] = {&v, &v};
-  jitops__scan_geom g;
-  jitops__scan_plan p;
-  jitops__scan_geom_build(&g, 2, vv, 0, 0);
-  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.lookback && p.warps == 16 && p.items == 16 && p.tiles == 512 && p.grid == 512);
-  CHECK(p.block_x == 512 && strstr(p.name, "Cumsum<float>, 0, 16, 16, true, 4>") != NULL);
-  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD, JITOPS__DTYPE_BF16, &g, 132));
-  CHECK(p.lookback && p.warps == 16 && p.tiles == 512);
-  /* 512 wide tiles on 257 SMs are fewer than two an SM: 1024 tiles of 8 warps. */
-  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 257));
-  CHECK(p.lookback && p.warps == 8 && p.items == 16 && p.tiles == 1024);
-  /* 8-byte states and ops with more tensors stage both sides: 8 warps. */
-  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F64, &g, 132));
-  CHECK(p.lookback && p.warps == 8);
-  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.lookback && p.warps == 8);
-  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.lookback && p.warps == 8);
 }
 
 int main(void) {

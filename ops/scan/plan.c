@@ -324,6 +324,20 @@ static int64_t tiles_of(int64_t len, int warps, int items) {
   return (len + span - 1) / span;
 }
 
+/* A look-back tile's warps for this axis: wide where the op has wide tiles, each row gets at
+ * least two (one tile would need no look-back: the walk takes it) and there are at least
+ * WIDE_TILES_PER_SM of them; else the look-back the axis would take with 8 warps. */
+static int lookback_warps(jitops__scan_kop kop, jitops__dtype dtype, const jitops__scan_geom *g,
+                          int sm_count) {
+  const int wide = jitops__scan_rows_warps(kop, dtype, 1, 1);
+  if (wide == ROWS_LOOKBACK_WARPS)
+    return wide;
+  const int64_t tiles = tiles_of(g->len, wide, rows_items(kop, dtype, 1, wide));
+  return tiles >= 2 && g->chains * tiles >= (int64_t)sm_count * WIDE_TILES_PER_SM
+             ? wide
+             : ROWS_LOOKBACK_WARPS;
+}
+
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitops__scan_kop kop,
                                      jitops__dtype dtype, const jitops__scan_geom *g,
                                      int sm_count) {
@@ -333,11 +347,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   p->state_bytes = state_bytes(kop, dtype);
   if (is_inner(g) && g->len >= ROWS_MIN_LEN) {
     p->kind = JITOPS__SCAN_ROWS;
-    int warps = jitops__scan_rows_warps(kop, dtype, 1, 1);
-    if (warps == ROWS_LOOKBACK_WARPS_WIDE &&
-        g->chains * tiles_of(g->len, warps, rows_items(kop, dtype, 1, warps)) <
-            (int64_t)sm_count * WIDE_TILES_PER_SM)
-      warps = ROWS_LOOKBACK_WARPS;
+    const int warps = lookback_warps(kop, dtype, g, sm_count);
     const int items = rows_items(kop, dtype, 1, warps);
     const int64_t tiles = tiles_of(g->len, warps, items);
     if (tiles > 1 && g->chains < (int64_t)sm_count * CHAINS_PER_SM &&

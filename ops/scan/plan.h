@@ -69,7 +69,8 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, ji
 int jitops__scan_rows_warps(jitops__scan_kop kop, jitops__dtype dtype, int lookback, int wide);
 
 /* The name expression of one specialization (what the plan and the catalogue compile); `warps`
- * is the rows block's (jitops__scan_rows_warps), unused for cols. */
+ * is the rows block's, one of jitops__scan_rows_warps' answers for the op (another count names
+ * a kernel whose staging fails the template's static_assert), unused for cols. */
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
                               int nb, int lookback, int warps, char *buf, size_t size);
 

@@ -300,9 +300,9 @@ template <class Op, int NB> __host__ __device__ constexpr bool fits_args() {
 // Whether a look-back tile of Op stages its output over its input, and the blocks an SM the
 // compiler must then fit in registers: for the cumsum and cumprod family (one input, one output
 // of its size, a packed 4-byte state) as many as the halved staging and the threads allow, so
-// that more loads are in flight while tiles wait on their predecessors (8 blocks of 256: at
-// most 32 registers a thread; the instances measured spill 4 bytes). Every other instance
-// states no minimum, as before.
+// that more loads are in flight while tiles wait on their predecessors (8 blocks of 256, or 4 of
+// 512 for the plan's wide tiles: at most 32 registers a thread; the instances measured spill 4
+// bytes). Every other instance states no minimum, as before.
 template <class Op, bool LOOKBACK> __host__ __device__ constexpr bool rows_shares_staging() {
   return LOOKBACK && sizeof(typename Op::State) == 4 && Op::NIN == 1 && Op::NTENS == 2 &&
          bytes_of<Op, 0, 1>() == bytes_of<Op, 1, 2>();
