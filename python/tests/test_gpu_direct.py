@@ -48,21 +48,21 @@ def inputs(grad):
 
 def run(name, grad, direct, default_device=False):
     """The op's outputs, their grad_fn types, and the gradients of their float sum; with
-    `default_device`, the call is made under `with torch.device(DEVICE)` (what
+    `default_device`, the call and its backward run under `with torch.device(DEVICE)` (what
     torch.set_default_device pushes)."""
     leaves, calls = inputs(grad)
     before = _torch.direct_counts()[0]
-    with contextlib.nullcontext() if direct else _torch.dispatcher_path():
-        with torch.device(DEVICE) if default_device else contextlib.nullcontext():
+    with torch.device(DEVICE) if default_device else contextlib.nullcontext():
+        with contextlib.nullcontext() if direct else _torch.dispatcher_path():
             out = calls[name]()
-    assert (_torch.direct_counts()[0] - before == 1) == direct
-    outs = out if isinstance(out, tuple) else (out,)
-    kinds = [type(t.grad_fn).__name__ for t in outs]
-    grads = []
-    if grad:
-        total = sum(t.sum() for t in outs if t.is_floating_point())
-        used = [leaf for leaf in leaves if leaf.requires_grad]
-        grads = torch.autograd.grad(total, used, allow_unused=True)
+        assert (_torch.direct_counts()[0] - before == 1) == direct
+        outs = out if isinstance(out, tuple) else (out,)
+        kinds = [type(t.grad_fn).__name__ for t in outs]
+        grads = []
+        if grad:
+            total = sum(t.sum() for t in outs if t.is_floating_point())
+            used = [leaf for leaf in leaves if leaf.requires_grad]
+            grads = torch.autograd.grad(total, used, allow_unused=True)
     return outs, kinds, grads
 
 
