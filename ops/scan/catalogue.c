@@ -28,7 +28,8 @@ static const jitops__dtype catalogue_dtypes[] = {JITOPS__DTYPE_F32, JITOPS__DTYP
 enum {
   N_LAYOUTS = sizeof layouts / sizeof layouts[0],
   N_KOPS = sizeof catalogue_kops / sizeof catalogue_kops[0],
-  N_DTYPES = sizeof catalogue_dtypes / sizeof catalogue_dtypes[0]
+  N_DTYPES = sizeof catalogue_dtypes / sizeof catalogue_dtypes[0],
+  N_GRID = N_LAYOUTS * N_KOPS * N_DTYPES
 };
 
 /* The (layout, kop, dtype) combinations of the catalogue, in order: a wide layout only where
@@ -38,30 +39,34 @@ static bool listed(const catalogue_layout *l, jitops__scan_kop kop, jitops__dtyp
          jitops__scan_rows_warps(kop, dtype, 1, 1) != jitops__scan_rows_warps(kop, dtype, 1, 0);
 }
 
+/* Entry i of the full grid (layout fastest, then dtype, then kop). */
+static void grid_at(size_t i, const catalogue_layout **layout, jitops__scan_kop *kop,
+                    jitops__dtype *dtype) {
+  *layout = &layouts[i % N_LAYOUTS];
+  *dtype = catalogue_dtypes[i / N_LAYOUTS % N_DTYPES];
+  *kop = catalogue_kops[i / N_LAYOUTS / N_DTYPES];
+}
+
 /* The index-th listed combination; false past the end. */
 static bool combination(size_t index, const catalogue_layout **layout, jitops__scan_kop *kop,
                         jitops__dtype *dtype) {
-  for (size_t i = 0; i < (size_t)N_LAYOUTS * N_KOPS * N_DTYPES; ++i) {
-    const catalogue_layout *l = &layouts[i % N_LAYOUTS];
-    const jitops__dtype d = catalogue_dtypes[i / N_LAYOUTS % N_DTYPES];
-    const jitops__scan_kop k = catalogue_kops[i / N_LAYOUTS / N_DTYPES];
-    if (listed(l, k, d) && index-- == 0) {
-      *layout = l;
-      *kop = k;
-      *dtype = d;
+  for (size_t i = 0; i < (size_t)N_GRID; ++i) {
+    grid_at(i, layout, kop, dtype);
+    if (listed(*layout, *kop, *dtype) && index-- == 0)
       return true;
-    }
   }
   return false;
 }
 
 static size_t scan_count(void) {
   size_t n = 0;
-  const catalogue_layout *l;
-  jitops__scan_kop kop;
-  jitops__dtype dtype;
-  while (combination(n, &l, &kop, &dtype))
-    ++n;
+  for (size_t i = 0; i < (size_t)N_GRID; ++i) {
+    const catalogue_layout *l;
+    jitops__scan_kop kop;
+    jitops__dtype dtype;
+    grid_at(i, &l, &kop, &dtype);
+    n += listed(l, kop, dtype);
+  }
   return n;
 }
 
