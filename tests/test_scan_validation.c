@@ -232,8 +232,24 @@ static void backward_arguments(jitops_runtime_t *rt) {
 }
 
 /* Collapsing and the kernel choice. */
-/* Wide look-back tiles: 16 warps for an op that stages in place (cumsum, cumprod with a 4-byte
- * state) where they are at least two an SM; 8 otherwise and for every other op. */
+/* The plan of a scan over one axis of `len` positions whose input starts `offset` bytes into
+ * its buffer. */
+static jitops__scan_plan plan_1d(int64_t len, uint64_t offset, int reverse, jitops__scan_kop kop,
+                                 jitops__dtype dtype) {
+  int64_t s[1] = {len};
+  DLTensor in = tensor(1, s, NULL, F32), out = tensor(1, s, NULL, F32);
+  in.byte_offset = offset;
+  const DLTensor *t[2] = {&in, &out};
+  jitops__scan_geom g;
+  jitops__scan_plan p;
+  jitops__scan_geom_build(&g, 2, t, 0, reverse);
+  CHECK_OK(jitops__scan_plan_make("t", &p, kop, dtype, &g, 132));
+  return p;
+}
+
+/* Wide look-back tiles for an op that stages in place (cumsum, cumprod with a 4-byte state)
+ * where they are at least two an SM: 8 warps of 128 bytes a lane staged by cp.async (32
+ * positions of 4 bytes, 64 of 2); 8 warps of 16 positions otherwise and for every other op. */
 static void wide_tiles(void) {
   int64_t s[1] = {1 << 22};
   DLTensor v = tensor(1, s, NULL, F32);
@@ -242,13 +258,33 @@ static void wide_tiles(void) {
   jitops__scan_plan p;
   jitops__scan_geom_build(&g, 2, vv, 0, 0);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.lookback && p.warps == 16 && p.items == 16 && p.tiles == 512 && p.grid == 512);
-  CHECK(p.block_x == 512 && strstr(p.name, "Cumsum<float>, 0, 16, 16, true, 4>") != NULL);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 32);
+  CHECK(p.tiles == 512 && p.grid == 512 && p.block_x == 256);
+  CHECK(strstr(p.name, "rows<jitops::scan::Cumsum<float>, 0, 8, 32, true, 4>") != NULL);
+  /* A 2-byte tile holds 16384 positions: two an SM from 2^23. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD, JITOPS__DTYPE_BF16, &g, 132));
-  CHECK(p.lookback && p.warps == 16 && p.tiles == 512);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.items == 16);
+  CHECK(p.tiles == 1024 && p.grid == 1024);
+  p = plan_1d(1 << 23, 0, 0, JITOPS__SCAN_K_CUMPROD, JITOPS__DTYPE_BF16);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 64 && p.tiles == 512);
+  CHECK(strstr(p.name, "rows<jitops::scan::Cumprod<jitops::bfloat16>, 0, 8, 64, true, 4>"));
+  /* 2-byte elements stage in 32-bit words: an odd length is fine forward (a half word at the
+   * end), but in reverse its words would start off a word (narrow tiles), as would rows off
+   * one. 4-byte elements are staged one by one and take wide tiles either way. */
+  const int64_t odd = (1 << 23) + 1;
+  p = plan_1d(odd, 0, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_BF16);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 64);
+  p = plan_1d(odd, 0, 1, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_BF16);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.items == 16);
+  p = plan_1d(odd, 0, 1, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 32 && p.tiles == 1025);
+  p = plan_1d(1 << 23, 2, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_BF16);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.items == 16);
+  jitops__scan_geom_build(&g, 2, vv, 0, 0);
   /* 512 wide tiles on 257 SMs are fewer than two an SM: 1024 tiles of 8 warps. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 257));
-  CHECK(p.lookback && p.warps == 8 && p.items == 16 && p.tiles == 1024);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.items == 16);
+  CHECK(p.tiles == 1024);
   /* 8-byte states and ops with more tensors stage both sides: 8 warps. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F64, &g, 132));
   CHECK(p.lookback && p.warps == 8);

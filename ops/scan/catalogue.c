@@ -13,12 +13,13 @@ typedef struct catalogue_layout {
   jitops__scan_kind kind;
   int nb;
   int lookback;
-  int wide;
+  jitops__scan_width width;
 } catalogue_layout;
 
 static const catalogue_layout layouts[] = {
-    {JITOPS__SCAN_ROWS, 1, 0, 0}, {JITOPS__SCAN_COLS, 1, 1, 0}, {JITOPS__SCAN_ROWS, 0, 1, 0},
-    {JITOPS__SCAN_ROWS, 1, 1, 0}, {JITOPS__SCAN_ROWS, 0, 1, 1}, {JITOPS__SCAN_ROWS, 1, 1, 1}};
+    {JITOPS__SCAN_ROWS, 1, 0, JITOPS__SCAN_NARROW}, {JITOPS__SCAN_COLS, 1, 1, JITOPS__SCAN_NARROW},
+    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_NARROW}, {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_NARROW},
+    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_WIDE},   {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_WIDE}};
 static const jitops__scan_kop catalogue_kops[] = {
     JITOPS__SCAN_K_CUMSUM,       JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_K_CUMMAX,
     JITOPS__SCAN_K_CUMMIN,       JITOPS__SCAN_K_LCSE,    JITOPS__SCAN_K_CUMPROD_BWD,
@@ -35,8 +36,7 @@ enum {
 /* The (layout, kop, dtype) combinations of the catalogue, in order: a wide layout only where
  * the op has wide tiles (elsewhere it names the kernel its narrow twin already lists). */
 static bool listed(const catalogue_layout *l, jitops__scan_kop kop, jitops__dtype dtype) {
-  return !l->wide ||
-         jitops__scan_rows_warps(kop, dtype, 1, 1) != jitops__scan_rows_warps(kop, dtype, 1, 0);
+  return l->width == JITOPS__SCAN_NARROW || jitops__scan_rows_wide(kop, dtype);
 }
 
 /* Entry i of the full grid (layout fastest, then dtype, then kop). */
@@ -78,8 +78,7 @@ static void scan_entry(size_t index, char *buf, size_t size) {
     buf[0] = '\0';
     return;
   }
-  jitops__scan_kernel_name(kop, dtype, l->kind, l->nb, l->lookback,
-                           jitops__scan_rows_warps(kop, dtype, l->lookback, l->wide), buf, size);
+  jitops__scan_kernel_name(kop, dtype, l->kind, l->nb, l->lookback, l->width, buf, size);
 }
 
 const jitops__catalogue_family jitops__catalogue_scan = {"scan", scan_count,          NULL,

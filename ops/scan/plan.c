@@ -22,7 +22,9 @@ enum { COLS_STAGES_WALK = 3, COLS_STAGES_LOOKBACK = 2 };
  * smaller GPU just runs fewer of those blocks at once. */
 enum { COLS_MAX_BLOCKS_PER_SM = 8 };
 enum { COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY };
-enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8, ROWS_LOOKBACK_WARPS_WIDE = 16 };
+enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
+/* Bytes a lane of a wide tile stages by cp.async (scan.cuh, rows_stages_async). */
+enum { ROWS_ASYNC_LANE_BYTES = 128 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
 /* The look-back scratch starts with a 16-byte slot for the ticket, then the flags. */
@@ -120,20 +122,6 @@ static int rows_stage_in_place(jitops__scan_kop kop, jitops__dtype dtype, int lo
          in == out;
 }
 
-/* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps, or 16 (wide) for an op
- * that stages in place on an axis long enough to keep every SM busy with them. A look-back
- * tile waits for its predecessors' prefix about one L2 round trip after its own loads land,
- * with nothing of its own in flight: the larger the tile, the less of its time that wait
- * takes. Four blocks of 16 warps an SM hold as many bytes in flight as eight of 8 (in place,
- * 16 positions a lane: 33 KiB a block), with half the tiles to join; on a short axis the
- * fewer, larger tiles leave SMs idle instead. */
-int jitops__scan_rows_warps(jitops__scan_kop kop, jitops__dtype dtype, int lookback, int wide) {
-  if (!lookback)
-    return ROWS_WARPS;
-  return wide && rows_stage_in_place(kop, dtype, lookback) ? ROWS_LOOKBACK_WARPS_WIDE
-                                                           : ROWS_LOOKBACK_WARPS;
-}
-
 /* Rows: positions per lane and chunk for blocks of `warps`. The next chunk's inputs wait in
  * registers (at most 32 per lane) and each warp stages inputs and outputs (or, in place, the
  * inputs alone) in shared memory (40 KiB per block). */
@@ -147,6 +135,27 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, i
                                                 JITOPS__SCAN_ROWS_STAGE_BUDGET))
     items /= 2;
   return items;
+}
+
+int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
+  return rows_stage_in_place(kop, dtype, 1);
+}
+
+/* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps of rows_items positions a
+ * lane, or, wide, of 128 bytes a lane (32 KiB a tile) for an op that stages in place, on an
+ * axis long enough to keep every SM busy with them. A look-back tile waits for its
+ * predecessors' prefix about one L2 round trip after its own loads land, with nothing of its
+ * own in flight: the larger the tile, the less of its time that wait takes, and the more tiles
+ * an SM holds, the more bytes stay in flight meanwhile. A wide tile is staged by cp.async (no
+ * registers hold the loads, so shared memory alone bounds its blocks: six of 33 KiB an SM,
+ * against four blocks of 16 warps of 16 positions through registers). On a short axis the
+ * fewer, larger tiles leave SMs idle instead. */
+static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
+                       jitops__scan_width width, int *warps, int *items) {
+  *warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
+  *items = lookback && width != JITOPS__SCAN_NARROW && jitops__scan_rows_wide(kop, dtype)
+               ? ROWS_ASYNC_LANE_BYTES / (int)jitops__dtype_size(dtype)
+               : rows_items(kop, dtype, lookback, *warps);
 }
 
 /* Cols: positions per thread and tile. A tile of 8·R positions × 32 chains of every input
@@ -189,14 +198,17 @@ static void op_expression(jitops__scan_kop kop, jitops__dtype dtype, char *buf, 
 }
 
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
-                              int nb, int lookback, int warps, char *buf, size_t size) {
+                              int nb, int lookback, jitops__scan_width width, char *buf,
+                              size_t size) {
   char op[96];
   op_expression(kop, dtype, op, sizeof op);
   const size_t sb = state_bytes(kop, dtype);
   const char *lb = lookback ? "true" : "false";
   if (kind == JITOPS__SCAN_ROWS) {
-    snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps,
-             rows_items(kop, dtype, lookback, warps), lb, sb);
+    int warps, items;
+    rows_shape(kop, dtype, lookback, width, &warps, &items);
+    snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps, items, lb,
+             sb);
   } else {
     snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %d, %s, %zu>", op, nb,
              cols_items(kop, dtype), lookback ? COLS_STAGES_LOOKBACK : COLS_STAGES_WALK, lb, sb);
@@ -324,18 +336,35 @@ static int64_t tiles_of(int64_t len, int warps, int items) {
   return (len + span - 1) / span;
 }
 
-/* A look-back tile's warps for this axis: wide where the op has wide tiles, each row gets at
- * least two (one tile would need no look-back: the walk takes it) and there are at least
- * WIDE_TILES_PER_SM of them; else the look-back the axis would take with 8 warps. */
-static int lookback_warps(jitops__scan_kop kop, jitops__dtype dtype, const jitops__scan_geom *g,
-                          int sm_count) {
-  const int wide = jitops__scan_rows_warps(kop, dtype, 1, 1);
-  if (wide == ROWS_LOOKBACK_WARPS)
-    return wide;
-  const int64_t tiles = tiles_of(g->len, wide, rows_items(kop, dtype, 1, wide));
+/* Whether 2-byte elements can be staged in 32-bit words (scan.cuh, rows_stage_async): every
+ * row of both tensors starts on a word, and a reverse scan's words, which run from the row's
+ * end, line up with them (an even length). Else the axis takes narrow tiles. */
+static int pairs_aligned(const jitops__scan_geom *g) {
+  if (g->reverse && g->len % 2 != 0)
+    return 0;
+  for (int k = 0; k < g->ntens; ++k) {
+    if ((uintptr_t)g->ptr[k] % 4 != 0)
+      return 0;
+    for (int d = 0; d < g->nb; ++d)
+      if (g->bstride[k][d] % 2 != 0)
+        return 0;
+  }
+  return 1;
+}
+
+/* The look-back tiles of this axis: wide where the op has them, each row gets at least two (one
+ * tile would need no look-back: the walk takes it) and there are at least WIDE_TILES_PER_SM of
+ * them; else narrow. */
+static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dtype,
+                                         const jitops__scan_geom *g, int sm_count) {
+  if (!jitops__scan_rows_wide(kop, dtype) || (jitops__dtype_size(dtype) == 2 && !pairs_aligned(g)))
+    return JITOPS__SCAN_NARROW;
+  int warps, items;
+  rows_shape(kop, dtype, 1, JITOPS__SCAN_WIDE, &warps, &items);
+  const int64_t tiles = tiles_of(g->len, warps, items);
   return tiles >= 2 && g->chains * tiles >= (int64_t)sm_count * WIDE_TILES_PER_SM
-             ? wide
-             : ROWS_LOOKBACK_WARPS;
+             ? JITOPS__SCAN_WIDE
+             : JITOPS__SCAN_NARROW;
 }
 
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitops__scan_kop kop,
@@ -347,20 +376,21 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   p->state_bytes = state_bytes(kop, dtype);
   if (is_inner(g) && g->len >= ROWS_MIN_LEN) {
     p->kind = JITOPS__SCAN_ROWS;
-    const int warps = lookback_warps(kop, dtype, g, sm_count);
-    const int items = rows_items(kop, dtype, 1, warps);
+    const jitops__scan_width width = lookback_width(kop, dtype, g, sm_count);
+    int warps, items;
+    rows_shape(kop, dtype, 1, width, &warps, &items);
     const int64_t tiles = tiles_of(g->len, warps, items);
     if (tiles > 1 && g->chains < (int64_t)sm_count * CHAINS_PER_SM &&
         g->chains * tiles <= GRID_MAX) {
       p->lookback = 1;
+      p->width = width;
       p->warps = warps;
       p->items = items;
       p->tiles = tiles;
       p->grid = (uint32_t)(g->chains * tiles);
       plan_scratch(p, g->chains);
     } else {
-      p->warps = ROWS_WARPS;
-      p->items = rows_items(kop, dtype, 0, ROWS_WARPS);
+      rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &p->warps, &p->items);
       const int64_t blocks = (g->chains + ROWS_WARPS - 1) / ROWS_WARPS;
       if (blocks > GRID_MAX)
         return jitops__fail(JITOPS_ERR_UNSUPPORTED,
@@ -404,7 +434,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
     p->block_x = COLS_BX;
     p->block_y = COLS_BY;
   }
-  jitops__scan_kernel_name(kop, dtype, p->kind, g->nb, p->lookback, p->warps, p->name,
+  jitops__scan_kernel_name(kop, dtype, p->kind, g->nb, p->lookback, p->width, p->name,
                            sizeof p->name);
   return JITOPS_SUCCESS;
 }

@@ -29,13 +29,21 @@ typedef enum jitops__scan_kop {
 
 typedef enum jitops__scan_kind { JITOPS__SCAN_ROWS = 0, JITOPS__SCAN_COLS = 1 } jitops__scan_kind;
 
+/* A rows look-back's tiles: wide ones are the in-place ops' (jitops__scan_rows_wide), on axes
+ * long enough for them. */
+typedef enum jitops__scan_width {
+  JITOPS__SCAN_NARROW = 0, /* 8 warps of up to 16 positions a lane */
+  JITOPS__SCAN_WIDE = 1    /* 8 warps of 128 bytes a lane, staged by cp.async */
+} jitops__scan_width;
+
 typedef struct jitops__scan_plan {
   jitops__scan_kind kind;
-  int lookback;  /* tiles of one axis joined by decoupled look-back */
-  int warps;     /* rows: warps per block */
-  int items;     /* rows: positions per lane per chunk; cols: per thread per tile */
-  int64_t tiles; /* look-back: tiles along the axis */
-  uint32_t grid; /* blocks (x) */
+  int lookback;             /* tiles of one axis joined by decoupled look-back */
+  jitops__scan_width width; /* rows look-back: its tiles */
+  int warps;                /* rows: warps per block */
+  int items;                /* rows: positions per lane per chunk; cols: per thread per tile */
+  int64_t tiles;            /* look-back: tiles along the axis */
+  uint32_t grid;            /* blocks (x) */
   uint32_t block_x, block_y;
   uint32_t shared_bytes; /* dynamic shared memory (cols: the staged tile) */
   size_t state_bytes;    /* sizeof(Op::State) */
@@ -64,14 +72,14 @@ void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *co
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, jitops__scan_kop kop,
                                      jitops__dtype dtype, const jitops__scan_geom *g, int sm_count);
 
-/* Warps per rows block: the walk's without `lookback`, else a look-back tile's, 16 with `wide`
- * for an op whose tiles stage in place (other ops' tiles stay at 8). */
-int jitops__scan_rows_warps(jitops__scan_kop kop, jitops__dtype dtype, int lookback, int wide);
+/* Whether the op has wide look-back tiles (it stages in place: one input, one output of its
+ * size, a 4-byte state); the plan takes them on long enough axes. */
+int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype);
 
-/* The name expression of one specialization (what the plan and the catalogue compile); `warps`
- * is the rows block's, one of jitops__scan_rows_warps' answers for the op (another count names
- * a kernel whose staging fails the template's static_assert), unused for cols. */
+/* The name expression of one specialization (what the plan and the catalogue compile); `width`
+ * picks a rows look-back's tiles (wide ones only where the op has them; unused for cols). */
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
-                              int nb, int lookback, int warps, char *buf, size_t size);
+                              int nb, int lookback, jitops__scan_width width, char *buf,
+                              size_t size);
 
 #endif

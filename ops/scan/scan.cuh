@@ -10,7 +10,8 @@
 //         stores. Without LOOKBACK each warp walks one whole row chunk by chunk with a carry,
 //         the next chunk's loads in flight (in registers) while it scans the current one;
 //         with LOOKBACK a block of WARPS warps scans one tile of a few long rows, and tiles
-//         are joined by a grouped decoupled look-back (jitops/scan_lookback.cuh).
+//         are joined by a grouped decoupled look-back (jitops/scan_lookback.cuh); the
+//         largest tiles load by cp.async instead of through registers (rows_stages_async).
 //   cols  any other layout: lanes run across chains (coalesced when the chains are the unit
 //         stride dimension). A block stages a tile of 8·R positions × 32 chains in shared
 //         memory with cp.async (nothing held in registers while the loads fly), then each
@@ -82,6 +83,26 @@ template <class Op, int K = 0> __host__ __device__ constexpr int elem_size(int k
     return k == K ? (int)sizeof(tensor_t<Op, K>) : elem_size<Op, K + 1>(k);
 }
 
+// Shared address of a generic pointer into shared memory, for cp.async.
+__device__ __forceinline__ unsigned shared_address(const void *p) {
+  unsigned long long a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return (unsigned)a;
+}
+
+// Stages one element into shared memory: cp.async for 4- and 8-byte elements (the data
+// travels without occupying registers), a plain copy for 2-byte ones.
+template <class U> __device__ __forceinline__ void stage_element(U *dst, const U *src) {
+  if constexpr (sizeof(U) == 4)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+  else if constexpr (sizeof(U) == 8)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+  else
+    *dst = *src;
+}
+
 // ---- rows: the axis is unit-stride --------------------------------------------------------
 
 // Shared staging of one warp's chunk: input K at in_offset<K>, then output J at out_offset<J>.
@@ -92,8 +113,19 @@ template <class Op, int K = 0> __host__ __device__ constexpr int elem_size(int k
 // and one output of the same size reads only its own position (scan_ops.cuh), and a lane reads
 // each of its items (make) before it writes that item's output (emit) to the same slot, while
 // no lane touches another's items. Half the staging.
+//
+// PAIRS (64 positions a lane: 2-byte elements staged by cp.async, rows_stages_async) pads by
+// 32-bit words instead: the chunk moves as lane-striped words w (positions 2w and 2w + 1) at
+// word slot w + w/32, so index i is at i + 2·(i/64), and a lane's 32 words are free of bank
+// conflicts too. A word is copied as it lies in memory, so in a reverse scan its two positions
+// are swapped: kernel index i is then at slot(i ^ 1) (RowsFetch::swap).
 template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
+  static constexpr bool PAIRS = ITEMS == 64;
   static constexpr int CHUNK = 32 * ITEMS;
+  // How far a lane's loops over a chunk unroll: fully, except where the chunk may pass the end
+  // of the axis (the last one of a row) in the 32- and 64-item tiles, whose tails roll up: they
+  // run once a row, and unrolled they doubled the 64-item tile's compile time.
+  template <bool FULL> static constexpr int UNROLL = FULL || ITEMS <= 16 ? ITEMS : 4;
   static constexpr int SLOTS = CHUNK + ITEMS;
   static constexpr int IN_BYTES = bytes_of<Op, 0, Op::NIN>();
   static constexpr int OUT_BYTES = bytes_of<Op, Op::NIN, Op::NTENS>();
@@ -107,7 +139,7 @@ template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
     return SHARED ? 0 : SLOTS * (IN_BYTES + bytes_of<Op, Op::NIN, Op::NIN + J>());
   }
   __device__ static int slot(int i) {
-    return i + (i >> 5);
+    return PAIRS ? i + 2 * (i >> 6) : i + (i >> 5);
   }
 };
 
@@ -158,14 +190,74 @@ __device__ __forceinline__ void rows_put(const RowsRegs<Op, K, ITEMS> &r, char *
   }
 }
 
+// Copies the input of the chunk at `base` into the warp's staging with cp.async and waits for
+// it (the caller then joins the warp). 4-byte elements go where rows_put would put
+// them (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones as lane-striped words
+// (RowsStage::PAIRS), which the host has checked are aligned: every row starts on a word and, in
+// reverse, has an even length. A word half past the end (a forward row of odd length) is copied
+// alone.
+template <class Op, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                 char *stage, i64 base, int lane) {
+  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+  typedef tensor_t<Op, 0> U;
+  static_assert(Op::NIN == 1 && (sizeof(U) == 4 || (sizeof(U) == 2 && ITEMS == 64)),
+                "cp.async stages one input of 4-byte elements, or of 2-byte ones in pairs");
+  if constexpr (sizeof(U) == 4) {
+    U *buf = (U *)stage + lane;
+    const U *p = rows_lane_ptr<Op, 0>(g, off, base, lane);
+    const int step = g.reverse ? -32 : 32;
+#pragma unroll(UNROLL)
+    for (int j = 0; j < ITEMS; ++j)
+      if (FULL || base + lane + 32 * j < g.len)
+        stage_element(buf + 33 * j, p + j * step);
+  } else {
+    unsigned *buf = (unsigned *)stage + lane;
+    const i64 q = base + 2 * lane; // the first position of the lane's first word
+    const U *row = (const U *)g.ptr[0] + off[0];
+    const U *p = g.reverse ? row + (g.len - 2 - q) : row + q;
+    const int step = g.reverse ? -64 : 64;
+#pragma unroll(UNROLL / 2)
+    for (int j = 0; j < ITEMS / 2; ++j) {
+      if (FULL || q + 64 * j + 1 < g.len)
+        stage_element(buf + 33 * j, (const unsigned *)(p + j * step));
+      else if (q + 64 * j < g.len)
+        *(U *)(buf + 33 * j) = p[j * step];
+    }
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// Stores the staged outputs of a PAIRS chunk as the lane-striped words they were loaded as.
+template <class Op, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_store_pairs(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                 const char *stage, i64 base, int lane) {
+  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+  typedef tensor_t<Op, 1> U;
+  static_assert(Op::NTENS == 2 && sizeof(U) == 2, "pairs of one 2-byte output");
+  const unsigned *buf = (const unsigned *)stage + lane;
+  const i64 q = base + 2 * lane;
+  U *row = (U *)g.ptr[1] + off[1];
+  U *p = g.reverse ? row + (g.len - 2 - q) : row + q;
+  const int step = g.reverse ? -64 : 64;
+#pragma unroll(UNROLL / 2)
+  for (int j = 0; j < ITEMS / 2; ++j) {
+    if (FULL || q + 64 * j + 1 < g.len)
+      *(unsigned *)(p + j * step) = buf[33 * j];
+    else if (q + 64 * j < g.len)
+      p[j * step] = *(const U *)(buf + 33 * j);
+  }
+}
+
 template <class Op, int NB, int ITEMS> struct RowsFetch {
   typedef RowsStage<Op, ITEMS> Stage;
   const Geom &g;
   const i64 (&off)[Op::NTENS];
   const char *stage;
-  i64 q;  // kernel-order position of this item
-  int b;  // its index within the chunk
-  int sb; // its staging slot
+  i64 q;    // kernel-order position of this item
+  int b;    // its index within the chunk
+  int sb;   // its staging slot
+  int swap; // 1 where a staged word's two positions are swapped (RowsStage::PAIRS)
 
   template <int K>
   __device__ __forceinline__ acc_t<tensor_t<Op, K>> get(int shift,
@@ -179,7 +271,7 @@ template <class Op, int NB, int ITEMS> struct RowsFetch {
       return dflt;
     const int bs = b + shift;
     if (bs >= 0 && bs < Stage::CHUNK)
-      return load(buf + Stage::slot(bs));
+      return load(buf + Stage::slot(bs ^ swap));
     return load(global_at<Op, K>(g, off, memory_pos(g, qs)));
   }
 };
@@ -198,12 +290,13 @@ template <class Op, int J, int NB, int ITEMS, bool FULL, bool SHARED>
 __device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                    const char *stage, i64 base, int lane) {
   if constexpr (Op::NIN + J < Op::NTENS) {
+    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
     typedef RowsStage<Op, ITEMS, SHARED> Stage;
     typedef tensor_t<Op, Op::NIN + J> U;
     const U *buf = (const U *)(stage + Stage::template out_offset<J>()) + lane;
     U *p = rows_lane_ptr<Op, Op::NIN + J>(g, off, base, lane);
     const int step = g.reverse ? -32 : 32;
-#pragma unroll
+#pragma unroll(UNROLL)
     for (int j = 0; j < ITEMS; ++j)
       if (FULL || base + lane + 32 * j < g.len)
         p[j * step] = buf[33 * j];
@@ -217,8 +310,11 @@ __device__ __forceinline__ RowsFetch<Op, NB, ITEMS>
 rows_item(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base, int lane,
           int i) {
   const int b0 = lane * ITEMS;
-  // ITEMS divides 32, so a lane's items share one i/32: slot(b0 + i) = slot(b0) + i.
-  return RowsFetch<Op, NB, ITEMS>{g, off, stage, base + b0 + i, b0 + i, b0 + (b0 >> 5) + i};
+  // A lane's items share one i/32 (one i/64 for PAIRS): slot(b0 + i) = slot(b0) + i, and
+  // slot(b0) = b0 + b0/32 in both layouts.
+  const int swap = RowsStage<Op, ITEMS>::PAIRS && g.reverse;
+  return RowsFetch<Op, NB, ITEMS>{
+      g, off, stage, base + b0 + i, b0 + i, b0 + (b0 >> 5) + (i ^ swap), swap};
 }
 
 // First pass over a staged chunk: the fold of the lane's ITEMS positions (identity for a
@@ -238,8 +334,9 @@ rows_reduce(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 b
     }
     return agg;
   } else {
+    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<false>;
     Prefix<State> agg{Op::identity(), false};
-#pragma unroll
+#pragma unroll(UNROLL)
     for (int i = 0; i < ITEMS; ++i) {
       const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
       if (f.q < g.len)
@@ -256,8 +353,9 @@ __device__ __forceinline__ void rows_emit(const Geom &g, const i64 (&off)[Op::NT
                                           i64 base, int lane,
                                           const Prefix<typename Op::State> &prefix) {
   typedef typename Op::State State;
+  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
   State run = prefix.s;
-#pragma unroll
+#pragma unroll(UNROLL)
   for (int i = 0; i < ITEMS; ++i) {
     const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
     if (FULL || f.q < g.len) {
@@ -270,7 +368,10 @@ __device__ __forceinline__ void rows_emit(const Geom &g, const i64 (&off)[Op::NT
     }
   }
   __syncwarp();
-  rows_store_outputs<Op, 0, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
+  if constexpr (RowsStage<Op, ITEMS>::PAIRS)
+    rows_store_pairs<Op, ITEMS, FULL>(g, off, stage, base, lane);
+  else
+    rows_store_outputs<Op, 0, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
 }
 
 // One warp chunk once its inputs are staged: fold, shuffle scan, emit. Returns the chunk's
@@ -300,12 +401,27 @@ template <class Op, int NB> __host__ __device__ constexpr bool fits_args() {
 // Whether a look-back tile of Op stages its output over its input, and the blocks an SM the
 // compiler must then fit in registers: for the cumsum and cumprod family (one input, one output
 // of its size, a packed 4-byte state) as many as the halved staging and the threads allow, so
-// that more loads are in flight while tiles wait on their predecessors (8 blocks of 256, or 4 of
-// 512 for the plan's wide tiles: at most 32 registers a thread; the instances measured spill 4
-// bytes). Every other instance states no minimum, as before.
+// that more loads are in flight while tiles wait on their predecessors (8 blocks of 256 with 16
+// positions a lane: at most 32 registers a thread, the instances measured spill 4 bytes; 6 of
+// the plan's wide tiles, bounded by shared memory: 40 registers, no spills). Every other
+// instance states no minimum, as before.
 template <class Op, bool LOOKBACK> __host__ __device__ constexpr bool rows_shares_staging() {
   return LOOKBACK && sizeof(typename Op::State) == 4 && Op::NIN == 1 && Op::NTENS == 2 &&
          bytes_of<Op, 0, 1>() == bytes_of<Op, 1, 2>();
+}
+
+// Where the staging is in place, a tile's input can go to shared memory by cp.async: no
+// registers hold it on the way, so a lane can take 128 bytes (32 positions of 4 bytes, or 64
+// of 2 bytes copied in pairs) and a block of 8 warps a whole 32 KiB tile. Blocks an SM are then
+// bounded by shared memory (six of 33 KiB) instead of threads (four of 16 warps of 16 positions
+// through registers): one and a half times the bytes in flight while tiles wait on their
+// predecessors for 4-byte elements, three times for 2-byte ones.
+template <class Op, int ITEMS, bool LOOKBACK>
+__host__ __device__ constexpr bool rows_stages_async() {
+  if constexpr (!rows_shares_staging<Op, LOOKBACK>())
+    return false;
+  else
+    return ITEMS * sizeof(tensor_t<Op, 0>) == 128;
 }
 
 template <class Op, int WARPS, int ITEMS, bool LOOKBACK>
@@ -329,7 +445,9 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
   constexpr bool SHARED = rows_shares_staging<Op, LOOKBACK>();
   typedef RowsStage<Op, ITEMS, SHARED> Stage;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
-  static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16, "ITEMS is 4, 8 or 16");
+  constexpr bool ASYNC = rows_stages_async<Op, ITEMS, LOOKBACK>();
+  static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16 || ASYNC,
+                "ITEMS is 4, 8 or 16, or 128 bytes where the tile stages by cp.async");
   static_assert(fits_args<Op, NB>(), "more tensors or batch dimensions than the arguments hold");
   static_assert(WARPS * Stage::BYTES <= JITOPS__SCAN_ROWS_STAGE_BUDGET,
                 "the staging exceeds what the host sized ITEMS for");
@@ -339,12 +457,12 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char *stage = stage_all + warp * Stage::BYTES;
   RowsRegs<Op, 0, ITEMS> regs;
-  i64 off[Op::NTENS];
   constexpr int CHUNK = Stage::CHUNK;
 
   if constexpr (!LOOKBACK) {
     // One warp per row, chunk by chunk, carrying the row's prefix; the next chunk's loads
     // are in flight while the current one is scanned.
+    i64 off[Op::NTENS];
     const i64 row = (i64)blockIdx.x * WARPS + warp;
     if (row >= g.chains)
       return;
@@ -378,11 +496,17 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     if (threadIdx.x == 0)
       s_ticket = take_ticket(scratch);
     __syncthreads();
+    i64 off[Op::NTENS];
     const i64 tile = s_ticket / g.chains, row = s_ticket % g.chains;
     const i64 base = (tile * WARPS + warp) * CHUNK;
     const bool full = base + CHUNK <= g.len;
     chain_offsets<NB>(g, row, off);
-    if (full) {
+    if constexpr (ASYNC) {
+      if (full)
+        rows_stage_async<Op, ITEMS, true>(g, off, stage, base, lane);
+      else
+        rows_stage_async<Op, ITEMS, false>(g, off, stage, base, lane);
+    } else if (full) {
       rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, base, lane);
       rows_put<Op, 0, ITEMS, true>(regs, stage, base, g.len, lane);
     } else {
@@ -424,26 +548,6 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
 // ---- cols: any layout, lanes across chains ------------------------------------------------
 
 constexpr int COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY;
-
-// Shared address of a generic pointer into shared memory, for cp.async.
-__device__ __forceinline__ unsigned shared_address(const void *p) {
-  unsigned long long a;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-  return (unsigned)a;
-}
-
-// Stages one element into shared memory: cp.async for 4- and 8-byte elements (the data
-// travels without occupying registers), a plain copy for 2-byte ones.
-template <class U> __device__ __forceinline__ void stage_element(U *dst, const U *src) {
-  if constexpr (sizeof(U) == 4)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_address(dst)), "l"(src)
-                 : "memory");
-  else if constexpr (sizeof(U) == 8)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared_address(dst)), "l"(src)
-                 : "memory");
-  else
-    *dst = *src;
-}
 
 // Input K of a cols tile: SPAN positions × 32 chains, position-major.
 template <class Op, int K, int R>
