@@ -247,9 +247,10 @@ static jitops__scan_plan plan_1d(int64_t len, uint64_t offset, int reverse, jito
   return p;
 }
 
-/* Wide look-back tiles for an op that stages in place (cumsum, cumprod with a 4-byte state)
- * where they are at least two an SM: 8 warps of 128 bytes a lane staged by cp.async (32
- * positions of 4 bytes, 64 of 2); 8 warps of 16 positions otherwise and for every other op. */
+/* Wide look-back tiles for an op that stages in place (cumsum, cumprod, logcumsumexp with a
+ * state of at most 8 bytes) where they are at least two an SM: 8 warps of 128 bytes a lane
+ * staged by cp.async (16 positions of 8 bytes, 32 of 4, 64 of 2); narrow tiles otherwise and
+ * for every other op. */
 static void wide_tiles(void) {
   int64_t s[1] = {1 << 22};
   DLTensor v = tensor(1, s, NULL, F32);
@@ -285,13 +286,18 @@ static void wide_tiles(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 257));
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.items == 16);
   CHECK(p.tiles == 1024);
-  /* 8-byte states and ops with more tensors stage both sides: 8 warps. */
+  /* 8-byte states in place take wide tiles too (f64 cumsum: 16 positions a lane; f32
+   * logcumsumexp); 16-byte states (f64 logcumsumexp) and ops with more tensors take narrow
+   * ones. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F64, &g, 132));
-  CHECK(p.lookback && p.warps == 8);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 16);
+  CHECK(p.tiles == 1024 && strstr(p.name, "rows<jitops::scan::Cumsum<double>, 0, 8, 16, true, 8>"));
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.lookback && p.warps == 8);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 32);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F64, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.lookback && p.warps == 8);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8);
   /* 264 rows of 5000: one wide tile a row would leave nothing to look back over, and the walk
    * would take 264 long rows on 66 blocks; two tiles of 8 warps a row keep the look-back. */
   int64_t s264[2] = {264, 5000};

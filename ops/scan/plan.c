@@ -138,7 +138,9 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, i
 }
 
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
-  return rows_stage_in_place(kop, dtype, 1);
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  return jitops__scan_kop_tensors(kop) == 2 && in == out && state_bytes(kop, dtype) <= 8;
 }
 
 /* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps of rows_items positions a

@@ -72,8 +72,9 @@ void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *co
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, jitops__scan_kop kop,
                                      jitops__dtype dtype, const jitops__scan_geom *g, int sm_count);
 
-/* Whether the op has wide look-back tiles (it stages in place: one input, one output of its
- * size, a 4-byte state); the plan takes them on long enough axes. */
+/* Whether the op has wide look-back tiles (scan.cuh, rows_stages_async: one input, one output of
+ * its size, a state of at most 8 bytes: cumsum, cumprod, and logcumsumexp but in f64); the plan
+ * takes them on long enough axes. */
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype);
 
 /* The name expression of one specialization (what the plan and the catalogue compile); `width`

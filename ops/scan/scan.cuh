@@ -191,8 +191,8 @@ __device__ __forceinline__ void rows_put(const RowsRegs<Op, K, ITEMS> &r, char *
 }
 
 // Copies the input of the chunk at `base` into the warp's staging with cp.async and waits for
-// it (the caller then joins the warp). 4-byte elements go where rows_put would put
-// them (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones as lane-striped words
+// it (the caller then joins the warp). 4- and 8-byte elements go where rows_put would put them
+// (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones as lane-striped words
 // (RowsStage::PAIRS), which the host has checked are aligned: every row starts on a word and, in
 // reverse, has an even length. A word half past the end (a forward row of odd length) is copied
 // alone.
@@ -201,9 +201,9 @@ __device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)
                                                  char *stage, i64 base, int lane) {
   constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
   typedef tensor_t<Op, 0> U;
-  static_assert(Op::NIN == 1 && (sizeof(U) == 4 || (sizeof(U) == 2 && ITEMS == 64)),
-                "cp.async stages one input of 4-byte elements, or of 2-byte ones in pairs");
-  if constexpr (sizeof(U) == 4) {
+  static_assert(Op::NIN == 1 && (sizeof(U) >= 4 || (sizeof(U) == 2 && ITEMS == 64)),
+                "cp.async stages one input of 4- or 8-byte elements, or of 2-byte ones in pairs");
+  if constexpr (sizeof(U) >= 4) {
     U *buf = (U *)stage + lane;
     const U *p = rows_lane_ptr<Op, 0>(g, off, base, lane);
     const int step = g.reverse ? -32 : 32;
@@ -398,35 +398,45 @@ template <class Op, int NB> __host__ __device__ constexpr bool fits_args() {
   return Op::NTENS <= JITOPS__SCAN_MAX_TENSORS && NB >= 0 && NB <= JITOPS__SCAN_MAX_BATCH;
 }
 
-// Whether a look-back tile of Op stages its output over its input, and the blocks an SM the
-// compiler must then fit in registers: for the cumsum and cumprod family (one input, one output
-// of its size, a packed 4-byte state) as many as the halved staging and the threads allow, so
-// that more loads are in flight while tiles wait on their predecessors (8 blocks of 256 with 16
-// positions a lane: at most 32 registers a thread, the instances measured spill 4 bytes; 6 of
-// the plan's wide tiles, bounded by shared memory: 40 registers, no spills). Every other
-// instance states no minimum, as before.
-template <class Op, bool LOOKBACK> __host__ __device__ constexpr bool rows_shares_staging() {
-  return LOOKBACK && sizeof(typename Op::State) == 4 && Op::NIN == 1 && Op::NTENS == 2 &&
-         bytes_of<Op, 0, 1>() == bytes_of<Op, 1, 2>();
+// One input and one output of its size (cumsum, cumprod, logcumsumexp): the output can be staged
+// over the input.
+template <class Op> __host__ __device__ constexpr bool in_place_op() {
+  return Op::NIN == 1 && Op::NTENS == 2 && bytes_of<Op, 0, 1>() == bytes_of<Op, 1, 2>();
 }
 
-// Where the staging is in place, a tile's input can go to shared memory by cp.async: no
-// registers hold it on the way, so a lane can take 128 bytes (32 positions of 4 bytes, or 64
-// of 2 bytes copied in pairs) and a block of 8 warps a whole 32 KiB tile. Blocks an SM are then
-// bounded by shared memory (six of 33 KiB) instead of threads (four of 16 warps of 16 positions
-// through registers): one and a half times the bytes in flight while tiles wait on their
-// predecessors for 4-byte elements, three times for 2-byte ones.
+// Where the staging is in place, a look-back tile's input can go to shared memory by cp.async:
+// no registers hold it on the way, so a lane can take 128 bytes (16 positions of 8 bytes, 32 of
+// 4, or 64 of 2 copied in pairs) and a block of 8 warps a whole 32 KiB tile. Blocks an SM are
+// then bounded by shared memory (six of 33 KiB) instead of threads (four of 16 warps of 16
+// positions through registers): one and a half times the bytes in flight while tiles wait on
+// their predecessors for 4-byte elements, three times for 2-byte ones. States of up to 8 bytes
+// (the 16-byte ones would not fit the registers of six blocks).
 template <class Op, int ITEMS, bool LOOKBACK>
 __host__ __device__ constexpr bool rows_stages_async() {
-  if constexpr (!rows_shares_staging<Op, LOOKBACK>())
+  if constexpr (!LOOKBACK || !in_place_op<Op>())
     return false;
   else
-    return ITEMS * sizeof(tensor_t<Op, 0>) == 128;
+    return ITEMS * sizeof(tensor_t<Op, 0>) == 128 && sizeof(typename Op::State) <= 8;
+}
+
+// Whether a look-back tile of Op stages its output over its input, and the blocks an SM the
+// compiler must then fit in registers: every tile staged by cp.async, and the narrow tiles of
+// the cumsum and cumprod family (a packed 4-byte state), as many as the halved staging and the
+// threads allow, so that more loads are in flight while tiles wait on their predecessors (8
+// blocks of 256 with 16 positions a lane: at most 32 registers a thread, the instances measured
+// spill 4 bytes; 6 of the cp.async tiles, bounded by shared memory: 40 registers). Every other
+// instance states no minimum, as before.
+template <class Op, int ITEMS, bool LOOKBACK>
+__host__ __device__ constexpr bool rows_shares_staging() {
+  if constexpr (!LOOKBACK || !in_place_op<Op>())
+    return false;
+  else
+    return sizeof(typename Op::State) == 4 || rows_stages_async<Op, ITEMS, LOOKBACK>();
 }
 
 template <class Op, int WARPS, int ITEMS, bool LOOKBACK>
 __host__ __device__ constexpr int rows_blocks_per_sm() {
-  if constexpr (!rows_shares_staging<Op, LOOKBACK>()) {
+  if constexpr (!rows_shares_staging<Op, ITEMS, LOOKBACK>()) {
     return 0; // no minimum: a minimum of 1 lets ptxas spend more registers than it does unasked
   } else {
     constexpr int stage = WARPS * RowsStage<Op, ITEMS, true>::BYTES;
@@ -442,7 +452,7 @@ template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES>
 __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEMS, LOOKBACK>())
     rows(const jitops__scan_args args) {
   typedef typename Op::State State;
-  constexpr bool SHARED = rows_shares_staging<Op, LOOKBACK>();
+  constexpr bool SHARED = rows_shares_staging<Op, ITEMS, LOOKBACK>();
   typedef RowsStage<Op, ITEMS, SHARED> Stage;
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   constexpr bool ASYNC = rows_stages_async<Op, ITEMS, LOOKBACK>();
