@@ -759,6 +759,13 @@ static void build_cases(void) {
           add("wide", op, bw, dt, 1, w_even, 0, rev, 0, 0, DATA_NORMAL);
           add("wide", op, bw, dt, 2, r8, 1, rev, 0, 0, DATA_NORMAL);
         }
+  /* Integers on wide tiles (forward: the backward takes floats only), exact. */
+  for (int op = OP_CUMSUM; op <= OP_CUMPROD; ++op)
+    for (int dt = GT_I32; dt <= GT_I64; ++dt)
+      for (int rev = 0; rev < 2; ++rev) {
+        add("wide", op, 0, dt, 1, w_odd, 0, rev, 0, 0, DATA_WRAP);
+        add("wide", op, 0, dt, 2, w_rows, 1, rev, 0, 0, DATA_WRAP);
+      }
   /* 6. In place, and a caller workspace. */
   static const int64_t s7[2] = {7, 300};
   for (int op = 0; op < OP_COUNT; ++op)
