@@ -111,6 +111,8 @@ static void generate_x(const scase *c, const lines *l, uint64_t *rng, double *x,
           (test_rand_uniform(rng, 0, 1) < 0.2 ? -1 : 1);
       iv = (int64_t)(test_rand_u64(rng) % 4);
       iv = iv < 2 ? iv - 2 : iv - 1; /* -2, -1, 1, 2 */
+      if (c->data == DATA_WRAP)      /* odd factors: products wrap but never reach 0 mod 2^n */
+        iv = iv < 0 ? 2 * iv + 1 : 2 * iv - 1; /* -3, -1, 1, 3 */
       break;
     case OP_CUMMAX:
     case OP_CUMMIN:

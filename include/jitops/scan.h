@@ -34,8 +34,10 @@
  * Workspace: one very long axis split over several blocks needs scratch for the blocks'
  * partial states (a few percent of the tensor's bytes at most; usually none).
  * jitops_scan_workspace_size and jitops_scan_backward_workspace_size give the exact number
- * of bytes for a call. Pass NULL (or a workspace too small) to have the library take it from
- * the runtime's memory pool, stream-ordered on `stream`, and free it there.
+ * of bytes for a call with these tensors (it follows their shapes and strides and, for 2-byte
+ * element types, whether their data starts on a 4-byte boundary). Pass NULL (or a workspace too
+ * small) to have the library take it from the runtime's memory pool, stream-ordered on `stream`,
+ * and free it there.
  *
  * Errors (each with a message that names the argument):
  *   JITOPS_ERR_INVALID_ARGUMENT  runtime or a required tensor NULL, op not a jitops_scan_op,
