@@ -113,13 +113,17 @@ static int input_registers(jitops__scan_kop kop, jitops__dtype dtype) {
   }
 }
 
-/* Whether a look-back tile of kop stages its outputs over its inputs (scan.cuh,
- * rows_shares_staging): one input, one output of its size, a 4-byte state. */
-static int rows_stage_in_place(jitops__scan_kop kop, jitops__dtype dtype, int lookback) {
+/* One input and one output of its size (scan.cuh, in_place_op): cumsum, cumprod, logcumsumexp. */
+static int in_place_op(jitops__scan_kop kop, jitops__dtype dtype) {
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
-  return lookback && jitops__scan_kop_tensors(kop) == 2 && state_bytes(kop, dtype) == 4 &&
-         in == out;
+  return jitops__scan_kop_tensors(kop) == 2 && in == out;
+}
+
+/* Whether a narrow look-back tile of kop stages its outputs over its inputs (scan.cuh,
+ * rows_shares_staging): in place, a 4-byte state. */
+static int rows_stage_in_place(jitops__scan_kop kop, jitops__dtype dtype, int lookback) {
+  return lookback && in_place_op(kop, dtype) && state_bytes(kop, dtype) == 4;
 }
 
 /* Rows: positions per lane and chunk for blocks of `warps`. The next chunk's inputs wait in
@@ -138,9 +142,7 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, i
 }
 
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
-  size_t in, out;
-  io_bytes(kop, dtype, &in, &out);
-  return jitops__scan_kop_tensors(kop) == 2 && in == out && state_bytes(kop, dtype) <= 8;
+  return in_place_op(kop, dtype) && state_bytes(kop, dtype) <= 8;
 }
 
 /* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps of rows_items positions a

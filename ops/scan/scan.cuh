@@ -190,6 +190,17 @@ __device__ __forceinline__ void rows_put(const RowsRegs<Op, K, ITEMS> &r, char *
   }
 }
 
+// The first 32-bit word of tensor K a lane moves in a PAIRS chunk at `base` (kernel positions
+// base + 2·lane and the next; in reverse the word starts at the second, as it lies in memory).
+// The lane's next words are 64 positions apart, towards the row's start in reverse.
+template <class Op, int K>
+__device__ __forceinline__ tensor_t<Op, K> *
+rows_lane_pair(const Geom &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
+  const i64 q = base + 2 * lane;
+  tensor_t<Op, K> *row = (tensor_t<Op, K> *)g.ptr[K] + off[K];
+  return g.reverse ? row + (g.len - 2 - q) : row + q;
+}
+
 // Copies the input of the chunk at `base` into the warp's staging with cp.async and waits for
 // it (the caller then joins the warp). 4- and 8-byte elements go where rows_put would put them
 // (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones as lane-striped words
@@ -214,8 +225,7 @@ __device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)
   } else {
     unsigned *buf = (unsigned *)stage + lane;
     const i64 q = base + 2 * lane; // the first position of the lane's first word
-    const U *row = (const U *)g.ptr[0] + off[0];
-    const U *p = g.reverse ? row + (g.len - 2 - q) : row + q;
+    const U *p = rows_lane_pair<Op, 0>(g, off, base, lane);
     const int step = g.reverse ? -64 : 64;
 #pragma unroll(UNROLL / 2)
     for (int j = 0; j < ITEMS / 2; ++j) {
@@ -237,8 +247,7 @@ __device__ __forceinline__ void rows_store_pairs(const Geom &g, const i64 (&off)
   static_assert(Op::NTENS == 2 && sizeof(U) == 2, "pairs of one 2-byte output");
   const unsigned *buf = (const unsigned *)stage + lane;
   const i64 q = base + 2 * lane;
-  U *row = (U *)g.ptr[1] + off[1];
-  U *p = g.reverse ? row + (g.len - 2 - q) : row + q;
+  U *p = rows_lane_pair<Op, 1>(g, off, base, lane);
   const int step = g.reverse ? -64 : 64;
 #pragma unroll(UNROLL / 2)
   for (int j = 0; j < ITEMS / 2; ++j) {
