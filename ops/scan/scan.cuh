@@ -123,9 +123,10 @@ template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
   static constexpr bool PAIRS = ITEMS == 64;
   static constexpr int CHUNK = 32 * ITEMS;
   // How far a lane's loops over a chunk unroll: fully, except where the chunk may pass the end
-  // of the axis (the last one of a row) in the 32- and 64-item tiles, whose tails roll up: they
-  // run once a row, and unrolled they doubled the 64-item tile's compile time.
-  template <bool FULL> static constexpr int UNROLL = FULL || ITEMS <= 16 ? ITEMS : 4;
+  // of the axis (the last one of a row), whose loops roll up by 4: they run once a row, and
+  // unrolled they doubled the 64-item tile's compile time and cost cummax's narrow tile a
+  // third of its (0.39 s against 0.29 s on two cores).
+  template <bool FULL> static constexpr int UNROLL = FULL ? ITEMS : 4;
   static constexpr int SLOTS = CHUNK + ITEMS;
   static constexpr int IN_BYTES = bytes_of<Op, 0, Op::NIN>();
   static constexpr int OUT_BYTES = bytes_of<Op, Op::NIN, Op::NTENS>();
@@ -585,6 +586,11 @@ template <class Op, int K> __device__ __forceinline__ i64 cols_step(const Geom &
   return g.reverse ? -g.astride[K] : g.astride[K];
 }
 
+// How far cols_stage's cp.async loop unrolls: by 4 for a one-input op, whose loop is the
+// kernel's largest after the passes (it halved the cumsum kernel's compile, at equal speed);
+// fully for the backwards, whose several inputs' loops ran 4% slower rolled.
+template <class Op> constexpr int COLS_STAGE_UNROLL = Op::NIN == 1 ? 4 : 16;
+
 // Loads the tile starting at q0 into shared memory; warp ty takes positions ty, ty + 8, ...
 // FULL tiles lie wholly inside the axis and skip the range checks.
 template <class Op, int K, int NB, int R, bool FULL>
@@ -596,7 +602,8 @@ __device__ __forceinline__ void cols_stage(const Geom &g, const i64 (&off)[Op::N
     const U *src = cols_ptr<Op, K>(g, off, q0 + ty);
     const i64 step = COLS_BY * cols_step<Op, K>(g);
     if constexpr (sizeof(U) >= 4) {
-#pragma unroll 16
+      constexpr int UNROLL = COLS_STAGE_UNROLL<Op>;
+#pragma unroll(UNROLL)
       for (int j = 0; j < R; ++j)
         if (FULL || q0 + ty + COLS_BY * j < g.len)
           stage_element(buf + COLS_BY * COLS_BX * j, src + j * step);
@@ -741,11 +748,13 @@ __device__ __forceinline__ void cols_pass_full(const ColsThread<Op, NB, R> &t,
 
 // Either pass over the first `valid` positions (a tile's end, or no chain at all): the fold
 // (EMIT false: `run` starts absent) or the scan from the prefixes in `run`, with its stores.
+// Rolled over r (the Q chains still interleave): it runs for a chain's last tile only, and
+// unrolled it was as large as the whole-tile passes, which is compile time on a first call.
 template <class Op, int NB, int R, bool EMIT>
 __device__ __forceinline__ void cols_pass_partial(const ColsThread<Op, NB, R> &t, int valid,
                                                   Prefix<typename Op::State> (&run)[COLS_Q]) {
   constexpr int RQ = R / COLS_Q, NOUT = ColsCursor<Op>::NOUT;
-#pragma unroll 4
+#pragma unroll 1
   for (int r = 0; r < RQ; ++r) {
 #pragma unroll
     for (int k = 0; k < COLS_Q; ++k) {
