@@ -433,24 +433,24 @@ __global__ void __launch_bounds__(THREADS)
   constexpr int LONG = GROUPS > 1 ? 4 * U : 1 << 30;
   const int lane = threadIdx.x & 31;
   const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  bool todo[FIXUP_ROUNDS], is_long[FIXUP_ROUNDS];
+  // Every round's bounds are loaded at once; bit r of todo and is_long is round r's.
+  unsigned todo = 0, is_long = 0;
 #pragma unroll
   for (int r = 0; r < FIXUP_ROUNDS; ++r) {
     const i64 s = warp * segs + r * 32 + lane;
-    todo[r] = is_long[r] = false;
     if (r * 32 + lane < segs && s < S) {
       const int st = seg_start[s], en = seg_end[s];
-      todo[r] = en == st || st / CH != (en - 1) / CH;
-      is_long[r] = todo[r] && en > st && (en - 1) / CH - st / CH + 1 > LONG;
+      const bool t = en == st || st / CH != (en - 1) / CH;
+      todo |= (unsigned)t << r;
+      is_long |= (unsigned)(t && en > st && (en - 1) / CH - st / CH + 1 > LONG) << r;
     }
   }
-#pragma unroll
-  for (int r = 0; r < FIXUP_ROUNDS; ++r) {
-    if (r * 32 >= segs)
-      break;
+  // One copy of the rounds' work (rolled): unrolled, it was most of the kernel's compile.
+#pragma unroll 1
+  for (int r = 0; r < FIXUP_ROUNDS && r * 32 < segs; ++r)
     fixup_segments<T, OP, VEC, G, CPL>(seg_start, seg_end, D, CH, partials, out, out_stride,
-                                       empty_value, warp * segs + r * 32, todo[r], is_long[r]);
-  }
+                                       empty_value, warp * segs + r * 32, (todo >> r) & 1,
+                                       (is_long >> r) & 1);
 }
 
 } // namespace segment
