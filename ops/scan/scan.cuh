@@ -632,12 +632,20 @@ template <class Op, int NB, int R> struct ColsFetch {
   i64 q0; // the tile's first position
   i64 q;  // this position
   int tx;
-  int row; // q - q0
+  int row;    // q - q0
+  int rr;     // q - q1: the position among the thread's own R
+  int window; // the thread's own positions that lie inside the axis (R in a whole tile)
   template <int K>
   __device__ __forceinline__ acc_t<tensor_t<Op, K>> get(int shift,
                                                         acc_t<tensor_t<Op, K>> dflt) const {
     if (shift == 0) // the position itself: staged, in range (folded at compile time)
       return load(cols_buffer<Op, K, R>(tile) + row * COLS_BX + tx);
+    // A neighbour among the thread's own positions inside the axis is staged too. In the
+    // unrolled whole-tile passes rr and window are constants, so this folds and only a part's
+    // first or last position keeps the general path below (cold, on two cores: the cumprod
+    // backward's kernel 0.39 -> 0.36 s, cummax's 0.33 -> 0.30 s).
+    if ((unsigned)(rr + shift) < (unsigned)window)
+      return load(cols_buffer<Op, K, R>(tile) + (row + shift) * COLS_BX + tx);
     const i64 qs = q + shift;
     if (qs < 0 || qs >= g.len)
       return dflt;
@@ -667,10 +675,11 @@ template <class Op, int NB, int R> struct ColsThread {
   i64 q0, q1;
   int row1, tx;
   // The state of the thread's position rr.
-  __device__ __forceinline__ State make(int rr, typename Op::Keep &keep) const {
+  // The state of the thread's position rr, of its first `window` positions inside the axis.
+  __device__ __forceinline__ State make(int rr, int window, typename Op::Keep &keep) const {
     const i64 q = q1 + rr;
-    return Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q, tx, row1 + rr}, q, memory_pos(g, q),
-                    keep);
+    return Op::make(ColsFetch<Op, NB, R>{g, off, tile, q0, q, tx, row1 + rr, rr, window}, q,
+                    memory_pos(g, q), keep);
   }
   __device__ __forceinline__ void emit_at(int rr, const State &s, const typename Op::Keep &keep,
                                           char *(&at)[ColsCursor<Op>::NOUT]) const {
@@ -729,7 +738,7 @@ __device__ __forceinline__ void cols_pass_full(const ColsThread<Op, NB, R> &t,
 #pragma unroll
   for (int k = 0; k < COLS_Q; ++k) {
     typename Op::Keep keep;
-    s[k] = apply<Op>(run[k], t.make(k * RQ, keep));
+    s[k] = apply<Op>(run[k], t.make(k * RQ, R, keep));
     if constexpr (EMIT) {
       t.cursors(k * RQ, at[k]);
       t.emit_at(k * RQ, s[k], keep, at[k]);
@@ -741,7 +750,7 @@ __device__ __forceinline__ void cols_pass_full(const ColsThread<Op, NB, R> &t,
 #pragma unroll
     for (int k = 0; k < COLS_Q; ++k) {
       typename Op::Keep keep;
-      s[k] = Op::combine(s[k], t.make(k * RQ + r, keep));
+      s[k] = Op::combine(s[k], t.make(k * RQ + r, R, keep));
       if constexpr (EMIT) {
         t.advance(at[k], step_bytes);
         t.emit_at(k * RQ + r, s[k], keep, at[k]);
@@ -768,7 +777,7 @@ __device__ __forceinline__ void cols_pass_partial(const ColsThread<Op, NB, R> &t
       const int rr = k * RQ + r;
       if (rr < valid) {
         typename Op::Keep keep;
-        run[k] = extend<Op>(run[k], t.make(rr, keep));
+        run[k] = extend<Op>(run[k], t.make(rr, valid, keep));
         if constexpr (EMIT) {
           char *at[NOUT];
           t.cursors(rr, at);
