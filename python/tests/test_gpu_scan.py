@@ -57,6 +57,28 @@ def test_integer_cumsum_and_cumprod_are_exact(dtype):
     assert torch.equal(O.cumprod(x[:, :12], 1), torch.cumprod(x[:, :12], 1))
 
 
+@pytest.mark.parametrize("op", ["cumsum", "cummax", "logcumsumexp"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_every_position_of_a_partial_cols_tile_is_written(op, reverse):
+    """Along a strided axis shorter than a tile, each thread of the cols kernel scans only its
+    first positions inside the axis. The outputs are allocated where NaN lay just before, so a
+    position left unwritten fails here instead of passing on stale memory (one such failure
+    was seen once and not reproduced: bench/NOTES-scan.md)."""
+    for shape in ((33, 257), (65, 33), (257, 31)):
+        x = randn(*shape, seed=shape[0])
+        want = reference(op, x, 0, reverse)
+        for _ in range(10):
+            poison = torch.full((4 * x.numel(),), float("nan"), device=DEVICE)
+            del poison  # its block goes back to the caching allocator, NaN inside
+            got = getattr(O, op)(x, 0, reverse=reverse)
+            if op == "cummax":
+                assert_close(got[0], want[0], torch.float32, f"{op} values {shape}")
+                assert torch.equal(got[1], want[1]), f"{op} indices {shape}"
+            else:
+                scale = x.double().abs().sum(0).max().item() if op == "cumsum" else None
+                assert_close(got, want, torch.float32, f"{op} {shape}", scale)
+
+
 def test_strided_input_and_zero_dim_tensor():
     x = randn(64, 48).t()  # not contiguous
     assert_close(O.cumsum(x, 0), torch.cumsum(x.double(), 0), torch.float32)
