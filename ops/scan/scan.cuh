@@ -674,7 +674,6 @@ template <class Op, int NB, int R> struct ColsThread {
   char *tile;
   i64 q0, q1;
   int row1, tx;
-  // The state of the thread's position rr.
   // The state of the thread's position rr, of its first `window` positions inside the axis.
   __device__ __forceinline__ State make(int rr, int window, typename Op::Keep &keep) const {
     const i64 q = q1 + rr;
@@ -716,8 +715,9 @@ template <class Op, int NB, int R> struct ColsThread {
 constexpr int COLS_Q = 4;
 
 // How far the whole-tile passes unroll over a part's positions: fully, but by 2 for 16-byte
-// states (cummax/cummin's value-index pairs, f64 logcumsumexp), whose fully unrolled passes
-// made the kernel's first compile 0.40 s on two cores (0.29 s by 2) for 2% of its speed.
+// states (cummax/cummin's value-index pairs, and in f64 logcumsumexp and the backwards, whose
+// two-position parts unroll fully either way), whose fully unrolled passes made cummax's first
+// compile 0.40 s on two cores (0.28 s by 2) for about 2% of its speed.
 template <class Op, int RQ>
 constexpr int COLS_FULL_UNROLL = sizeof(typename Op::State) >= 16 ? 2 : RQ;
 

@@ -434,6 +434,7 @@ __global__ void __launch_bounds__(THREADS)
   const int lane = threadIdx.x & 31;
   const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   // Every round's bounds are loaded at once; bit r of todo and is_long is round r's.
+  static_assert(FIXUP_ROUNDS <= 32, "a round's flags are one bit of a 32-bit word");
   unsigned todo = 0, is_long = 0;
 #pragma unroll
   for (int r = 0; r < FIXUP_ROUNDS; ++r) {
