@@ -34,6 +34,17 @@ def reference(op, x, dim, reverse):
     return result.flip(dim) if reverse else result
 
 
+def assert_scan_close(op, got, want, x, dim, what):
+    """A scan of x along dim against reference(): cummax/cummin's values within x's tolerance
+    and their indices exactly; cumsum's error scaled to the largest sum of |x| along dim."""
+    if op in ("cummax", "cummin"):
+        assert_close(got[0], want[0], x.dtype, f"{what}: values")
+        assert torch.equal(got[1], want[1]), f"{what}: indices"
+    else:
+        scale = x.double().abs().sum(dim).max().item() if op == "cumsum" else None
+        assert_close(got, want, x.dtype, what, scale)
+
+
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("reverse", [False, True])
@@ -42,12 +53,7 @@ def test_matches_torch(op, dtype, reverse):
     for dim in (0, 1, -1):
         got = getattr(O, op)(x, dim, reverse=reverse)
         want = reference(op, x, dim, reverse)
-        if op in ("cummax", "cummin"):
-            assert_close(got[0], want[0], dtype, f"{op} values dim {dim}")
-            assert torch.equal(got[1], want[1]), f"{op} indices dim {dim}"
-        else:
-            scale = None if op != "cumsum" else x.double().abs().sum(dim).max().item()
-            assert_close(got, want, dtype, f"{op} dim {dim}", scale)
+        assert_scan_close(op, got, want, x, dim, f"{op} dim {dim}")
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
@@ -71,12 +77,7 @@ def test_every_position_of_a_partial_cols_tile_is_written(op, reverse):
             poison = torch.full((4 * x.numel(),), float("nan"), device=DEVICE)
             del poison  # its block goes back to the caching allocator, NaN inside
             got = getattr(O, op)(x, 0, reverse=reverse)
-            if op == "cummax":
-                assert_close(got[0], want[0], torch.float32, f"{op} values {shape}")
-                assert torch.equal(got[1], want[1]), f"{op} indices {shape}"
-            else:
-                scale = x.double().abs().sum(0).max().item() if op == "cumsum" else None
-                assert_close(got, want, torch.float32, f"{op} {shape}", scale)
+            assert_scan_close(op, got, want, x, 0, f"{op} {shape}")
 
 
 def test_strided_input_and_zero_dim_tensor():
