@@ -68,10 +68,7 @@ __global__ void __launch_bounds__(config<CAP, STORE>::NT_MAX) alpha_kernel(const
     __shared__ float haloc[2][32];
     __shared__ A fin[2];
     __shared__ float finc[2];
-    if (dir == 0)
-      run_registers<F, TI, A, CAP, false, MODE, O>(a, n, sm, halo, haloc, fin, finc);
-    else
-      run_registers<F, TI, A, CAP, true, MODE, O>(a, n, sm, halo, haloc, fin, finc);
+    run_registers<F, TI, A, CAP, MODE, O>(a, n, sm, dir == 1, halo, haloc, fin, finc);
   } else {
     __shared__ A halo[2][JITOPS__CTC_MEM_MAX_THREADS];
     __shared__ float haloc[2][JITOPS__CTC_MEM_MAX_THREADS];
@@ -86,10 +83,7 @@ __global__ void __launch_bounds__(config<CAP, STORE>::NT_MAX) alpha_kernel(const
       st = (A *)((char *)a.mem + ((long long)n * 2 + dir) * a.mem_block_bytes);
     }
     lab = (int *)(st + (long long)K * blockDim.x);
-    if (dir == 0)
-      run_memory<F, TI, A, CAP, STORE, false, MODE, O>(a, n, sm, st, lab, halo, haloc, fin, finc);
-    else
-      run_memory<F, TI, A, CAP, STORE, true, MODE, O>(a, n, sm, st, lab, halo, haloc, fin, finc);
+    run_memory<F, TI, A, CAP, STORE, MODE, O>(a, n, sm, dir == 1, st, lab, halo, haloc, fin, finc);
   }
 }
 

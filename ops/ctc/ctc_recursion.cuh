@@ -107,22 +107,39 @@ __device__ void finish_invalid_sample(const alpha_args &a, int n, const sample &
 
 // Ends the sample as invalid when a thread of the block found an invalid label (`bad`); true
 // when it did. Every thread of the block must call it: it synchronizes.
-template <class A, class O, int MODE, bool REV>
+template <class A, class O, int MODE>
 __device__ __forceinline__ bool end_if_bad_labels(const alpha_args &a, int n, const sample &sm,
-                                                  bool bad) {
+                                                  bool rev, bool bad) {
   if (!__syncthreads_or(bad))
     return false;
-  finish_invalid_sample<A, O, MODE>(a, n, sm, REV);
+  finish_invalid_sample<A, O, MODE>(a, n, sm, rev);
   return true;
 }
+
+// Where a direction's step t and state s lie in the sample's own coordinates: alpha runs
+// forwards; beta (MODE_AB's second direction) backwards, over reversed rows and states. A
+// run-time value rather than a template argument, so that the backward's kernel compiles the
+// recursion once for both directions (its first call compiles half the code).
+struct direction {
+  int row0, row_sign, state0, state_sign;
+  __device__ __forceinline__ static direction of(bool rev, int in_len, int L) {
+    return rev ? direction{in_len - 1, -1, L - 1, -1} : direction{0, 1, 0, 1};
+  }
+  __device__ __forceinline__ int row(int t) const {
+    return row0 + row_sign * t;
+  }
+  __device__ __forceinline__ int state(int s) const {
+    return state0 + state_sign * s;
+  }
+};
 
 // ---- register tier --------------------------------------------------------------------------
 
 // One direction of the recursion for one sample, K states per thread in registers.
 // halo[2][32]: the last state of each warp, previous row (ping-pong), and haloc its frame;
 // fin[2]: final states, and finc their frames.
-template <class F, class TI, class A, int CAP, bool REV, int MODE, class O>
-__device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*halo)[32],
+template <class F, class TI, class A, int CAP, int MODE, class O>
+__device__ void run_registers(const alpha_args &a, int n, const sample &sm, bool rev, A (*halo)[32],
                               float (*haloc)[32], A *fin, float *finc) {
   typedef logmath<A> M;
   constexpr bool FR = frames_of<A>::on;
@@ -134,6 +151,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   const int L = 2 * sm.tl + 1;
   const int in_len = sm.in_len;
   const int s0 = tid * K;
+  const direction dir = direction::of(rev, in_len, L);
 
   // Labels, skip flags and class offsets of this thread's odd states.
   int cls[H];
@@ -145,7 +163,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     cls[h] = a.blank;
     if (s < L) {
       bool sk;
-      cls[h] = label_of<TI, REV>(a, sm, s, &sk, &bad);
+      cls[h] = label_of<TI>(a, sm, s, rev, &sk, &bad);
       if (sk)
         skipmask |= 1u << h;
     }
@@ -166,7 +184,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   auto halo_slot = [&](smem_addr own, int size, int b, int w) {
     return own + (b * 32 + w - warp) * size;
   };
-  if (end_if_bad_labels<A, O, MODE, REV>(a, n, sm, bad))
+  if (end_if_bad_labels<A, O, MODE>(a, n, sm, rev, bad))
     return;
 
   const F *lp = (const F *)a.lp + (long long)n * a.lp_st_n;
@@ -188,10 +206,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   // steps, the compiler rotated the ring through register moves placed right after the loads:
   // every step waited for a fresh load's full latency, about half of the step time.)
   F ring[PF][H + 1];
-  auto row_of = [&](int t) -> const F * {
-    long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
-    return lp + tt * a.lp_st_t;
-  };
+  auto row_of = [&](int t) -> const F * { return lp + (long long)dir.row(t) * a.lp_st_t; };
   auto fetch = [&](int t, F *e) {
     const F *row = row_of(t);
     e[0] = row[blank_off];
@@ -211,7 +226,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
 
   A *out = nullptr;
   if (MODE == MODE_AB)
-    out = (A *)(REV ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
+    out = (A *)(rev ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
   int buf = 0;
 
   // MODE_AB: rows go through shared memory (two buffers, alternating) so that the global
@@ -222,16 +237,15 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   const int row_words = staged((int)blockDim.x * K) + 1;
   auto flush_row = [&](int t) {
     const A *src = rowbuf + (t & 1) * row_words;
-    const long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
-    A *dst = out + tt * a.ab_st_t;
+    A *dst = out + (long long)dir.row(t) * a.ab_st_t;
     for (int i = tid; i < L; i += blockDim.x)
-      dst[(long long)i * a.ab_st_s] = src[staged(REV ? L - 1 - i : i)] * (FR ? A(1) : M::to_ln);
+      dst[(long long)i * a.ab_st_s] = src[staged(dir.state(i))] * (FR ? A(1) : M::to_ln);
   };
   // f32: the frames of this row, for the gradient (f32 rows are staged in their final units:
   // log2 in frames for the workspace, natural logs for the public alpha/beta).
   float *frame_row = nullptr;
   if (MODE == MODE_AB && FR && a.frames)
-    frame_row = a.frames + ((long long)n * 2 + (REV ? 1 : 0)) * a.T * blockDim.x;
+    frame_row = a.frames + ((long long)n * 2 + (rev ? 1 : 0)) * a.T * blockDim.x;
 
   A up = __shfl_up_sync(0xffffffffu, st[K - 1], 1); // the left neighbour's last state
   // f32 frames move once per PF steps (p == 0): per step that costs one add (the halo's frame
@@ -239,9 +253,10 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   // fr: this thread's frame; hf: its left neighbour's; up_fr: hf after the last move.
   static_assert(PF >= 2, "frames move at p == 0 and the neighbours' are taken at p == 1");
   float fr = 0, hf = 0, dh = 0, up_fr = 0;
-  // One time step, reading its emissions from `slot` and refilling it for step t + PF; p is
-  // its place in the ring (a constant once unrolled).
-  auto step = [&](int t, F *slot, int p) {
+  // One time step, reading its emissions from `slot` and refilling it for step t + PF; `first`
+  // and `second` say whether its place in the ring is 0 or 1 (constants once unrolled), where
+  // the f32 frames move.
+  auto step = [&](int t, F *slot, bool first, bool second) {
     if (l2_prefetch && t + PFL < in_len) {
       const F *fut = row_of(t + PFL) + (long long)tid * (128 / (int)sizeof(F));
       prefetch_l2(fut);
@@ -266,12 +281,12 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
     // p == 1 the neighbour's new frame. The halo moves into this thread's frame (exact).
     A shift = 0;
     if constexpr (FR) {
-      if (p == 0) {
+      if (first) {
         const float nf = frame_step(&fr, max_of<K>(st), hf);
         shift = nf - fr;
         dh = hf - fr;
         fr = nf;
-      } else if (p == 1) {
+      } else if (second) {
         hf = up_fr;
         if (lane == 0) {
           hf = fr;
@@ -288,19 +303,19 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
       A p0 = st[k];
       A p1 = k >= 1 ? st[k - 1] : h1;
       if ((k & 1) == 0) {
-        nx[k] = (FR && p == 0 ? eb - shift : eb) + lae2(p0, p1);
+        nx[k] = (FR && first ? eb - shift : eb) + lae2(p0, p1);
       } else {
         A p2 = k >= 2 ? st[k - 2] : h1;
         if (!((skipmask >> (k / 2)) & 1u))
           p2 = M::ninf();
-        nx[k] = (FR && p == 0 ? em[k / 2] - shift : em[k / 2]) + lae3(p0, p1, p2);
+        nx[k] = (FR && first ? em[k / 2] - shift : em[k / 2]) + lae3(p0, p1, p2);
       }
     }
 #pragma unroll
     for (int k = 0; k < K; ++k)
       st[k] = nx[k];
     up = __shfl_up_sync(0xffffffffu, st[K - 1], 1);
-    if (FR && p == 0)
+    if (FR && first)
       up_fr = __shfl_up_sync(0xffffffffu, fr, 1);
     if (MODE == MODE_AB) {
       if (t > 0)
@@ -310,13 +325,13 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
       for (int k = 0; k < K; ++k)
         mine[staged(s0 + k)] = FR && !frame_row ? (st[k] + fr) * M::to_ln : st[k];
       if (frame_row)
-        frame_row[(long long)(REV ? in_len - 1 - t : t) * blockDim.x + tid] = fr;
+        frame_row[(long long)dir.row(t) * blockDim.x + tid] = fr;
     }
     if (nwarps > 1) {
       buf ^= 1;
       if (lane == 31) {
         store_shared(halo_slot(halo_own, (int)sizeof(A), buf, warp), st[K - 1]);
-        if (FR && p == 0)
+        if (FR && first)
           store_shared(halo_slot(haloc_own, (int)sizeof(float), buf, warp), fr);
       }
       __syncthreads();
@@ -328,16 +343,38 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
   for (; t0 + PF <= in_len; t0 += PF) {
 #pragma unroll
     for (int p = 0; p < PF; ++p)
-      step(t0 + p, ring[p], p);
+      step(t0 + p, ring[p], p == 0, p == 1);
   }
+  // The last in_len % PF steps. For the loss, unrolled like the loop. For MODE_AB, whose
+  // kernel runs the recursion in both directions and compiles for a backward's first call, place
+  // 0 is peeled and places 1 and on run one rolled copy of the step, its slot picked out of the
+  // ring by selects (indexed, the ring would leave its registers): PF + 2 copies of the step
+  // rather than 2 PF. `first` stays a constant in every copy, so each step's arithmetic, and
+  // its rounding, is the unrolled loop's.
+  if constexpr (MODE == MODE_AB) {
+    if (t0 < in_len)
+      step(t0, ring[0], true, false);
+#pragma unroll 1
+    for (int p = 1; t0 + p < in_len; ++p) {
+      F slot[H + 1];
 #pragma unroll
-  for (int p = 0; p < PF; ++p)
-    if (t0 + p < in_len)
-      step(t0 + p, ring[p], p);
+      for (int q = 1; q < PF; ++q)
+        if (q == p)
+#pragma unroll
+          for (int i = 0; i <= H; ++i)
+            slot[i] = ring[q][i];
+      step(t0 + p, slot, false, p == 1);
+    }
+  } else {
+#pragma unroll
+    for (int p = 0; p < PF; ++p)
+      if (t0 + p < in_len)
+        step(t0 + p, ring[p], p == 0, p == 1);
+  }
   if (MODE == MODE_AB && in_len > 0)
     flush_row(in_len - 1); // the last step ended with a barrier
 
-  if (!REV) {
+  if (!rev) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (s0 + k == L - 1) {
@@ -354,7 +391,7 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
       finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1], finc[0], finc[1]);
   }
   if (MODE == MODE_AB && a.fill)
-    fill_outside<A>(a, n, sm, REV);
+    fill_outside<A>(a, n, sm, rev);
 }
 
 // ---- shared- and global-memory tiers --------------------------------------------------------
@@ -364,8 +401,8 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, A (*
 // word for its odd state 2h+1 (class, or ~class when the skip is allowed) at lab[h*NT + tid].
 // halo[2][MEM_MAX_THREADS]: each thread's last state, previous row (ping-pong), and haloc its
 // frame; fin[2]: final states, and finc their frames.
-template <class F, class TI, class A, int CAP, int STORE, bool REV, int MODE, class O>
-__device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, int *lab,
+template <class F, class TI, class A, int CAP, int STORE, int MODE, class O>
+__device__ void run_memory(const alpha_args &a, int n, const sample &sm, bool rev, A *st, int *lab,
                            A (*halo)[JITOPS__CTC_MEM_MAX_THREADS],
                            float (*haloc)[JITOPS__CTC_MEM_MAX_THREADS], A *fin, float *finc) {
   typedef logmath<A> M;
@@ -377,13 +414,14 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
   const int L = 2 * sm.tl + 1;
   const int in_len = sm.in_len;
   const int s0 = tid * K;
+  const direction dir = direction::of(rev, in_len, L);
 
   bool bad = false;
   for (int h = 0; h < H; ++h) {
     int s = s0 + 2 * h + 1, w = a.blank;
     if (s < L) {
       bool sk;
-      w = label_of<TI, REV>(a, sm, s, &sk, &bad);
+      w = label_of<TI>(a, sm, s, rev, &sk, &bad);
       if (sk)
         w = ~w;
     }
@@ -397,7 +435,7 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
   }
   halo[0][tid] = M::ninf();
   haloc[0][tid] = 0;
-  if (end_if_bad_labels<A, O, MODE, REV>(a, n, sm, bad))
+  if (end_if_bad_labels<A, O, MODE>(a, n, sm, rev, bad))
     return;
 
   const F *lp = (const F *)a.lp + a.lp_st_n * n;
@@ -406,20 +444,20 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
   const bool l2_prefetch = stc == 1 && (long long)tid * (128 / (int)sizeof(F)) < a.C;
   A *out = nullptr;
   if (MODE == MODE_AB)
-    out = (A *)(REV ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
+    out = (A *)(rev ? a.beta : a.alpha) + (long long)n * a.ab_st_n;
   float *frame_row = nullptr; // as in run_registers
   if (MODE == MODE_AB && FR && a.frames)
-    frame_row = a.frames + ((long long)n * 2 + (REV ? 1 : 0)) * a.T * NT;
+    frame_row = a.frames + ((long long)n * 2 + (rev ? 1 : 0)) * a.T * NT;
   int buf = 0;
   float fr = 0;                       // this thread's frame (f32)
   A mx = tid == 0 ? A(0) : M::ninf(); // the largest of its states (f32; NaN skipped)
 
   for (int t = 0; t < in_len; ++t) {
-    const long long tt = REV ? (long long)(in_len - 1 - t) : (long long)t;
+    const long long tt = dir.row(t);
     const F *row = lp + tt * a.lp_st_t;
     if (l2_prefetch && t + 16 < in_len) {
-      long long tf = REV ? (long long)(in_len - 17 - t) : (long long)(t + 16);
-      const F *fut = lp + tf * a.lp_st_t + (long long)tid * (128 / (int)sizeof(F));
+      const F *fut =
+          lp + (long long)dir.row(t + 16) * a.lp_st_t + (long long)tid * (128 / (int)sizeof(F));
       prefetch_l2(fut);
     }
     A o1 = tid > 0 ? halo[buf][tid - 1] : M::ninf(); // previous row at s - 1
@@ -466,9 +504,9 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
           const A scale = FR && frame_row ? A(1) : M::to_ln;
           int s = s0 + k;
           if (s < L)
-            orow[(long long)(REV ? L - 1 - s : s) * a.ab_st_s] = (nb + to) * scale;
+            orow[(long long)dir.state(s) * a.ab_st_s] = (nb + to) * scale;
           if (s + 1 < L)
-            orow[(long long)(REV ? L - 2 - s : s + 1) * a.ab_st_s] = (nl + to) * scale;
+            orow[(long long)dir.state(s + 1) * a.ab_st_s] = (nl + to) * scale;
         }
       }
     }
@@ -480,7 +518,7 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
     __syncthreads();
   }
 
-  if (!REV) {
+  if (!rev) {
     for (int k = 0; k < K; ++k) {
       if (s0 + k == L - 1) {
         fin[0] = st[k * NT + tid];
@@ -496,7 +534,7 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, A *st, 
       finish_sample<A, O, MODE>(a, n, sm, fin[0], fin[1], finc[0], finc[1]);
   }
   if (MODE == MODE_AB && a.fill)
-    fill_outside<A>(a, n, sm, REV);
+    fill_outside<A>(a, n, sm, rev);
 }
 
 } // namespace ctc

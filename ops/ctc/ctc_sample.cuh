@@ -86,11 +86,11 @@ __device__ __forceinline__ long long target_at(const alpha_args &a, const sample
 
 // The label of odd state s (in the direction's own coordinates) and whether the skip into it
 // is allowed. Flags a label outside [0, C) or equal to blank in *bad.
-template <class TI, bool REV>
-__device__ __forceinline__ int label_of(const alpha_args &a, const sample &sm, int s, bool *skip,
-                                        bool *bad) {
+template <class TI>
+__device__ __forceinline__ int label_of(const alpha_args &a, const sample &sm, int s, bool rev,
+                                        bool *skip, bool *bad) {
   int j = (s - 1) >> 1;
-  int jj = REV ? sm.tl - 1 - j : j;
+  int jj = rev ? sm.tl - 1 - j : j;
   long long c = target_at<TI>(a, sm, jj);
   if (c < 0 || c >= a.C || c == a.blank) {
     *bad = true;
@@ -98,7 +98,7 @@ __device__ __forceinline__ int label_of(const alpha_args &a, const sample &sm, i
   }
   bool sk = false;
   if (j >= 1) {
-    long long p = target_at<TI>(a, sm, REV ? jj + 1 : jj - 1);
+    long long p = target_at<TI>(a, sm, rev ? jj + 1 : jj - 1);
     sk = p != c;
   }
   *skip = sk;
