@@ -14,7 +14,7 @@ const gt_dtype gt_dtypes[GT_COUNT] = {
     {"i64", {kDLInt, 64, 1}, 8, 1, 0, 0, 0},
 };
 
-const char *const gt_layout_names[GT_LAYOUTS] = {"contiguous", "permuted", "sliced"};
+const char *const gt_layout_names[GT_ALL_LAYOUTS] = {"contiguous", "permuted", "sliced", "padded"};
 
 /* ---- 16-bit floats, round to nearest even -------------------------------------------------- */
 
@@ -129,6 +129,8 @@ void gt_view_make(gt_view *v, int ndim, const int64_t *shape, int layout) {
   int64_t base[8];
   for (int d = 0; d < ndim; ++d)
     base[d] = shape[d];
+  if (layout == GT_PADDED && ndim > 0)
+    base[ndim - 1] = shape[ndim - 1] + 1;
   if (layout == GT_SLICED) {
     /* One extra row in every dimension and every other element of the last one, starting one
      * row and one element in: gaps everywhere, a byte offset, a non-unit inner stride. */

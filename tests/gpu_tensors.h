@@ -30,9 +30,12 @@ int64_t gt_geti(int dt, const void *base, int64_t idx);
 /* v rounded to the dtype (what storing and loading it gives). */
 double gt_round(int dt, double v);
 
-/* Layouts of a view over its base buffer. */
+/* Layouts of a view over its base buffer. The sweeps iterate over the first GT_LAYOUTS;
+ * GT_PADDED (rows of unit stride, each followed by one unused element, so that an odd row length
+ * has an even row stride) is for the cases that name it. */
 enum { GT_CONTIGUOUS = 0, GT_PERMUTED = 1, GT_SLICED = 2, GT_LAYOUTS = 3 };
-extern const char *const gt_layout_names[GT_LAYOUTS];
+enum { GT_PADDED = GT_LAYOUTS, GT_ALL_LAYOUTS };
+extern const char *const gt_layout_names[GT_ALL_LAYOUTS];
 
 typedef struct gt_view {
   int ndim;
