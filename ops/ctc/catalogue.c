@@ -1,6 +1,7 @@
 /* CTC's share of the prewarm catalogue (ops/catalogue_family.h): the kernels a typical
  * training run asks for. f32, f16 and bf16 log_probs, int64 padded targets with int64 (or
- * host) lengths, capacities 32 .. 4096 (targets up to 2047 labels): the loss with the default
+ * host) lengths, kernel capacities 256 .. 4096 (targets up to 2047 labels; the smaller buckets
+ * run the 256 kernel, JITOPS__CTC_REG_MIN_KERNEL_CAP): the loss with the default
  * mean reduction (and, for f32, with none) and the fused alpha+beta pass; both gradient
  * conventions, with the upstream gradient in log_probs' dtype and, for half types, in f32;
  * and the batch reductions. */
@@ -10,7 +11,7 @@
 #include "ops/catalogue_family.h"
 #include "ops/ctc/plan.h"
 
-enum { CATALOGUE_CAPS = 8 }; /* JITOPS__CTC_MIN_CAP << 0 .. 7 */
+enum { CATALOGUE_CAPS = 5 }; /* JITOPS__CTC_REG_MIN_KERNEL_CAP << 0 .. 4 */
 
 static const jitops__dtype floats[] = {JITOPS__DTYPE_F32, JITOPS__DTYPE_F16, JITOPS__DTYPE_BF16};
 
@@ -40,7 +41,7 @@ static bool walk_alpha(cursor *c, jitops__dtype f) {
                                           JITOPS__DTYPE_I64,
                                           JITOPS__DTYPE_I64,
                                           JITOPS__CTC_OFFS_PADDED,
-                                          (int64_t)JITOPS__CTC_MIN_CAP << cap,
+                                          (int64_t)JITOPS__CTC_REG_MIN_KERNEL_CAP << cap,
                                           JITOPS__CTC_STORE_REG,
                                           modes[m],
                                           JITOPS__DTYPE_F32};

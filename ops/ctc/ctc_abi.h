@@ -39,6 +39,13 @@
 #define JITOPS__CTC_REG_MAX_CAP 8192
 #define JITOPS__CTC_MAX_CAP     (1 << 30)
 
+/* The register tier's buckets up to 256 states run one kernel, compiled for capacity 256: K (2)
+ * and the emission ring (8 steps) are the same for all of them, and the kernel's launch bound
+ * (at most 128 threads) leaves every register available, so the smaller buckets compiled to
+ * the same code (f32: identical SASS) under keys of their own. Target lengths up to 127 thus
+ * compile one kernel per mode, whatever lengths a batch brings. */
+#define JITOPS__CTC_REG_MIN_KERNEL_CAP 256
+
 /* K, the states each thread owns, of a bucket and tier. The register tier keeps K small while
  * that keeps the block at <= 128 threads, so that the four SM sub-partitions share the work of
  * small targets (one warp holding 256 states measured 1.45x slower at S = 100: its exp/log all

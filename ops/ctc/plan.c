@@ -213,7 +213,9 @@ jitops__ctc_alpha_kernel jitops__ctc_alpha_kernel_of(const jitops__ctc_call *cal
   k.offs = !call->concat        ? JITOPS__CTC_OFFS_PADDED
            : call->host_lengths ? JITOPS__CTC_OFFS_HOST
                                 : JITOPS__CTC_OFFS_DEVICE;
-  k.cap = plan->cap;
+  k.cap = plan->store == JITOPS__CTC_STORE_REG && plan->cap < JITOPS__CTC_REG_MIN_KERNEL_CAP
+              ? JITOPS__CTC_REG_MIN_KERNEL_CAP
+              : plan->cap;
   k.store = plan->store;
   k.mode = mode;
   k.out = out;
