@@ -259,6 +259,11 @@ __global__ void __launch_bounds__(THREADS, (reduce_min_blocks<T, VEC, CPL>::valu
       if constexpr (AHEAD)
         fetch_batch<I, SORTED, G, U, R>(ids, id_stride, keys, perm, j0 + U, hi, lane, S, next_key,
                                         next_row);
+      // Positions u whose key leaves a gap after the one before (empty segments between them):
+      // filled after the batch by one rolled loop, which reads the two keys again (they were
+      // just loaded), rather than by a copy of the fill at every unrolled position (that copy
+      // was half the kernel's compile time).
+      unsigned gaps = 0;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int j = j0 + u;
@@ -267,13 +272,20 @@ __global__ void __launch_bounds__(THREADS, (reduce_min_blocks<T, VEC, CPL>::valu
         const int key = key_of(u);
         if (key != run_key) {
           emit(run_key, run_start, j);
-          fill_gap(run_key, key);
+          if (key > run_key + 1)
+            gaps |= 1u << u;
           reset_to_identity<OP>(acc);
           run_key = key;
           run_start = j;
         }
         if (run_key >= 0 && run_key < S)
           combine_accesses<OP, A, CPL, VEC, G>(acc, v[u], c0, lane, D);
+      }
+#pragma unroll 1
+      for (; gaps != 0; gaps &= gaps - 1) {
+        const int j = j0 + __ffs(gaps) - 1; // > lo: the chunk's first key starts its first run
+        fill_gap(key_at<I, SORTED>(ids, id_stride, keys, j - 1, S),
+                 key_at<I, SORTED>(ids, id_stride, keys, j, S));
       }
     }
     emit(run_key, run_start, hi);
