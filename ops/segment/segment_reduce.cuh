@@ -417,14 +417,14 @@ fixup_segments(const int *__restrict__ seg_start, const int *__restrict__ seg_en
 }
 
 // Segments that are empty or cross a chunk boundary. A warp looks after `segs` (<= 32, or a
-// multiple of 32 up to 32 * FIXUP_ROUNDS) consecutive segments, 32 at a time: the host's choice,
-// fewer for wide rows, so that wide rows still spread over many warps; 128 when such segments
-// are sparse, so that the warps mostly just look (their bounds loaded at once). For each 32,
-// the warp's 32/G groups of G lanes take the short ones, one group per segment, in parallel.
-// Segments with more than LONG partials (a few huge segments) are then taken by the whole warp:
-// row lane r combines partials r, r + 32/G, ... and a fixed butterfly combines the row lanes.
-// Every order is fixed. `empty_value` is 0 for sum and mean, the fill for max/min.
-constexpr int FIXUP_ROUNDS = JITOPS__SEGMENT_FIXUP_ROUNDS;
+// multiple of 32 up to 32 * JITOPS__SEGMENT_FIXUP_ROUNDS) consecutive segments, 32 at a time:
+// the host's choice, fewer for wide rows, so that wide rows still spread over many warps; 128
+// when such segments are sparse, so that the warps mostly just look (their bounds loaded at
+// once). For each 32, the warp's 32/G groups of G lanes take the short ones, one group per
+// segment, in parallel. Segments with more than LONG partials (a few huge segments) are then
+// taken by the whole warp: row lane r combines partials r, r + 32/G, ... and a fixed butterfly
+// combines the row lanes. Every order is fixed. `empty_value` is 0 for sum and mean, the fill
+// for max/min.
 
 template <class T, int OP, int VEC, int G, int CPL>
 __global__ void __launch_bounds__(THREADS)
@@ -443,6 +443,7 @@ __global__ void __launch_bounds__(THREADS)
   constexpr int GROUPS = 32 / G;
   constexpr int U = CPL * VEC >= 16 ? 1 : 16 / (CPL * VEC) > 4 ? 4 : 16 / (CPL * VEC);
   constexpr int LONG = GROUPS > 1 ? 4 * U : 1 << 30;
+  constexpr int FIXUP_ROUNDS = JITOPS__SEGMENT_FIXUP_ROUNDS;
   const int lane = threadIdx.x & 31;
   const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   // Every round's bounds are loaded at once; bit r of todo and is_long is round r's.
