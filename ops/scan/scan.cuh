@@ -936,7 +936,9 @@ __global__ void __launch_bounds__(COLS_BX *COLS_BY, cols_blocks_per_sm<Op, R, ST
         s_ticket[j] = take_ticket(scratch);
     __syncthreads();
   }
-#pragma unroll
+  // Rolled: this runs once a block, and each unrolled copy of cols_prefetch is every input's
+  // staging loops twice over (whole and partial tiles), 50-70 ms of a backward's first compile.
+#pragma unroll 1
   for (int j = 0; j < STAGES - 1; ++j) {
     const i64 n = LOOKBACK ? s_ticket[j] : j;
     cols_prefetch<Op, NB, R>(g, item(n), n < items, tiles + j * TILE_BYTES, tx, ty);
