@@ -119,7 +119,7 @@ __device__ __forceinline__ bool end_if_bad_labels(const alpha_args &a, int n, co
 // Where a direction's step t and state s lie in the sample's own coordinates: alpha runs
 // forwards; beta (MODE_AB's second direction) backwards, over reversed rows and states. A
 // run-time value rather than a template argument, so that the backward's kernel compiles the
-// recursion once for both directions (its first call compiles half the code).
+// recursion once for both directions (its first call compiles less than half the code).
 struct direction {
   int row0, row_sign, state0, state_sign;
   __device__ __forceinline__ static direction of(bool rev, int in_len, int L) {

@@ -937,7 +937,7 @@ __global__ void __launch_bounds__(COLS_BX *COLS_BY, cols_blocks_per_sm<Op, R, ST
     __syncthreads();
   }
   // Rolled: this runs once a block, and each unrolled copy of cols_prefetch is every input's
-  // staging loops twice over (whole and partial tiles), 50-70 ms of a backward's first compile.
+  // staging loops twice over (whole and partial tiles): 20-60 ms of a backward's first compile.
 #pragma unroll 1
   for (int j = 0; j < STAGES - 1; ++j) {
     const i64 n = LOOKBACK ? s_ticket[j] : j;
