@@ -39,14 +39,12 @@ static const char *tf(bool b) {
 static jitops_status get_sort(jitops__kernel_batch *b, const jitops__segment_call *call,
                               const char *I, const jitops__segment_forward_plan *plan,
                               jitops__segment_sort_kernels *k) {
-  /* Only a pass that carries values depends on the value type. */
+  /* Only a sort that carries values depends on the value type. One kernel runs every pass
+   * (the first reads the ids, later ones the previous pass's keys): a cold sort of two or more
+   * passes compiles one pass kernel, not two. */
   const char *T = plan->sort_carry ? jitops__dtype_cname(call->dtype) : "float";
   JITOPS__TRY(get(b, SRC_SORT, &k->histogram, NS "segment_sort_histogram<%s>", I));
-  JITOPS__TRY(get(b, SRC_SORT, &k->pass_first, NS "segment_sort_pass<%s, %s, true, %s>", I, T,
-                  tf(plan->sort_carry)));
-  if (plan->sort_passes > 1)
-    JITOPS__TRY(get(b, SRC_SORT, &k->pass, NS "segment_sort_pass<int, float, false, false>"));
-  return JITOPS_SUCCESS;
+  return get(b, SRC_SORT, &k->pass, NS "segment_sort_pass<%s, %s, %s>", I, T, tf(plan->sort_carry));
 }
 
 /* chunked reduction and fixup; `key_type` is the ids' type for sorted ids and int (the radix

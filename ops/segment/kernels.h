@@ -8,9 +8,9 @@
 #include "ops/segment/plan.h"
 #include "runtime/op_support.h"
 
-/* The radix sort's kernels: the digit histogram, the first pass and the later passes. */
+/* The radix sort's kernels: the digit histogram and the counting pass (every pass). */
 typedef struct jitops__segment_sort_kernels {
-  jitops_kernel_t *histogram, *pass_first, *pass;
+  jitops_kernel_t *histogram, *pass;
 } jitops__segment_sort_kernels;
 
 /* NULL where the plan's path does not use one. */

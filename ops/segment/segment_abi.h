@@ -194,9 +194,10 @@ typedef struct jitops__segment_fill {
 
 /* ---- kernel arguments ---------------------------------------------------------------------- */
 
-/* What changes from one radix pass to the next: its keys and values in (later passes; the
- * first reads the ids) and out, its digit counts, its look-back words (and those it clears for
- * the pass after next, or NULL), its tile counter, and the shift of its digit. */
+/* What changes from one radix pass to the next: its keys and values in (later passes; NULL
+ * for the first, which reads the ids, and which the kernel tells by that NULL) and out, its digit
+ * counts, its look-back words (and those it clears for the pass after next, or NULL), its tile
+ * counter, and the shift of its digit. */
 typedef struct jitops__segment_sort_pass {
   const int32_t *keys_in, *vals_in;
   int32_t *keys_out, *vals_out;

@@ -23,7 +23,7 @@ jitops_status jitops__segment_launch_sort(const jitops__segment_forward_plan *p,
       k->histogram, p->hist_blocks, 1, 1, JITOPS__SEGMENT_SORT_THREADS, 1, 1, 0, stream, params));
   for (int pass = 0; pass < p->sort_passes; ++pass) {
     jitops__segment_sort_pass *a = &args.pass;
-    a->keys_in = a->keys_out; /* the previous pass's output; unused by the first */
+    a->keys_in = a->keys_out; /* the previous pass's output; NULL marks the first */
     a->vals_in = a->vals_out;
     a->keys_out = (int32_t *)(scratch + p->keys[pass % 2]);
     a->vals_out = (int32_t *)(scratch + p->vals[pass % 2]);
@@ -36,8 +36,8 @@ jitops_status jitops__segment_launch_sort(const jitops__segment_forward_plan *p,
                             : NULL;
     a->tile_counter = (int32_t *)(scratch + p->tile_counters) + pass;
     a->shift = pass * p->sort_bits;
-    JITOPS__TRY(jitops__launch_after(pass == 0 ? k->pass_first : k->pass, (uint32_t)p->sort_tiles,
-                                     1, 1, JITOPS__SEGMENT_SORT_THREADS, 1, 1, 0, stream, params));
+    JITOPS__TRY(jitops__launch_after(k->pass, (uint32_t)p->sort_tiles, 1, 1,
+                                     JITOPS__SEGMENT_SORT_THREADS, 1, 1, 0, stream, params));
   }
   sorted->keys = args.pass.keys_out;
   sorted->rows = args.pass.vals_out;
