@@ -144,7 +144,10 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, bool
   typedef logmath<A> M;
   constexpr bool FR = frames_of<A>::on;
   typedef config<CAP, STORE_REG> cfg;
-  constexpr int K = cfg::K, H = K / 2, PF = cfg::PF;
+  // MODE_AB at K >= 4 loads two steps ahead, not four: its steps also stage and store a row,
+  // which hides the loads' latency, and with the deeper ring it ran 4-17% slower (H100, S 150 to
+  // 1000, f32 and bf16; the loss kernels keep theirs: for them PF 2 was 5-18% slower).
+  constexpr int K = cfg::K, H = K / 2, PF = MODE == MODE_AB && K >= 4 ? 2 : cfg::PF;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nwarps = blockDim.x >> 5;
