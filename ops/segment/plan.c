@@ -32,11 +32,17 @@
  * value types qualify. The automatic choice takes buckets when segments average at most
  * SEG_BUCKET_MAX_ROWS_PER_SEGMENT rows. Measured on an H100 (N = 2^20, max, buckets against
  * sort): D = 64, S = 10^6 0.294 against 0.308 ms; D = 8, S = 10^6 0.122 against 0.259; D = 64,
- * S = 3 x 10^5 (3.5 rows a segment) 0.218 against 0.214; D = 16, S = 10^5 0.143 against 0.117. */
+ * S = 3 x 10^5 (3.5 rows a segment) 0.218 against 0.214; D = 16, S = 10^5 0.143 against 0.117.
+ * It also takes them, for 4-byte values, when the segments fit in at most SEG_BUCKETS_FEW
+ * buckets: then every bucket holds many rows for its tables' few segments, and the sort's
+ * passes cost more than counting the rows into buckets. H100, f32 max, N = 2^20 and 2^22, D 12
+ * to 128, S 10^3 to 5 x 10^4, buckets / sort: 0.53-0.96 with 30 buckets or fewer (D 16, S 10^3:
+ * 0.078 against 0.146 ms), and from 32 buckets on anywhere from 0.88 to 1.22. */
 #define SEG_BUCKET_TABLE_BYTES          (48 * 1024)
 #define SEG_BUCKET_TILE_ROWS            4096
 #define SEG_BUCKETS_MAX                 12288 /* 48 KB of shared counters a block */
 #define SEG_BUCKET_MAX_ROWS_PER_SEGMENT 2
+#define SEG_BUCKETS_FEW                 30
 /* The counting sort by bucket: blocks of a multiple of SEG_BUCKET_ROWS_UNIT rows, at most
  * SEG_BUCKET_COUNT_BLOCKS of them, so that the offsets pass walks a short column of block counts
  * a bucket (256 blocks: offsets 24 -> 33 us at S = 10^6, and the scatter no faster). */
@@ -581,7 +587,8 @@ static jitops__segment_path choose_atomic_layout(const jitops__device_props *pro
       call->segments * SEG_ATOMIC_MIN_ROWS_PER_SEGMENT <= call->rows)
     return JITOPS__SEGMENT_PATH_ATOMIC;
   if (buckets_fit(call, &per_bucket, &buckets) &&
-      (forced || call->rows <= SEG_BUCKET_MAX_ROWS_PER_SEGMENT * call->segments))
+      (forced || call->rows <= SEG_BUCKET_MAX_ROWS_PER_SEGMENT * call->segments ||
+       (jitops__segment_acc_size(call->dtype) == 4 && buckets <= SEG_BUCKETS_FEW)))
     return JITOPS__SEGMENT_PATH_BUCKETS;
   return forced ? JITOPS__SEGMENT_PATH_ATOMIC : JITOPS__SEGMENT_PATH_SORT;
 }
