@@ -236,11 +236,14 @@ static const seg_case cases[] = {
     {"buckets bench shape f32 i64 D64", F32, .id64 = true, SHAPE(1 << 20, 64, 1000000),
      .counter_bits = 64},
     /* Few buckets (segments fitting at most 30 tables) of many rows each: the automatic choice
-     * for 4-byte values, every bucket split into many tiles that merge through the output. */
+     * for 4-byte values, every bucket split into many tiles that merge through the output; and
+     * 8-byte values of at most 32 columns, however many buckets. */
     {"buckets few f32 D16 200 rows a segment", F32, SHAPE(200000, 16, 1000), .vals = VALS_RANDOM,
      .quick = true},
     {"buckets few skewed f32 i64 D64 ties", F32, .id64 = true, SHAPE(300000, 64, 4000),
      .ids = IDS_SKEWED, .vals = VALS_TIES},
+    {"buckets f64 D24 25 rows a segment", F64, SHAPE(250000, 24, 10000), .vals = VALS_RANDOM,
+     .quick = true},
     /* Unsorted sum and mean over many segments: the rows scattered into parts of 1024, 512 or
      * 256 segments, a block a part orders its rows by (segment, row) and reduces them. A part
      * over its cap (skewed ids, one segment) sends the call through the full sort and the chunked

@@ -101,8 +101,9 @@ typedef enum jitops_segment_algorithm {
    * Determinism); for unsorted max/min, the atomic algorithm when its S x D table fits in
    * shared memory (and N x D is at least 16 times S x D per block), when rows have at most 8
    * columns (a thread an element into the global table), or in buckets (f32 and f64) when
-   * segments hold at most 2 rows on average, or (4-byte values) when the segments fit in at
-   * most 30 buckets; else the sort algorithm (global atomics lose on wide rows). */
+   * segments hold at most 2 rows on average, or (f32) when the segments fit in at most 30
+   * buckets, or (f64) when rows have at most 32 columns; else the sort algorithm (global atomics
+   * lose on wide rows). */
   JITOPS_SEGMENT_ALGORITHM_AUTO = 0,
   /* Group rows by segment — a stable radix sort of unsorted ids, the boundaries of sorted
    * ones — and reduce each segment in row order. Any reduction. */

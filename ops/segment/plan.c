@@ -37,12 +37,16 @@
  * buckets: then every bucket holds many rows for its tables' few segments, and the sort's
  * passes cost more than counting the rows into buckets. H100, f32 max, N = 2^20 and 2^22, D 12
  * to 128, S 10^3 to 5 x 10^4, buckets / sort: 0.53-0.96 with 30 buckets or fewer (D 16, S 10^3:
- * 0.078 against 0.146 ms), and from 32 buckets on anywhere from 0.88 to 1.22. */
+ * 0.078 against 0.146 ms), and from 32 buckets on anywhere from 0.88 to 1.22. And for 8-byte
+ * values with rows of at most SEG_BUCKETS_F64_MAX_COLS columns, however many buckets: f64 max,
+ * D 12 to 32, S 10^3 to 4 x 10^5, N 2^20 and 2^22, 0.57-0.93 (D 24, S 10^5: 0.159 against 0.271
+ * ms); at D 40 to 128, 0.98-1.47. */
 #define SEG_BUCKET_TABLE_BYTES          (48 * 1024)
 #define SEG_BUCKET_TILE_ROWS            4096
 #define SEG_BUCKETS_MAX                 12288 /* 48 KB of shared counters a block */
 #define SEG_BUCKET_MAX_ROWS_PER_SEGMENT 2
 #define SEG_BUCKETS_FEW                 30
+#define SEG_BUCKETS_F64_MAX_COLS        32
 /* The counting sort by bucket: blocks of a multiple of SEG_BUCKET_ROWS_UNIT rows, at most
  * SEG_BUCKET_COUNT_BLOCKS of them, so that the offsets pass walks a short column of block counts
  * a bucket (256 blocks: offsets 24 -> 33 us at S = 10^6, and the scatter no faster). */
@@ -572,6 +576,14 @@ static bool tiles_fit(const jitops__segment_call *call) {
          call->segments <= SEG_TILES_MAX_SEGMENTS && tiles <= SEG_TILES_MAX_TILES;
 }
 
+/* Whether buckets beat the sort whatever the rows a segment (the measurements above
+ * SEG_BUCKETS_FEW): few of them for 4-byte values, rows of few columns for 8-byte ones. */
+static bool few_or_narrow_buckets(const jitops__segment_call *call, int64_t buckets) {
+  const size_t code = jitops__segment_acc_size(call->dtype);
+  return (code == 4 && buckets <= SEG_BUCKETS_FEW) ||
+         (code == 8 && call->cols <= SEG_BUCKETS_F64_MAX_COLS);
+}
+
 /* The atomic algorithm's layout: one shared table, buckets of shared tables, or a global
  * table; JITOPS__SEGMENT_PATH_SORT when the automatic choice prefers the sort. */
 static jitops__segment_path choose_atomic_layout(const jitops__device_props *props,
@@ -588,7 +600,7 @@ static jitops__segment_path choose_atomic_layout(const jitops__device_props *pro
     return JITOPS__SEGMENT_PATH_ATOMIC;
   if (buckets_fit(call, &per_bucket, &buckets) &&
       (forced || call->rows <= SEG_BUCKET_MAX_ROWS_PER_SEGMENT * call->segments ||
-       (jitops__segment_acc_size(call->dtype) == 4 && buckets <= SEG_BUCKETS_FEW)))
+       few_or_narrow_buckets(call, buckets)))
     return JITOPS__SEGMENT_PATH_BUCKETS;
   return forced ? JITOPS__SEGMENT_PATH_ATOMIC : JITOPS__SEGMENT_PATH_SORT;
 }
