@@ -23,8 +23,9 @@ jitops_status jitops__segment_launch_sort(const jitops__segment_forward_plan *p,
       k->histogram, p->hist_blocks, 1, 1, JITOPS__SEGMENT_SORT_THREADS, 1, 1, 0, stream, params));
   for (int pass = 0; pass < p->sort_passes; ++pass) {
     jitops__segment_sort_pass *a = &args.pass;
-    a->keys_in = a->keys_out; /* the previous pass's output; NULL marks the first */
-    a->vals_in = a->vals_out;
+    /* The previous pass's output; NULL tells the pass kernel it is the first (it reads the ids). */
+    a->keys_in = pass == 0 ? NULL : a->keys_out;
+    a->vals_in = pass == 0 ? NULL : a->vals_out;
     a->keys_out = (int32_t *)(scratch + p->keys[pass % 2]);
     a->vals_out = (int32_t *)(scratch + p->vals[pass % 2]);
     a->hist = args.hist + pass * JITOPS__SEGMENT_SORT_RADIX_MAX;
