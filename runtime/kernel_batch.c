@@ -16,8 +16,8 @@ void jitops__kernel_batch_init(jitops__kernel_batch *batch) {
   batch->count = 0;
 }
 
-jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *source,
-                                       const char *expr, jitops_kernel_t **out) {
+static jitops_status add(jitops__kernel_batch *batch, const char *source, const char *expr,
+                         jitops_kernel_t **out, int small) {
   if (batch->count == JITOPS__KERNEL_BATCH_MAX)
     return jitops__fail(JITOPS_ERR_INTERNAL, "kernel batch: more than %d kernels for one call",
                         JITOPS__KERNEL_BATCH_MAX);
@@ -28,7 +28,18 @@ jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *
   item->source = source;
   memcpy(item->expr, expr, length + 1);
   item->out = out;
+  item->small = small;
   return JITOPS_SUCCESS;
+}
+
+jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *source,
+                                       const char *expr, jitops_kernel_t **out) {
+  return add(batch, source, expr, out, 0);
+}
+
+jitops_status jitops__kernel_batch_add_small(jitops__kernel_batch *batch, const char *source,
+                                             const char *expr, jitops_kernel_t **out) {
+  return add(batch, source, expr, out, 1);
 }
 
 /* What the builders share: the kernels still to build, the next one to take, and each one's
@@ -73,15 +84,20 @@ static void run_builders(builds *b) {
     pthread_join(threads[t], NULL);
 }
 
-/* The first failure in the batch's order, reported on the calling thread; frees the copies. */
+/* The first failure in the batch's order (todo holds small items last, and items lie in the
+ * batch's array in its order), reported on the calling thread; frees the copies. */
 static jitops_status first_failure(builds *b) {
+  size_t first = b->count;
+  for (size_t i = 0; i < b->count; ++i)
+    if (b->status[i] != JITOPS_SUCCESS && (first == b->count || b->todo[i] < b->todo[first]))
+      first = i;
   jitops_status status = JITOPS_SUCCESS;
-  for (size_t i = 0; i < b->count; ++i) {
-    if (status == JITOPS_SUCCESS && b->status[i] != JITOPS_SUCCESS)
-      status = jitops__fail(b->status[i], "%s",
-                            b->message[i] ? b->message[i] : "kernel batch: out of host memory");
+  if (first < b->count)
+    status =
+        jitops__fail(b->status[first], "%s",
+                     b->message[first] ? b->message[first] : "kernel batch: out of host memory");
+  for (size_t i = 0; i < b->count; ++i)
     free(b->message[i]);
-  }
   return status;
 }
 
@@ -104,9 +120,10 @@ jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel
   builds b;
   memset(&b, 0, sizeof b);
   b.runtime = runtime;
-  for (size_t i = 0; i < batch->count; ++i)
-    if (!ready_here(runtime, &batch->item[i], batch->count > 1))
-      b.todo[b.count++] = &batch->item[i];
+  for (int small = 0; small <= 1; ++small) /* the small ones after the others */
+    for (size_t i = 0; i < batch->count; ++i)
+      if (batch->item[i].small == small && !ready_here(runtime, &batch->item[i], batch->count > 1))
+        b.todo[b.count++] = &batch->item[i];
   if (b.count == 0) /* every call after a kernel's first, and warm first calls */
     return JITOPS_SUCCESS;
   if (b.count == 1) {

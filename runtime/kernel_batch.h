@@ -19,6 +19,7 @@ typedef struct jitops__kernel_batch_item {
   const char *source; /* a built-in source name (static storage) */
   char expr[JITOPS__KERNEL_BATCH_EXPR];
   jitops_kernel_t **out;
+  int small; /* built after the others (jitops__kernel_batch_add_small) */
 } jitops__kernel_batch_item;
 
 typedef struct jitops__kernel_batch {
@@ -33,11 +34,18 @@ void jitops__kernel_batch_init(jitops__kernel_batch *batch);
 jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *source,
                                        const char *expr, jitops_kernel_t **out);
 
+/* The same for a kernel that compiles in a fraction of the time of the batch's others (a helper
+ * pass): the builders take it after them. With fewer cores than kernels, the long compiles then
+ * start at once and the small one fills in behind them, instead of delaying one of them (a
+ * segment sort's cold call: 0.46-0.55 s -> 0.41-0.50 s on two cores). */
+jitops_status jitops__kernel_batch_add_small(jitops__kernel_batch *batch, const char *source,
+                                             const char *expr, jitops_kernel_t **out);
+
 /* Every kernel of the batch, as jitops_kernel_get would give it. Kernels in memory, and (for
  * a batch of several) those on disk, are got on the calling thread; the others are built by up
  * to min(their number, the online CPUs, JITOPS__KERNEL_BATCH_THREADS) threads, the calling one
- * included; the log may then run on those threads. On failure, the status and
- * message are those of the first failing kernel in the batch's order. */
+ * included, small ones last; the log may then run on those threads. On failure, the status and
+ * message are those of the first failing kernel in the batch's order (small ones included). */
 jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel_batch *batch);
 
 /* The ready kernel of (source, expr, no options) in the runtime's memory, counted as a memory

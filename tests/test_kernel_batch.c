@@ -78,6 +78,23 @@ static void a_failure_keeps_its_status_and_message(jitops_runtime_t *rt) {
   CHECK(stats_of(rt).compiles == before.compiles);
 }
 
+/* Small kernels are built after the others, but they are built, and a failure is still the
+ * first in the batch's order: here the small one, added first. */
+static void small_kernels_come_last_in_build_not_in_report(jitops_runtime_t *rt) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops_kernel_t *small_bad = NULL, *bad = NULL, *small_good = NULL, *good = NULL;
+  CHECK_OK(
+      jitops__kernel_batch_add_small(&batch, SOURCE, "jitops::no_such_small<float>", &small_bad));
+  CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::no_such_kernel<double>", &bad));
+  CHECK_OK(jitops__kernel_batch_add_small(&batch, SOURCE, "jitops::example_axpy<float, 7>",
+                                          &small_good));
+  CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::example_axpy<double, 7>", &good));
+  CHECK_FAILS(jitops__kernel_batch_get(rt, &batch), JITOPS_ERR_COMPILE, "no_such_small");
+  CHECK(small_bad == NULL && bad == NULL);
+  CHECK(small_good != NULL && good != NULL);
+}
+
 /* A fresh runtime on the cache the first one filled: the batch's stored kernels are disk hits
  * (got on the calling thread, without claiming them), and only its new kernels compile. */
 static void stored_kernels_come_from_disk(const jitops_runtime_config *cfg) {
@@ -263,6 +280,7 @@ int main(void) {
     return test_finish("test_kernel_batch");
   new_kernels_are_built_once_each(rt);
   a_failure_keeps_its_status_and_message(rt);
+  small_kernels_come_last_in_build_not_in_report(rt);
   jitops_runtime_destroy(rt);
   stored_kernels_come_from_disk(&cfg);
   a_stored_lookup_never_waits_for_a_build();
