@@ -1,9 +1,12 @@
 /* Every bad argument of the segment family gives its own status and a message naming the
  * argument, checked on a compile-only runtime (no GPU). Valid calls there get as far as the
  * launch: every kernel they need compiles, then the launch reports JITOPS_ERR_NO_DEVICE —
- * which also compiles the family's templates for sm_90 in CI. */
+ * which also compiles the family's templates for sm_90 in CI. Also checks the planner's
+ * automatic choice for unsorted max/min, which the GPU tests would pass either way. */
 #include <stdbool.h>
 
+#include "ops/segment/args.h"
+#include "runtime/device.h"
 #include "testutil.h"
 
 /* A DLTensor with its own shape and strides storage. */
@@ -690,6 +693,63 @@ static void catalogue(jitops_runtime_t *rt) {
   CHECK(compiled == 3); /* "sorted mean" also matches "unsorted mean" */
 }
 
+/* ---- the planner's choice for unsorted max/min (ops/segment/plan.c states the measurements) */
+
+/* The path the automatic choice plans for max over `segments` of rows [rows, cols] of a float
+ * type of `bits` (kDLBfloat with 16) and int64 ids, unsorted, validated as the entry does. */
+static jitops__segment_path planned_path(jitops_runtime_t *rt, DLDataTypeCode code, int bits,
+                                         int64_t rows, int64_t cols, int64_t segments) {
+  fixture f;
+  f.data = make(DEV, code, bits, 2, rows, cols, 0);
+  f.ids = make(DEV, kDLInt, 64, 1, rows, 0, 0);
+  f.out = make(DEV, code, bits, 2, segments, cols, 0);
+  jitops_segment_options options;
+  jitops_segment_options_init(&options);
+  jitops__segment_call call;
+  CHECK_OK(jitops__segment_check_forward("test", rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids),
+                                         segments, T(&f.out), &options, &call));
+  jitops__segment_forward_plan plan;
+  CHECK_OK(jitops__segment_plan_forward(jitops__runtime_props(rt), &call, &plan));
+  return plan.path;
+}
+
+/* Each shape's planned path, N = 2^20 rows: f32 takes buckets when the segments fit in at most
+ * 30 bucket tables of 48 KB, f64 when rows have at most 32 columns (however many tables). What
+ * held before those rules holds too: 2-byte values never take buckets (their codes are wider
+ * than the values, which the tables' merge through the output needs equal), rows of at most 8
+ * columns take the narrow path, and segments of at most 2 rows take buckets at any width. */
+static void planner_choices(jitops_runtime_t *rt) {
+  static const struct {
+    DLDataTypeCode code;
+    int bits;
+    int64_t cols, segments;
+    jitops__segment_path path;
+  } cases[] = {
+      {kDLFloat, 32, 16, 1000, JITOPS__SEGMENT_PATH_BUCKETS},   /* 2 tables */
+      {kDLFloat, 32, 32, 10000, JITOPS__SEGMENT_PATH_BUCKETS},  /* 27 */
+      {kDLFloat, 32, 128, 1000, JITOPS__SEGMENT_PATH_BUCKETS},  /* 11 */
+      {kDLFloat, 32, 64, 10000, JITOPS__SEGMENT_PATH_SORT},     /* 53: the benchmark table's */
+      {kDLFloat, 32, 40, 10000, JITOPS__SEGMENT_PATH_SORT},     /* 33 */
+      {kDLFloat, 32, 1024, 10000, JITOPS__SEGMENT_PATH_SORT},   /* 834 */
+      {kDLFloat, 64, 32, 100000, JITOPS__SEGMENT_PATH_BUCKETS}, /* 521 */
+      {kDLFloat, 64, 12, 1000, JITOPS__SEGMENT_PATH_BUCKETS},
+      {kDLFloat, 64, 40, 10000, JITOPS__SEGMENT_PATH_SORT},
+      {kDLFloat, 64, 64, 1000, JITOPS__SEGMENT_PATH_SORT},
+      {kDLBfloat, 16, 16, 1000, JITOPS__SEGMENT_PATH_SORT},
+      {kDLFloat, 32, 8, 10000, JITOPS__SEGMENT_PATH_NARROW},
+      {kDLFloat, 32, 64, 1000000, JITOPS__SEGMENT_PATH_BUCKETS},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const jitops__segment_path path =
+        planned_path(rt, cases[i].code, cases[i].bits, 1 << 20, cases[i].cols, cases[i].segments);
+    if (path != cases[i].path)
+      fprintf(stderr, "case %zu: D %lld, S %lld planned path %d, wanted %d\n", i,
+              (long long)cases[i].cols, (long long)cases[i].segments, (int)path,
+              (int)cases[i].path);
+    CHECK(path == cases[i].path);
+  }
+}
+
 int main(void) {
   jitops_runtime_config cfg = test_offline_config("sm_90", NULL);
   jitops_runtime_t *rt = NULL;
@@ -711,6 +771,7 @@ int main(void) {
   narrow_workspace_sizes(rt);
   narrow_table_in_output(rt);
   catalogue(rt);
+  planner_choices(rt);
   jitops_runtime_destroy(rt);
   return test_finish("test_segment_validation");
 }
