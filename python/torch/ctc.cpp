@@ -1,16 +1,16 @@
 // CTC loss (jitops/ctc.h): ctc_loss and ctc_loss_backward (the exact gradient), with the
 // loss's autograd formula. Lengths in host memory are checked on the host; on the device they
 // are never read by the host.
+#include "node.h"
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 namespace jitops_torch {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // jitops_ctc_reduction's order.
@@ -95,40 +95,30 @@ c10::TypedOperatorHandle<LossSignature> &loss_op() {
 }
 
 // The forward computes the loss alone; the backward runs the alpha+beta pass and the
-// gradient (jitops_ctc_loss_backward), so nothing larger than the inputs is kept between them.
-struct LossFunction : public torch::autograd::Function<LossFunction> {
-  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
-  static constexpr bool is_traceable = true;
+// gradient (jitops_ctc_loss_backward) from the saved inputs, so nothing larger than the inputs
+// is kept between them.
+struct LossBackward final : OpNode {
+  int64_t blank = 0, max_target_length = 0;
+  std::string reduction;
+  bool zero_infinity = false;
 
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &log_probs,
-                            const at::Tensor &targets, const at::Tensor &input_lengths,
-                            const at::Tensor &target_lengths, int64_t blank,
-                            c10::string_view reduction, bool zero_infinity,
-                            int64_t max_target_length) {
-    at::Tensor loss;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      loss = loss_op().call(log_probs, targets, input_lengths, target_lengths, blank, reduction,
-                            zero_infinity, max_target_length);
-    }
-    ctx->save_for_backward({log_probs, targets, input_lengths, target_lengths});
-    ctx->saved_data["blank"] = blank;
-    ctx->saved_data["reduction"] = std::string(reduction.data(), reduction.size());
-    ctx->saved_data["zero_infinity"] = zero_infinity;
-    ctx->saved_data["max_target_length"] = max_target_length;
-    return loss;
+  std::string name() const override {
+    return "jitops::ctc_loss_backward";
   }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+
+protected:
+  variable_list backward(const at::Tensor &grad, const variable_list &s) override {
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("jitops::ctc_loss_backward", "")
                          .typed<BackwardSignature>();
-    variable_list s = ctx->get_saved_variables();
-    std::string reduction = ctx->saved_data["reduction"].toStringRef();
-    at::Tensor grad_log_probs = op.call(
-        grads[0], s[0], s[1], s[2], s[3], ctx->saved_data["blank"].toInt(),
-        c10::string_view(reduction.data(), reduction.size()),
-        ctx->saved_data["zero_infinity"].toBool(), ctx->saved_data["max_target_length"].toInt());
-    return {grad_log_probs, {}, {}, {}, {}, {}, {}, {}};
+    return {
+        op.call(grad, s[0], s[1], s[2], s[3], blank, reduction, zero_infinity, max_target_length)};
+  }
+  void collect_scalars(CompiledNodeArgs &args) const override {
+    args.collect(blank);
+    args.collect(max_target_length);
+    args.collect(reduction);
+    args.collect(zero_infinity);
   }
 };
 
@@ -136,13 +126,25 @@ at::Tensor loss_autograd(const at::Tensor &log_probs, const at::Tensor &targets,
                          const at::Tensor &input_lengths, const at::Tensor &target_lengths,
                          int64_t blank, c10::string_view reduction, bool zero_infinity,
                          int64_t max_target_length) {
-  if (!records_grad({&log_probs})) {
+  refuse_forward_mode("ctc_loss", {&log_probs});
+  const bool records = records_grad({&log_probs});
+  at::Tensor loss;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return loss_op().call(log_probs, targets, input_lengths, target_lengths, blank, reduction,
+    loss = loss_op().call(log_probs, targets, input_lengths, target_lengths, blank, reduction,
                           zero_infinity, max_target_length);
   }
-  return LossFunction::apply(log_probs, targets, input_lengths, target_lengths, blank, reduction,
-                             zero_infinity, max_target_length);
+  if (!records)
+    return loss;
+  auto node = make_node<LossBackward>(log_probs);
+  node->blank = blank;
+  node->max_target_length = max_target_length;
+  node->reduction = std::string(reduction.data(), reduction.size());
+  node->zero_infinity = zero_infinity;
+  torch::autograd::set_history(loss, node);
+  for (const at::Tensor *t : {&log_probs, &targets, &input_lengths, &target_lengths})
+    node->save(*t);
+  return loss;
 }
 
 } // namespace

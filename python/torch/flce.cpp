@@ -5,16 +5,15 @@
 //
 // The forward returns a list: the loss, then only what the call asked for (each row's lse,
 // the gradients its backward will want), so that a call allocates no placeholder outputs.
+#include "node.h"
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
-#include <ATen/FuncTorchTLS.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/graph_task.h>
-#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
@@ -186,63 +185,33 @@ bool may_scale_in_place(const at::Tensor &saved) {
   return !torch::autograd::get_current_graph_task_keep_graph() && !saved.key_set().has_any(tracing);
 }
 
-using torch::autograd::SavedVariable;
-using torch::dynamo::autograd::CompiledNodeArgs;
-using torch::dynamo::autograd::SwapSavedVariables;
-
-// The loss's autograd node, written as PyTorch writes the nodes of its own ops rather than as a
-// torch::autograd::Function: no context map, no metadata per input and output, and only the loss
-// gets a history (the forward's other outputs never require grad). Its edges lead to input,
-// weight and bias. Compiled autograd sees what it saves through compiled_args and
-// apply_with_saved.
-struct LossBackward final : torch::autograd::Node {
+// The loss's autograd node. Its edges lead to input, weight and bias; only the loss gets a
+// history (the forward's other outputs never require grad).
+struct LossBackward final : OpNode {
   Flags flags;
-  // Reduction mean or sum: the gradients the forward made (dy = 1), in Flags::made's order.
-  // Reduction none: input, weight, target and bias (undefined without one), to rerun the pass.
-  std::vector<SavedVariable> saved;
+  // Saved: reduction mean or sum, the gradients the forward made (dy = 1), in Flags::made's
+  // order; reduction none, input, weight, target and bias (undefined without one), to rerun
+  // the pass.
   int64_t ignore_index = 0;
   double label_smoothing = 0, softcap = 0, z_loss_scale = 0;
 
   std::string name() const override {
-    return "FusedLinearCrossEntropyBackward";
+    return "jitops::fused_linear_cross_entropy_backward";
   }
 
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (SavedVariable &v : saved)
-      v.reset_data();
-  }
-
-  variable_list apply(variable_list &&upstream) override {
-    if (!upstream[0].defined()) // no gradient flows into the loss: none flows out
-      return {at::Tensor(), at::Tensor(), at::Tensor()};
-    std::lock_guard<std::mutex> lock(mutex_);
-    variable_list tensors;
-    tensors.reserve(saved.size());
-    for (SavedVariable &v : saved)
-      tensors.push_back(v.unpack());
+protected:
+  variable_list backward(const at::Tensor &grad, const variable_list &saved) override {
     auto [grad_input, grad_weight, grad_bias] =
-        flags.none ? rerun(tensors, upstream[0]) : scale(tensors, upstream[0]);
+        flags.none ? rerun(saved, grad) : scale(saved, grad);
     return {flags.grads[0] ? grad_input : at::Tensor(), flags.grads[1] ? grad_weight : at::Tensor(),
             flags.grads[2] && flags.has_bias ? grad_bias : at::Tensor()};
   }
-
-  void compiled_args(CompiledNodeArgs &args) const override {
-    args.collect(saved, false);
+  void collect_scalars(CompiledNodeArgs &args) const override {
     args.collect(flags.pack());
     args.collect(ignore_index);
     args.collect(label_smoothing);
     args.collect(softcap);
     args.collect(z_loss_scale);
-  }
-
-  variable_list apply_with_saved(const variable_list &inputs, SwapSavedVariables &swap) override {
-    for (SavedVariable &v : saved)
-      swap.before(v);
-    variable_list result = apply(variable_list(inputs));
-    for (SavedVariable &v : saved)
-      swap.after(v);
-    return result;
   }
 
 private:
@@ -272,33 +241,14 @@ private:
   }
 };
 
-// Forward-mode AD is not implemented for this op: refused, rather than its tangents dropped.
-void refuse_forward_mode(const at::Tensor &input, const at::Tensor &weight, const Optional &bias) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!torch::autograd::isFwGradDefined(input) &&
-                                  !torch::autograd::isFwGradDefined(weight) &&
-                                  !torch::autograd::isFwGradDefined(bias),
-                              "[jitops:13] jitops.fused_linear_cross_entropy: forward-mode "
-                              "automatic differentiation is not implemented");
-}
-
-// Under functorch's transforms (torch.func.grad, vmap) a call that records a graph is refused,
-// as it was while a torch::autograd::Function recorded it (functorch supports no C++ Function);
-// the node has not been validated there.
-void refuse_functorch() {
-  if (const auto &functorch = at::functorch::functorchTLSAccessor())
-    functorch->checkSupportsCppAutogradFunction();
-}
-
 std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tensor &weight,
                                          const at::Tensor &target, const Optional &bias,
                                          int64_t ignore_index, double label_smoothing,
                                          double softcap, double z_loss_scale,
                                          c10::string_view reduction, Grads grads, bool lse) {
-  refuse_forward_mode(input, weight, bias);
+  refuse_forward_mode(kOp, {&input, &weight, bias.has_value() ? &*bias : &input});
   static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
   bool records = records_grad({&input, &weight, bias.has_value() ? &*bias : &input});
-  if (records)
-    refuse_functorch();
   std::vector<at::Tensor> out;
   {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -309,19 +259,18 @@ std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tens
     return out;
   const at::Tensor no_bias;
   const at::Tensor &b = bias.has_value() ? *bias : no_bias;
-  std::shared_ptr<LossBackward> node(new LossBackward(), torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(input, weight, b));
+  auto node = make_node<LossBackward>(input, weight, b);
   node->flags = Flags{reduction == "none", grads, b.defined()};
   if (node->flags.none) {
     for (const at::Tensor *t : {&input, &weight, &target, &b})
-      node->saved.emplace_back(*t, false);
+      node->save(*t);
     node->ignore_index = ignore_index;
     node->label_smoothing = label_smoothing;
     node->softcap = softcap;
     node->z_loss_scale = z_loss_scale;
   } else {
     for (size_t i = 1 + lse; i < out.size(); ++i) // the gradients
-      node->saved.emplace_back(out[i], false);
+      node->save(out[i]);
   }
   torch::autograd::set_history(out[0], node);
   return out;

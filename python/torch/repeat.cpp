@@ -1,14 +1,14 @@
 // Repeat (jitops/repeat.h): repeat and repeat_backward, with repeat's autograd formula.
+#include "node.h"
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 namespace jitops_torch {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // x's shape, padded with leading ones to the repeats' length, times the repeats.
@@ -57,33 +57,52 @@ c10::TypedOperatorHandle<at::Tensor(const at::Tensor &, c10::SymIntArrayRef)> &r
   return op;
 }
 
-struct RepeatFunction : public torch::autograd::Function<RepeatFunction> {
-  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
-  static constexpr bool is_traceable = true;
+// d/dx of repeat: each element's copies summed (the backward op, through the dispatcher).
+struct RepeatBackward final : OpNode {
+  std::vector<c10::SymInt> repeats, input_shape;
 
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
-                            c10::SymIntArrayRef repeats) {
-    ctx->saved_data["repeats"] = repeats;
-    ctx->saved_data["input_shape"] = x.sym_sizes();
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return repeat_op().call(x, repeats);
+  std::string name() const override {
+    return "jitops::repeat_backward";
   }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+
+protected:
+  variable_list backward(const at::Tensor &grad, const variable_list &) override {
     static auto op =
         c10::Dispatcher::singleton()
             .findSchemaOrThrow("jitops::repeat_backward", "")
             .typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    std::vector<c10::SymInt> repeats = ctx->saved_data["repeats"].toSymIntVector();
-    std::vector<c10::SymInt> shape = ctx->saved_data["input_shape"].toSymIntVector();
-    return {op.call(grads[0], repeats, shape), at::Tensor()};
+    return {op.call(grad, repeats, input_shape)};
+  }
+  void collect_scalars(CompiledNodeArgs &args) const override {
+    args.collect(repeats);
+    args.collect(input_shape);
+  }
+  void swap_scalars(SwapSavedVariables &swap, bool before) override {
+    if (before) {
+      swap.before(repeats);
+      swap.before(input_shape);
+    } else {
+      swap.after(repeats);
+      swap.after(input_shape);
+    }
   }
 };
 
 at::Tensor repeat_autograd(const at::Tensor &x, c10::SymIntArrayRef repeats) {
-  if (records_grad({&x}))
-    return RepeatFunction::apply(x, repeats);
-  at::AutoDispatchBelowADInplaceOrView guard;
-  return repeat_op().call(x, repeats);
+  refuse_forward_mode("repeat", {&x});
+  const bool records = records_grad({&x});
+  at::Tensor y;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    y = repeat_op().call(x, repeats);
+  }
+  if (!records)
+    return y;
+  auto node = make_node<RepeatBackward>(x);
+  node->repeats = repeats.vec();
+  node->input_shape = x.sym_sizes().vec();
+  torch::autograd::set_history(y, node);
+  return y;
 }
 
 } // namespace

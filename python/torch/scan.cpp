@@ -1,15 +1,15 @@
 // Scans (jitops/scan.h): cumsum, cumprod, logcumsumexp, cummax, cummin and scan_backward,
 // with the autograd formulas of the forward ops.
+#include "node.h"
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 namespace jitops_torch {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr std::string_view name_of(jitops_scan_op op) {
@@ -86,104 +86,94 @@ at::Tensor backward_kernel(c10::string_view op_name, const at::Tensor &grad,
 
 using Optional = std::optional<at::Tensor>;
 
-// The backward op, through the dispatcher: under torch.compile it is what gets traced.
-at::Tensor scan_backward(jitops_scan_op op, const at::Tensor &grad, const Optional &x,
-                         const Optional &y, const Optional &indices, AutogradContext *ctx) {
-  static auto handle = c10::Dispatcher::singleton()
-                           .findSchemaOrThrow("jitops::scan_backward", "")
-                           .typed<at::Tensor(c10::string_view, const at::Tensor &, const Optional &,
-                                             const Optional &, const Optional &, int64_t, bool)>();
-  std::string_view name = name_of(op);
-  return handle.call(c10::string_view(name.data(), name.size()), grad, x, y, indices,
-                     ctx->saved_data["dim"].toInt(), ctx->saved_data["reverse"].toBool());
-}
-
 // The forward op below autograd, through the dispatcher.
 template <class Signature> c10::TypedOperatorHandle<Signature> forward_op(jitops_scan_op op) {
   std::string name = "jitops::" + std::string(name_of(op));
   return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "").typed<Signature>();
 }
 
-// cumsum (reads nothing back), cumprod and logcumsumexp (read x and y).
-template <jitops_scan_op Op>
-struct ValuesFunction : public torch::autograd::Function<ValuesFunction<Op>> {
-  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
-  static constexpr bool is_traceable = true;
+using ValuesSignature = at::Tensor(const at::Tensor &, int64_t, bool);
+using IndexedSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, int64_t, bool);
 
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, int64_t dim, bool reverse) {
-    static auto op = forward_op<at::Tensor(const at::Tensor &, int64_t, bool)>(Op);
-    at::Tensor y;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      y = op.call(x, dim, reverse);
-    }
-    if (Op != JITOPS_SCAN_CUMSUM)
-      ctx->save_for_backward({x, y});
-    ctx->saved_data["dim"] = dim;
-    ctx->saved_data["reverse"] = reverse;
-    return y;
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    Optional x, y;
-    if (Op != JITOPS_SCAN_CUMSUM) {
-      variable_list saved = ctx->get_saved_variables();
-      x = saved[0];
-      y = saved[1];
-    }
-    return {scan_backward(Op, grads[0], x, y, std::nullopt, ctx), at::Tensor(), at::Tensor()};
-  }
-};
+// d/dx of a scan along `dim`: the backward op, through the dispatcher (under torch.compile it
+// is what gets traced). It reads x and y (cumprod, logcumsumexp), the indices (cummax,
+// cummin) or nothing (cumsum), as the op's node saved them.
+template <jitops_scan_op Op> struct ScanBackward final : OpNode {
+  int64_t dim = 0;
+  bool reverse = false;
 
-// cummax and cummin: the backward routes the gradient to the saved indices.
-template <jitops_scan_op Op>
-struct IndexedFunction : public torch::autograd::Function<IndexedFunction<Op>> {
-  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
-  static constexpr bool is_traceable = true;
-
-  static variable_list forward(AutogradContext *ctx, const at::Tensor &x, int64_t dim,
-                               bool reverse) {
-    static auto op =
-        forward_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, int64_t, bool)>(Op);
-    std::tuple<at::Tensor, at::Tensor> out;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      out = op.call(x, dim, reverse);
-    }
-    auto &[values, indices] = out;
-    ctx->save_for_backward({indices});
-    // The int64 indices are non-differentiable by their type; marking them as well would trip
-    // compiled autograd's assert that a C++ Function marks none (CppNode::apply_with_saved).
-    ctx->saved_data["dim"] = dim;
-    ctx->saved_data["reverse"] = reverse;
-    return {values, indices};
+  std::string name() const override {
+    return "jitops::" + std::string(name_of(Op)) + "_backward";
   }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    at::Tensor indices = ctx->get_saved_variables()[0];
-    return {scan_backward(Op, grads[0], std::nullopt, std::nullopt, indices, ctx), at::Tensor(),
-            at::Tensor()};
+
+protected:
+  variable_list backward(const at::Tensor &grad, const variable_list &saved) override {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("jitops::scan_backward", "")
+                         .typed<at::Tensor(c10::string_view, const at::Tensor &, const Optional &,
+                                           const Optional &, const Optional &, int64_t, bool)>();
+    Optional x, y, indices;
+    if (has_indices(Op))
+      indices = saved[0];
+    else if (Op != JITOPS_SCAN_CUMSUM)
+      x = saved[0], y = saved[1];
+    constexpr std::string_view name = name_of(Op);
+    return {op.call(c10::string_view(name.data(), name.size()), grad, x, y, indices, dim, reverse)};
+  }
+  void collect_scalars(CompiledNodeArgs &args) const override {
+    args.collect(dim);
+    args.collect(reverse);
   }
 };
 
 template <jitops_scan_op Op>
-at::Tensor values_autograd(const at::Tensor &x, int64_t dim, bool reverse) {
-  if (records_grad({&x}))
-    return ValuesFunction<Op>::apply(x, dim, reverse);
-  static auto op = forward_op<at::Tensor(const at::Tensor &, int64_t, bool)>(Op);
-  at::AutoDispatchBelowADInplaceOrView guard;
-  return op.call(x, dim, reverse);
+std::shared_ptr<ScanBackward<Op>> scan_node(const at::Tensor &x, int64_t dim, bool reverse) {
+  auto node = make_node<ScanBackward<Op>>(x);
+  node->dim = dim;
+  node->reverse = reverse;
+  return node;
 }
 
+// cumsum (saves nothing), cumprod and logcumsumexp (x and y).
+template <jitops_scan_op Op>
+at::Tensor values_autograd(const at::Tensor &x, int64_t dim, bool reverse) {
+  static auto op = forward_op<ValuesSignature>(Op);
+  refuse_forward_mode(name_of(Op), {&x});
+  const bool records = records_grad({&x});
+  at::Tensor y;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    y = op.call(x, dim, reverse);
+  }
+  if (!records)
+    return y;
+  auto node = scan_node<Op>(x, dim, reverse);
+  torch::autograd::set_history(y, node);
+  if (Op != JITOPS_SCAN_CUMSUM) {
+    node->save(x);
+    node->save(y, true);
+  }
+  return y;
+}
+
+// cummax and cummin: the backward routes the gradient to the saved indices (int64, no history).
 template <jitops_scan_op Op>
 std::tuple<at::Tensor, at::Tensor> indexed_autograd(const at::Tensor &x, int64_t dim,
                                                     bool reverse) {
-  if (!records_grad({&x})) {
-    static auto op =
-        forward_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, int64_t, bool)>(Op);
+  static auto op = forward_op<IndexedSignature>(Op);
+  refuse_forward_mode(name_of(Op), {&x});
+  const bool records = records_grad({&x});
+  std::tuple<at::Tensor, at::Tensor> out;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(x, dim, reverse);
+    out = op.call(x, dim, reverse);
   }
-  variable_list out = IndexedFunction<Op>::apply(x, dim, reverse);
-  return {out[0], out[1]};
+  if (!records)
+    return out;
+  auto node = scan_node<Op>(x, dim, reverse);
+  torch::autograd::set_history(std::get<0>(out), node);
+  node->save(std::get<1>(out));
+  return out;
 }
 
 } // namespace

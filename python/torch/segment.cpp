@@ -1,17 +1,17 @@
 // Segment reductions (jitops/segment.h): segment_reduce, segment_reduce_counted (which also
 // counts the ids >= num_segments) and segment_reduce_backward, with the forward ops' autograd
 // formulas.
+#include "node.h"
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/zeros.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 namespace jitops_torch {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr std::string_view kReductions[] = {"sum", "mean", "max", "min"}; // C's order
@@ -114,95 +114,84 @@ c10::TypedOperatorHandle<CountedSignature> &counted_op() {
   return op;
 }
 
-// What the backward needs: the ids, and for max and min the data and the result.
-void save(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
-          const at::Tensor &out, const c10::SymInt &num_segments, c10::string_view reduction,
-          bool sorted) {
-  bool extremum = reduction == "max" || reduction == "min";
-  ctx->save_for_backward({ids, extremum ? data : at::Tensor(), extremum ? out : at::Tensor()});
-  ctx->saved_data["num_segments"] = num_segments;
-  ctx->saved_data["reduction"] = std::string(reduction.data(), reduction.size());
-  ctx->saved_data["sorted"] = sorted;
-}
+// d/d data of a segment reduction: the backward op, through the dispatcher. It reads the ids,
+// and for max and min the data and the result, as the op's node saved them.
+struct SegmentBackward final : OpNode {
+  c10::SymInt num_segments;
+  std::string reduction;
+  bool sorted = false;
 
-at::Tensor data_gradient(AutogradContext *ctx, const at::Tensor &grad) {
-  static auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("jitops::segment_reduce_backward", "")
-          .typed<at::Tensor(const at::Tensor &, const Optional &, const Optional &,
-                            const at::Tensor &, c10::SymInt, c10::string_view, bool)>();
-  variable_list saved = ctx->get_saved_variables();
-  auto optional = [](const at::Tensor &t) { return t.defined() ? Optional(t) : std::nullopt; };
-  std::string reduction = ctx->saved_data["reduction"].toStringRef();
-  // The library reads rows of grad whole: autograd may pass an expanded one (the backward
-  // of a sum is a stride-0 view).
-  return op.call(grad.contiguous(), optional(saved[1]), optional(saved[2]), saved[0],
-                 ctx->saved_data["num_segments"].toSymInt(),
-                 c10::string_view(reduction.data(), reduction.size()),
-                 ctx->saved_data["sorted"].toBool());
-}
-
-struct ReduceFunction : public torch::autograd::Function<ReduceFunction> {
-  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
-  static constexpr bool is_traceable = true;
-
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
-                            c10::SymInt num_segments, c10::string_view reduction, bool sorted,
-                            std::optional<double> fill) {
-    at::Tensor out;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      out = reduce_op().call(data, ids, num_segments, reduction, sorted, fill);
-    }
-    save(ctx, data, ids, out, num_segments, reduction, sorted);
-    return out;
+  std::string name() const override {
+    return "jitops::" + op_name(reduction, "_backward");
   }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    return {data_gradient(ctx, grads[0]), {}, {}, {}, {}, {}};
+
+protected:
+  variable_list backward(const at::Tensor &grad, const variable_list &saved) override {
+    static auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("jitops::segment_reduce_backward", "")
+            .typed<at::Tensor(const at::Tensor &, const Optional &, const Optional &,
+                              const at::Tensor &, c10::SymInt, c10::string_view, bool)>();
+    auto optional = [](const at::Tensor &t) { return t.defined() ? Optional(t) : std::nullopt; };
+    // The library reads rows of grad whole: autograd may pass an expanded one (the backward
+    // of a sum is a stride-0 view).
+    return {op.call(grad.contiguous(), optional(saved[1]), optional(saved[2]), saved[0],
+                    num_segments, reduction, sorted)};
+  }
+  void collect_scalars(CompiledNodeArgs &args) const override {
+    args.collect(num_segments);
+    args.collect(reduction);
+    args.collect(sorted);
+  }
+  void swap_scalars(SwapSavedVariables &swap, bool before) override {
+    before ? swap.before(num_segments) : swap.after(num_segments);
   }
 };
 
-struct CountedFunction : public torch::autograd::Function<CountedFunction> {
-  // Its backward calls only operators (traced by compiled autograd, not run opaquely).
-  static constexpr bool is_traceable = true;
-
-  static variable_list forward(AutogradContext *ctx, const at::Tensor &data, const at::Tensor &ids,
-                               c10::SymInt num_segments, c10::string_view reduction, bool sorted,
-                               std::optional<double> fill) {
-    std::tuple<at::Tensor, at::Tensor> result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = counted_op().call(data, ids, num_segments, reduction, sorted, fill);
-    }
-    auto &[out, dropped] = result;
-    save(ctx, data, ids, out, num_segments, reduction, sorted);
-    // The int64 count is non-differentiable by its type (not marked: compiled autograd asserts
-    // that a C++ Function marks none).
-    return {out, dropped};
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    return {data_gradient(ctx, grads[0]), {}, {}, {}, {}, {}};
-  }
-};
+// Makes `out` the history of the call: the ids, and for max and min the data and `out` itself,
+// are saved.
+void record(const at::Tensor &data, const at::Tensor &ids, at::Tensor &out,
+            const c10::SymInt &num_segments, c10::string_view reduction, bool sorted) {
+  auto node = make_node<SegmentBackward>(data);
+  node->num_segments = num_segments;
+  node->reduction = std::string(reduction.data(), reduction.size());
+  node->sorted = sorted;
+  torch::autograd::set_history(out, node);
+  const bool extremum = reduction == "max" || reduction == "min";
+  node->save(ids);
+  node->save(extremum ? data : at::Tensor());
+  node->save(extremum ? out : at::Tensor(), true);
+}
 
 at::Tensor reduce_autograd(const at::Tensor &data, const at::Tensor &ids, c10::SymInt num_segments,
                            c10::string_view reduction, bool sorted, std::optional<double> fill) {
-  if (records_grad({&data}))
-    return ReduceFunction::apply(data, ids, num_segments, reduction, sorted, fill);
-  at::AutoDispatchBelowADInplaceOrView guard;
-  return reduce_op().call(data, ids, num_segments, reduction, sorted, fill);
+  refuse_forward_mode(op_name(reduction), {&data});
+  const bool records = records_grad({&data});
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    out = reduce_op().call(data, ids, num_segments, reduction, sorted, fill);
+  }
+  if (records)
+    record(data, ids, out, num_segments, reduction, sorted);
+  return out;
 }
 
+// The int64 count has no history.
 std::tuple<at::Tensor, at::Tensor> counted_autograd(const at::Tensor &data, const at::Tensor &ids,
                                                     c10::SymInt num_segments,
                                                     c10::string_view reduction, bool sorted,
                                                     std::optional<double> fill) {
-  if (!records_grad({&data})) {
+  refuse_forward_mode(op_name(reduction), {&data});
+  const bool records = records_grad({&data});
+  std::tuple<at::Tensor, at::Tensor> result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return counted_op().call(data, ids, num_segments, reduction, sorted, fill);
+    result = counted_op().call(data, ids, num_segments, reduction, sorted, fill);
   }
-  variable_list out = CountedFunction::apply(data, ids, num_segments, reduction, sorted, fill);
-  return {out[0], out[1]};
+  if (records)
+    record(data, ids, std::get<0>(result), num_segments, reduction, sorted);
+  return result;
 }
 
 } // namespace
