@@ -695,21 +695,28 @@ static void catalogue(jitops_runtime_t *rt) {
 
 /* ---- the planner's choice for unsorted max/min (ops/segment/plan.c states the measurements) */
 
-/* The path the automatic choice plans for max over `segments` of rows [rows, cols] of a float
- * type of `bits` (kDLBfloat with 16) and int64 ids, unsorted, validated as the entry does. */
-static jitops__segment_path planned_path(jitops_runtime_t *rt, DLDataTypeCode code, int bits,
-                                         int64_t rows, int64_t cols, int64_t segments) {
+/* The plan of max over `segments` of rows [rows, cols] of a float type of `bits` (kDLBfloat
+ * with 16) and int64 ids, validated as the entry does. */
+static void plan_of(jitops_runtime_t *rt, DLDataTypeCode code, int bits, int64_t rows, int64_t cols,
+                    int64_t segments, bool sorted, jitops__segment_forward_plan *plan) {
   fixture f;
   f.data = make(DEV, code, bits, 2, rows, cols, 0);
   f.ids = make(DEV, kDLInt, 64, 1, rows, 0, 0);
   f.out = make(DEV, code, bits, 2, segments, cols, 0);
   jitops_segment_options options;
   jitops_segment_options_init(&options);
+  options.sorted = sorted;
   jitops__segment_call call;
   CHECK_OK(jitops__segment_check_forward("test", rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids),
                                          segments, T(&f.out), &options, &call));
+  CHECK_OK(jitops__segment_plan_forward(jitops__runtime_props(rt), &call, plan));
+}
+
+/* The path the automatic choice plans for unsorted ids. */
+static jitops__segment_path planned_path(jitops_runtime_t *rt, DLDataTypeCode code, int bits,
+                                         int64_t rows, int64_t cols, int64_t segments) {
   jitops__segment_forward_plan plan;
-  CHECK_OK(jitops__segment_plan_forward(jitops__runtime_props(rt), &call, &plan));
+  plan_of(rt, code, bits, rows, cols, segments, false, &plan);
   return plan.path;
 }
 
@@ -750,6 +757,17 @@ static void planner_choices(jitops_runtime_t *rt) {
   }
 }
 
+/* A small call's chunked reduction takes chunks of one batch (8 rows): its walk of a chunk is
+ * its latency. A call of 2^20 rows still plans one wave of longer chunks. */
+static void small_calls_take_short_chunks(jitops_runtime_t *rt) {
+  jitops__segment_forward_plan plan;
+  plan_of(rt, kDLFloat, 32, 1024, 8, 64, true, &plan);
+  CHECK(plan.path == JITOPS__SEGMENT_PATH_BOUNDARIES);
+  CHECK(plan.chunk_rows == 8 && plan.chunks == 128);
+  plan_of(rt, kDLFloat, 32, 1 << 20, 64, 10000, true, &plan);
+  CHECK(plan.chunk_rows > 32 && plan.chunks * plan.chunk_rows >= (1 << 20));
+}
+
 int main(void) {
   jitops_runtime_config cfg = test_offline_config("sm_90", NULL);
   jitops_runtime_t *rt = NULL;
@@ -772,6 +790,7 @@ int main(void) {
   narrow_table_in_output(rt);
   catalogue(rt);
   planner_choices(rt);
+  small_calls_take_short_chunks(rt);
   jitops_runtime_destroy(rt);
   return test_finish("test_segment_validation");
 }
