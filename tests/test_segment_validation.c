@@ -695,10 +695,11 @@ static void catalogue(jitops_runtime_t *rt) {
 
 /* ---- the planner's choice for unsorted max/min (ops/segment/plan.c states the measurements) */
 
-/* The plan of max over `segments` of rows [rows, cols] of a float type of `bits` (kDLBfloat
+/* The plan of `reduction` over `segments` of rows [rows, cols] of a float type of `bits` (kDLBfloat
  * with 16) and int64 ids, validated as the entry does. */
-static void plan_of(jitops_runtime_t *rt, DLDataTypeCode code, int bits, int64_t rows, int64_t cols,
-                    int64_t segments, bool sorted, jitops__segment_forward_plan *plan) {
+static void plan_of(jitops_runtime_t *rt, jitops_segment_reduction reduction, DLDataTypeCode code,
+                    int bits, int64_t rows, int64_t cols, int64_t segments, bool sorted,
+                    jitops__segment_forward_plan *plan) {
   fixture f;
   f.data = make(DEV, code, bits, 2, rows, cols, 0);
   f.ids = make(DEV, kDLInt, 64, 1, rows, 0, 0);
@@ -707,8 +708,8 @@ static void plan_of(jitops_runtime_t *rt, DLDataTypeCode code, int bits, int64_t
   jitops_segment_options_init(&options);
   options.sorted = sorted;
   jitops__segment_call call;
-  CHECK_OK(jitops__segment_check_forward("test", rt, JITOPS_SEGMENT_MAX, T(&f.data), T(&f.ids),
-                                         segments, T(&f.out), &options, &call));
+  CHECK_OK(jitops__segment_check_forward("test", rt, reduction, T(&f.data), T(&f.ids), segments,
+                                         T(&f.out), &options, &call));
   CHECK_OK(jitops__segment_plan_forward(jitops__runtime_props(rt), &call, plan));
 }
 
@@ -716,7 +717,7 @@ static void plan_of(jitops_runtime_t *rt, DLDataTypeCode code, int bits, int64_t
 static jitops__segment_path planned_path(jitops_runtime_t *rt, DLDataTypeCode code, int bits,
                                          int64_t rows, int64_t cols, int64_t segments) {
   jitops__segment_forward_plan plan;
-  plan_of(rt, code, bits, rows, cols, segments, false, &plan);
+  plan_of(rt, JITOPS_SEGMENT_MAX, code, bits, rows, cols, segments, false, &plan);
   return plan.path;
 }
 
@@ -761,11 +762,43 @@ static void planner_choices(jitops_runtime_t *rt) {
  * its latency. A call of 2^20 rows still plans one wave of longer chunks. */
 static void small_calls_take_short_chunks(jitops_runtime_t *rt) {
   jitops__segment_forward_plan plan;
-  plan_of(rt, kDLFloat, 32, 1024, 8, 64, true, &plan);
+  plan_of(rt, JITOPS_SEGMENT_MAX, kDLFloat, 32, 1024, 8, 64, true, &plan);
   CHECK(plan.path == JITOPS__SEGMENT_PATH_BOUNDARIES);
   CHECK(plan.chunk_rows == 8 && plan.chunks == 128);
-  plan_of(rt, kDLFloat, 32, 1 << 20, 64, 10000, true, &plan);
+  plan_of(rt, JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 64, 10000, true, &plan);
   CHECK(plan.chunk_rows > 32 && plan.chunks * plan.chunk_rows >= (1 << 20));
+}
+
+/* Unsorted sum and mean of rows of at most 8 columns take the fixed-point narrow path when the
+ * call is small (at most 16384 rows) or its segments average at most 64 rows, whatever S; the
+ * per-tile sums keep one column over few segments of many rows, the sort wider rows, f64 and
+ * the rest. */
+static void small_or_sparse_sums_take_the_narrow_path(jitops_runtime_t *rt) {
+  static const struct {
+    jitops_segment_reduction reduction;
+    int bits;
+    int64_t rows, cols, segments;
+    jitops__segment_path path;
+  } cases[] = {
+      {JITOPS_SEGMENT_SUM, 32, 1024, 8, 64, JITOPS__SEGMENT_PATH_NARROW},      /* small */
+      {JITOPS_SEGMENT_MEAN, 32, 16384, 1, 16, JITOPS__SEGMENT_PATH_NARROW},    /* small, one col */
+      {JITOPS_SEGMENT_SUM, 32, 262144, 4, 4096, JITOPS__SEGMENT_PATH_NARROW},  /* 64 a segment */
+      {JITOPS_SEGMENT_SUM, 32, 1 << 20, 1, 10000, JITOPS__SEGMENT_PATH_TILES}, /* 105 a segment */
+      {JITOPS_SEGMENT_MEAN, 32, 1 << 20, 2, 256, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_SUM, 32, 1024, 16, 64, JITOPS__SEGMENT_PATH_SORT},      /* 16 columns */
+      {JITOPS_SEGMENT_SUM, 64, 1024, 8, 64, JITOPS__SEGMENT_PATH_SORT},       /* f64 */
+      {JITOPS_SEGMENT_SUM, 32, 1 << 20, 8, 10000, JITOPS__SEGMENT_PATH_SORT}, /* 105 a segment */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    jitops__segment_forward_plan plan;
+    plan_of(rt, cases[i].reduction, kDLFloat, cases[i].bits, cases[i].rows, cases[i].cols,
+            cases[i].segments, false, &plan);
+    if (plan.path != cases[i].path)
+      fprintf(stderr, "case %zu: N %lld, D %lld, S %lld planned path %d, wanted %d\n", i,
+              (long long)cases[i].rows, (long long)cases[i].cols, (long long)cases[i].segments,
+              (int)plan.path, (int)cases[i].path);
+    CHECK(plan.path == cases[i].path);
+  }
 }
 
 int main(void) {
@@ -791,6 +824,7 @@ int main(void) {
   catalogue(rt);
   planner_choices(rt);
   small_calls_take_short_chunks(rt);
+  small_or_sparse_sums_take_the_narrow_path(rt);
   jitops_runtime_destroy(rt);
   return test_finish("test_segment_validation");
 }

@@ -104,6 +104,17 @@ _Static_assert(JITOPS__SEGMENT_DIGIT_PART_SEGMENTS_MAX <= 65536, "a part's segme
  * rows". The prepare pass (sum/mean) runs at most SEG_NARROW_PREPARE_PER_SM blocks an SM (full
  * occupancy): each later block merges one word a prepare block. */
 #define SEG_NARROW_SUM_MIN_SEGMENTS 16384
+/* Below those segments, sum and mean take the narrow path too when the call is small (at most
+ * SEG_NARROW_SUM_SMALL_ROWS rows) or its segments average at most
+ * SEG_NARROW_SUM_MAX_ROWS_PER_SEGMENT rows (few same-address atomics a cell), ahead of the
+ * per-tile sums for one column. A small call through the sort or the tiles is a chain of
+ * launches and passes whose latencies the work never amortizes. Measured on an H100 (f32, CUDA
+ * graph replay, narrow over the path before, bench/NOTES-segment.md "Small calls"): N <= 16384
+ * 0.15-0.58 at D 1 to 8, S 16 to 4096 (N 4096, D 8, S 256 sum: 6.3 against 27.1 us, PyTorch's
+ * scatter_reduce 9.5); at 64 rows a segment or fewer 0.20-0.80; at 256 rows a segment one
+ * column of mean lost (1.15-1.43), and at 1024 or more the contention loses (1.3-13x at D <= 2). */
+#define SEG_NARROW_SUM_SMALL_ROWS           16384
+#define SEG_NARROW_SUM_MAX_ROWS_PER_SEGMENT 64
 #ifndef SEG_NARROW_SUM_MAX_COLS
 #define SEG_NARROW_SUM_MAX_COLS JITOPS__SEGMENT_NARROW_MAX_COLS
 #endif
@@ -357,13 +368,21 @@ static void plan_atomic(const jitops__device_props *props, const jitops__segment
 
 /* Whether the narrow path takes an unsorted call (max/min: when the shared table does not fit,
  * which the caller checks first). */
+/* Whether a sum or mean is small, or its segments sparse, enough for the narrow path at any
+ * number of segments (SEG_NARROW_SUM_SMALL_ROWS). */
+static bool small_or_sparse(const jitops__segment_call *call) {
+  return call->rows <= SEG_NARROW_SUM_SMALL_ROWS ||
+         call->rows <= SEG_NARROW_SUM_MAX_ROWS_PER_SEGMENT * call->segments;
+}
+
 static bool narrow_fits(const jitops__segment_call *call) {
   if (call->sorted || call->rows <= 0 || call->cols > JITOPS__SEGMENT_NARROW_MAX_COLS)
     return false;
   if (extreme(call))
     return true;
   return call->dtype != JITOPS__DTYPE_F64 && call->algorithm == JITOPS_SEGMENT_ALGORITHM_AUTO &&
-         call->segments >= SEG_NARROW_SUM_MIN_SEGMENTS && call->cols <= SEG_NARROW_SUM_MAX_COLS;
+         (call->segments >= SEG_NARROW_SUM_MIN_SEGMENTS || small_or_sparse(call)) &&
+         call->cols <= SEG_NARROW_SUM_MAX_COLS;
 }
 
 /* The byte range [begin, end) of `count` (> 0) rows of `cols` elements of `elem` bytes, the
@@ -618,7 +637,7 @@ static jitops__segment_path choose_path(const jitops__device_props *props,
     return choose_atomic_layout(props, call);
   if (call->sorted)
     return JITOPS__SEGMENT_PATH_BOUNDARIES;
-  if (tiles_fit(call))
+  if (tiles_fit(call) && !(narrow_fits(call) && small_or_sparse(call)))
     return JITOPS__SEGMENT_PATH_TILES;
   if (digit_fits(props, call, &layout))
     return JITOPS__SEGMENT_PATH_DIGIT;
