@@ -663,6 +663,22 @@ static void build_cases(void) {
                            paths[p].layout, paths[p].layout, DATA_NORMAL);
             c->quick = (dt == GT_F32 || dt == GT_BF16) && rev == p % 2;
           }
+  /* 3a. Short look-back tiles (4 warps of up to 8 positions): rows that one narrow tile holds
+   * but a warp would walk in more than four chunks, at most one an SM. */
+  static const int64_t short_1d[1] = {4096}, short_rows[2] = {132, 2049};
+  static const int short_dts[3] = {GT_F32, GT_BF16, GT_F64};
+  for (int op = 0; op < OP_COUNT; ++op)
+    for (int bw = 0; bw < 2; ++bw)
+      for (int t = 0; t < 3; ++t)
+        for (int rev = 0; rev < 2; ++rev) {
+          const int dt = short_dts[t];
+          if (!takes(op, bw, dt))
+            continue;
+          add("short", op, bw, dt, 1, short_1d, 0, rev, GT_CONTIGUOUS, GT_CONTIGUOUS, DATA_NORMAL)
+              ->quick = dt != GT_F64 && rev == bw;
+          add("short", op, bw, dt, 2, short_rows, 1, !rev, GT_SLICED, GT_CONTIGUOUS, DATA_NORMAL)
+              ->quick = dt == GT_F32 && rev != bw;
+        }
   /* 3b. The racecheck set: f32 through every kernel path on small shapes (compute-sanitizer's
    * racecheck runs a kernel orders of magnitude slower): rows, rows look-back, cols on one
    * tile, cols walking several tiles of a strip (the backward ops' shorter tiles on {150, 5}),

@@ -308,6 +308,33 @@ static void wide_tiles(void) {
   CHECK(p.kind == JITOPS__SCAN_ROWS && p.lookback && p.warps == 8 && p.tiles == 2);
 }
 
+/* A row that one narrow tile holds but one warp would walk in more than four chunks takes short
+ * look-back tiles (4 warps of 8 positions) when there is at most one such row an SM: the walk's
+ * chunks wait on each other. Shorter rows, and more of them, are walked. */
+static void short_tiles(void) {
+  jitops__scan_plan p = plan_1d(4096, 0, 0, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_SHORT && p.warps == 4 && p.items == 8);
+  CHECK(p.tiles == 4 && p.grid == 4 && p.block_x == 128);
+  CHECK(strstr(p.name, ", 0, 4, 8, true, 8>") != NULL);
+  p = plan_1d(4096, 0, 1, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_BF16);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_SHORT && p.tiles == 4);
+  p = plan_1d(2049, 0, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_SHORT && p.tiles == 3);
+  p = plan_1d(2048, 0, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32); /* four chunks: walked */
+  CHECK(!p.lookback && p.warps == 4);
+  p = plan_1d(4097, 0, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32); /* two narrow tiles */
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.tiles == 2);
+  for (int64_t rows = 132; rows <= 133; ++rows) {
+    int64_t sh[2] = {rows, 4096};
+    DLTensor m = tensor(2, sh, NULL, F32);
+    const DLTensor *mm[2] = {&m, &m};
+    jitops__scan_geom g;
+    jitops__scan_geom_build(&g, 2, mm, 1, 0);
+    CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
+    CHECK(rows == 132 ? p.lookback && p.width == JITOPS__SCAN_SHORT && p.tiles == 4 : !p.lookback);
+  }
+}
+
 static void planning(void) {
   /* A contiguous rank-8 tensor scanned along axis 3 collapses to two batch dimensions. */
   int64_t s8[8] = {2, 3, 2, 200, 2, 1, 3, 2};
@@ -394,6 +421,7 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F16, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.grid == 1);
   wide_tiles();
+  short_tiles();
 }
 
 int main(void) {

@@ -7,8 +7,8 @@
 /* The layouts most calls collapse to: a contiguous matrix scanned along its rows (rows
  * kernel, one batch dimension) or along its columns (cols kernel with look-back, one batch
  * dimension), and one long axis, alone or in a few rows (rows kernel with look-back, no or one
- * batch dimension, and its wide tiles where the op has them), for f32 and bf16. (A cumsum
- * backward is a cumsum.) */
+ * batch dimension, its wide tiles where the op has them, and the short tiles of a few rows of
+ * a few thousand positions), for f32 and bf16. (A cumsum backward is a cumsum.) */
 typedef struct catalogue_layout {
   jitops__scan_kind kind;
   int nb;
@@ -19,7 +19,8 @@ typedef struct catalogue_layout {
 static const catalogue_layout layouts[] = {
     {JITOPS__SCAN_ROWS, 1, 0, JITOPS__SCAN_NARROW}, {JITOPS__SCAN_COLS, 1, 1, JITOPS__SCAN_NARROW},
     {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_NARROW}, {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_NARROW},
-    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_WIDE},   {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_WIDE}};
+    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_WIDE},   {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_WIDE},
+    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_SHORT},  {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_SHORT}};
 static const jitops__scan_kop catalogue_kops[] = {
     JITOPS__SCAN_K_CUMSUM,       JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_K_CUMMAX,
     JITOPS__SCAN_K_CUMMIN,       JITOPS__SCAN_K_LCSE,    JITOPS__SCAN_K_CUMPROD_BWD,
@@ -36,7 +37,7 @@ enum {
 /* The (layout, kop, dtype) combinations of the catalogue, in order: a wide layout only where
  * the op has wide tiles (elsewhere it names the kernel its narrow twin already lists). */
 static bool listed(const catalogue_layout *l, jitops__scan_kop kop, jitops__dtype dtype) {
-  return l->width == JITOPS__SCAN_NARROW || jitops__scan_rows_wide(kop, dtype);
+  return l->width != JITOPS__SCAN_WIDE || jitops__scan_rows_wide(kop, dtype);
 }
 
 /* Entry i of the full grid (layout fastest, then dtype, then kop). */

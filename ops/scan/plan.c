@@ -27,6 +27,15 @@ enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
 enum { ROWS_ASYNC_LANE_BYTES = 128 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
+/* Short look-back tiles (4 warps of up to 8 positions a lane) for a row that one narrow tile
+ * holds but one warp would walk in more than SHORT_MIN_CHUNKS chunks, each waiting for the
+ * one before. NVIDIA H100, CUDA graph replay, 1 to 132 rows of 2048 to 4096 positions, short
+ * tiles over the walk: logcumsumexp 0.44-0.68 (11.9-13.1 -> 5.7-7.4 us: its exp and log make
+ * each chunk long), the cumprod and logcumsumexp backwards at 2048 (eight of their chunks)
+ * 0.53-0.74, cumsum f32 and bf16 0.81-0.96 but 1.06-1.09 at 64 rows of 2049 (a last tile of
+ * one position); rows of 1024 (2 chunks) are faster walked (cumsum 2.3 us, 4.7 in tiles of
+ * 512). */
+enum { SHORT_WARPS = 4, SHORT_ITEMS = 8, SHORT_MIN_CHUNKS = 4 };
 /* The look-back scratch starts with a 16-byte slot for the ticket, then the flags. */
 enum { TICKET_BYTES = 16 };
 #define GRID_MAX 2147483647ll
@@ -156,8 +165,14 @@ int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
  * fewer, larger tiles leave SMs idle instead. */
 static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                        jitops__scan_width width, int *warps, int *items) {
+  if (lookback && width == JITOPS__SCAN_SHORT) {
+    *warps = SHORT_WARPS;
+    const int narrow = rows_items(kop, dtype, 1, SHORT_WARPS);
+    *items = narrow < SHORT_ITEMS ? narrow : SHORT_ITEMS;
+    return;
+  }
   *warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
-  *items = lookback && width != JITOPS__SCAN_NARROW && jitops__scan_rows_wide(kop, dtype)
+  *items = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype)
                ? ROWS_ASYNC_LANE_BYTES / (int)jitops__dtype_size(dtype)
                : rows_items(kop, dtype, lookback, *warps);
 }
@@ -356,11 +371,29 @@ static int pairs_aligned(const jitops__scan_geom *g) {
   return 1;
 }
 
-/* The look-back tiles of this axis: wide where the op has them, each row gets at least two (one
- * tile would need no look-back: the walk takes it) and there are at least WIDE_TILES_PER_SM of
- * them; else narrow. */
+/* Whether rows that one narrow tile holds are long enough for short tiles (more than
+ * SHORT_MIN_CHUNKS chunks of the walk) and few enough (at most one a SM) that walking them
+ * leaves the GPU waiting on their chains. */
+static int short_row(jitops__scan_kop kop, jitops__dtype dtype, const jitops__scan_geom *g,
+                     int sm_count) {
+  if (g->chains > sm_count)
+    return 0;
+  int warps, items;
+  rows_shape(kop, dtype, 1, JITOPS__SCAN_NARROW, &warps, &items);
+  if (tiles_of(g->len, warps, items) > 1)
+    return 0;
+  rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &warps, &items);
+  return g->len > (int64_t)SHORT_MIN_CHUNKS * 32 * items;
+}
+
+/* The look-back tiles of this axis: short for a row one narrow tile holds but a warp would walk
+ * in many chunks; wide where the op has them, each row gets at least two (one tile would need
+ * no look-back: the walk takes it) and there are at least WIDE_TILES_PER_SM of them; else
+ * narrow. */
 static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dtype,
                                          const jitops__scan_geom *g, int sm_count) {
+  if (short_row(kop, dtype, g, sm_count))
+    return JITOPS__SCAN_SHORT;
   if (!jitops__scan_rows_wide(kop, dtype) || (jitops__dtype_size(dtype) == 2 && !pairs_aligned(g)))
     return JITOPS__SCAN_NARROW;
   int warps, items;
