@@ -770,9 +770,9 @@ static void small_calls_take_short_chunks(jitops_runtime_t *rt) {
 }
 
 /* Unsorted sum and mean of rows of at most 8 columns take the fixed-point narrow path when the
- * call is small (at most 16384 rows) or its segments average at most 64 rows, whatever S; the
- * per-tile sums keep one column over few segments of many rows, the sort wider rows, f64 and
- * the rest. */
+ * call is small (at most 16384 rows) or its segments average at most 64 rows, whatever S, and
+ * rows of up to 64 columns when the call is small and its table at most 2^18 cells; the
+ * per-tile sums keep one column over few segments of many rows, the sort the rest and f64. */
 static void small_or_sparse_sums_take_the_narrow_path(jitops_runtime_t *rt) {
   static const struct {
     jitops_segment_reduction reduction;
@@ -785,7 +785,11 @@ static void small_or_sparse_sums_take_the_narrow_path(jitops_runtime_t *rt) {
       {JITOPS_SEGMENT_SUM, 32, 262144, 4, 4096, JITOPS__SEGMENT_PATH_NARROW},  /* 64 a segment */
       {JITOPS_SEGMENT_SUM, 32, 1 << 20, 1, 10000, JITOPS__SEGMENT_PATH_TILES}, /* 105 a segment */
       {JITOPS_SEGMENT_MEAN, 32, 1 << 20, 2, 256, JITOPS__SEGMENT_PATH_SORT},
-      {JITOPS_SEGMENT_SUM, 32, 1024, 16, 64, JITOPS__SEGMENT_PATH_SORT},      /* 16 columns */
+      {JITOPS_SEGMENT_SUM, 32, 1024, 16, 64, JITOPS__SEGMENT_PATH_NARROW}, /* small, 16 columns */
+      {JITOPS_SEGMENT_MEAN, 32, 16384, 64, 4096, JITOPS__SEGMENT_PATH_NARROW}, /* 2^18 cells */
+      {JITOPS_SEGMENT_SUM, 32, 16384, 64, 4097, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_SUM, 32, 16385, 16, 64, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_SUM, 32, 1024, 65, 64, JITOPS__SEGMENT_PATH_SORT},
       {JITOPS_SEGMENT_SUM, 64, 1024, 8, 64, JITOPS__SEGMENT_PATH_SORT},       /* f64 */
       {JITOPS_SEGMENT_SUM, 32, 1 << 20, 8, 10000, JITOPS__SEGMENT_PATH_SORT}, /* 105 a segment */
   };

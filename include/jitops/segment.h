@@ -36,7 +36,8 @@
  * atomic algorithm for max/min uses integer atomics, whose result does not depend on their
  * order. Unsorted sum and mean of f32, f16 and bf16 rows of at most 8 columns over at least
  * 16384 segments (but not those the parts take), or of at most 16384 rows, or of at most 64
- * rows a segment on average, add in 64-bit fixed point with integer atomics (exact and
+ * rows a segment on average, and of rows of up to 64 columns in calls of at most 16384 rows and
+ * 2^18 result cells, add in 64-bit fixed point with integer atomics (exact and
  * order-independent): every value is first rounded to a multiple of 2^(e + L - 62),
  * where the largest finite |x| of the call is below 2^e and N below 2^L (about 2^-41 of the largest
  * |x| at N = 2^20), so segments whose values are all more than ~10^6 times smaller than the call's
@@ -99,12 +100,12 @@ typedef enum jitops_segment_reduction {
 typedef enum jitops_segment_algorithm {
   /* The sort algorithm for sum and mean and for sorted ids (but fixed-point atomics for
    * unsorted sum and mean over rows of at most 8 columns and at least 16384 segments, or small
-   * or sparse calls, see Determinism); for unsorted max/min, the atomic algorithm when its S x D
-   * table fits in shared memory (and N x D is at least 16 times S x D per block), when rows have at
-   * most 8 columns (a thread an element into the global table), or in buckets (f32 and f64) when
-   * segments hold at most 2 rows on average, or (f32) when the segments fit in at most 30
-   * buckets, or (f64) when rows have at most 32 columns; else the sort algorithm (global atomics
-   * lose on wide rows). */
+   * or sparse calls, and small calls over rows of up to 64 columns, see Determinism); for unsorted
+   * max/min, the atomic algorithm when its S x D table fits in shared memory (and N x D is at least
+   * 16 times S x D per block), when rows have at most 8 columns (a thread an element into the
+   * global table), or in buckets (f32 and f64) when segments hold at most 2 rows on average, or
+   * (f32) when the segments fit in at most 30 buckets, or (f64) when rows have at most 32 columns;
+   * else the sort algorithm (global atomics lose on wide rows). */
   JITOPS_SEGMENT_ALGORITHM_AUTO = 0,
   /* Group rows by segment — a stable radix sort of unsorted ids, the boundaries of sorted
    * ones — and reduce each segment in row order. Any reduction. */
