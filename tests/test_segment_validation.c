@@ -771,8 +771,9 @@ static void small_calls_take_short_chunks(jitops_runtime_t *rt) {
 
 /* Unsorted sum and mean of rows of at most 8 columns take the fixed-point narrow path when the
  * call is small (at most 16384 rows) or its segments average at most 64 rows, whatever S, and
- * rows of up to 64 columns when the call is small and its table at most 2^18 cells; the
- * per-tile sums keep one column over few segments of many rows, the sort the rest and f64. */
+ * rows of up to 64 columns (max and min too) when the call is small and its table at most 2^18
+ * cells; the per-tile sums keep one column over few segments of many rows, the sort the rest
+ * and f64 sums. */
 static void small_or_sparse_sums_take_the_narrow_path(jitops_runtime_t *rt) {
   static const struct {
     jitops_segment_reduction reduction;
@@ -790,6 +791,8 @@ static void small_or_sparse_sums_take_the_narrow_path(jitops_runtime_t *rt) {
       {JITOPS_SEGMENT_SUM, 32, 16384, 64, 4097, JITOPS__SEGMENT_PATH_SORT},
       {JITOPS_SEGMENT_SUM, 32, 16385, 16, 64, JITOPS__SEGMENT_PATH_SORT},
       {JITOPS_SEGMENT_SUM, 32, 1024, 65, 64, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_MAX, 32, 4096, 64, 256, JITOPS__SEGMENT_PATH_NARROW}, /* max, small */
+      {JITOPS_SEGMENT_MIN, 32, 16384, 12, 16, JITOPS__SEGMENT_PATH_NARROW},
       {JITOPS_SEGMENT_SUM, 64, 1024, 8, 64, JITOPS__SEGMENT_PATH_SORT},       /* f64 */
       {JITOPS_SEGMENT_SUM, 32, 1 << 20, 8, 10000, JITOPS__SEGMENT_PATH_SORT}, /* 105 a segment */
   };

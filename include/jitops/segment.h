@@ -102,10 +102,11 @@ typedef enum jitops_segment_algorithm {
    * unsorted sum and mean over rows of at most 8 columns and at least 16384 segments, or small
    * or sparse calls, and small calls over rows of up to 64 columns, see Determinism); for unsorted
    * max/min, the atomic algorithm when its S x D table fits in shared memory (and N x D is at least
-   * 16 times S x D per block), when rows have at most 8 columns (a thread an element into the
-   * global table), or in buckets (f32 and f64) when segments hold at most 2 rows on average, or
-   * (f32) when the segments fit in at most 30 buckets, or (f64) when rows have at most 32 columns;
-   * else the sort algorithm (global atomics lose on wide rows). */
+   * 16 times S x D per block), when rows have at most 8 columns, or up to 64 in calls of at
+   * most 16384 rows and 2^18 result cells (a thread an element into the global table), or in
+   * buckets (f32 and f64) when segments hold at most 2 rows on average, or (f32) when the segments
+   * fit in at most 30 buckets, or (f64) when rows have at most 32 columns; else the sort algorithm
+   * (global atomics lose on wide rows). */
   JITOPS_SEGMENT_ALGORITHM_AUTO = 0,
   /* Group rows by segment — a stable radix sort of unsorted ids, the boundaries of sorted
    * ones — and reduce each segment in row order. Any reduction. */

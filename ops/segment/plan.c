@@ -115,8 +115,10 @@ _Static_assert(JITOPS__SEGMENT_DIGIT_PART_SEGMENTS_MAX <= 65536, "a part's segme
  * column of mean lost (1.15-1.43), and at 1024 or more the contention loses (1.3-13x at D <= 2). */
 #define SEG_NARROW_SUM_SMALL_ROWS           16384
 #define SEG_NARROW_SUM_MAX_ROWS_PER_SEGMENT 64
-/* Small calls over wider rows (up to SEG_NARROW_SUM_SMALL_MAX_COLS columns) too, while the
- * fixed-point table (8 bytes a cell, cleared and read back) stays small: H100, graph replay,
+/* Small calls over wider rows (up to SEG_NARROW_SUM_SMALL_MAX_COLS columns) too, max and min
+ * as well (their code table instead of the shared-memory atomics, buckets or sort: N 1024 to
+ * 16384, D 12 to 64, 0.11-0.77 of the time), while the fixed-point table (8 bytes a cell,
+ * cleared and read back) stays small: H100, graph replay,
  * N 1024 to 16384, D 12 to 64, S 16 to 4096, 0.21-0.55 of the sort's time (N 4096, D 64,
  * S 256 sum: 27.4 -> 6.9 us, PyTorch 8.6). At large S x D the table's bytes would outweigh the
  * data's (S 10^6, D 64: 512 MB), hence the cell bound. */
@@ -387,14 +389,16 @@ static bool small_or_sparse(const jitops__segment_call *call) {
 static bool narrow_fits(const jitops__segment_call *call) {
   if (call->sorted || call->rows <= 0)
     return false;
+  const bool small_wide = call->cols <= SEG_NARROW_SUM_SMALL_MAX_COLS &&
+                          call->rows <= SEG_NARROW_SUM_SMALL_ROWS &&
+                          call->segments * call->cols <= SEG_NARROW_SUM_SMALL_MAX_CELLS;
   if (extreme(call))
-    return call->cols <= JITOPS__SEGMENT_NARROW_MAX_COLS;
+    return call->cols <= JITOPS__SEGMENT_NARROW_MAX_COLS || small_wide;
   if (call->dtype == JITOPS__DTYPE_F64 || call->algorithm != JITOPS_SEGMENT_ALGORITHM_AUTO)
     return false;
   if (call->cols <= SEG_NARROW_SUM_MAX_COLS)
     return call->segments >= SEG_NARROW_SUM_MIN_SEGMENTS || small_or_sparse(call);
-  return call->cols <= SEG_NARROW_SUM_SMALL_MAX_COLS && call->rows <= SEG_NARROW_SUM_SMALL_ROWS &&
-         call->segments * call->cols <= SEG_NARROW_SUM_SMALL_MAX_CELLS;
+  return small_wide;
 }
 
 /* The byte range [begin, end) of `count` (> 0) rows of `cols` elements of `elem` bytes, the
