@@ -713,12 +713,29 @@ static void plan_of(jitops_runtime_t *rt, jitops_segment_reduction reduction, DL
   CHECK_OK(jitops__segment_plan_forward(jitops__runtime_props(rt), &call, plan));
 }
 
-/* The path the automatic choice plans for unsorted ids. */
-static jitops__segment_path planned_path(jitops_runtime_t *rt, DLDataTypeCode code, int bits,
-                                         int64_t rows, int64_t cols, int64_t segments) {
-  jitops__segment_forward_plan plan;
-  plan_of(rt, JITOPS_SEGMENT_MAX, code, bits, rows, cols, segments, false, &plan);
-  return plan.path;
+/* One planner check: the path planned for `reduction` over rows [rows, cols] of a float type
+ * of `bits` (kDLBfloat with 16) over `segments`, with sorted ids or not. */
+typedef struct planned_case {
+  jitops_segment_reduction reduction;
+  DLDataTypeCode code;
+  int bits;
+  int64_t rows, cols, segments;
+  bool sorted;
+  jitops__segment_path path;
+} planned_case;
+
+static void check_planned(jitops_runtime_t *rt, const char *table, const planned_case *cases,
+                          size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const planned_case *c = &cases[i];
+    jitops__segment_forward_plan plan;
+    plan_of(rt, c->reduction, c->code, c->bits, c->rows, c->cols, c->segments, c->sorted, &plan);
+    if (plan.path != c->path)
+      fprintf(stderr, "%s, case %zu: N %lld, D %lld, S %lld planned path %d, wanted %d\n", table, i,
+              (long long)c->rows, (long long)c->cols, (long long)c->segments, (int)plan.path,
+              (int)c->path);
+    CHECK(plan.path == c->path);
+  }
 }
 
 /* Each shape's planned path, N = 2^20 rows: f32 takes buckets when the segments fit in at most
@@ -727,42 +744,36 @@ static jitops__segment_path planned_path(jitops_runtime_t *rt, DLDataTypeCode co
  * than the values, which the tables' merge through the output needs equal), rows of at most 8
  * columns take the narrow path, and segments of at most 2 rows take buckets at any width. */
 static void planner_choices(jitops_runtime_t *rt) {
-  static const struct {
-    DLDataTypeCode code;
-    int bits;
-    int64_t cols, segments;
-    jitops__segment_path path;
-  } cases[] = {
-      {kDLFloat, 32, 16, 1000, JITOPS__SEGMENT_PATH_BUCKETS},   /* 2 tables */
-      {kDLFloat, 32, 32, 10000, JITOPS__SEGMENT_PATH_BUCKETS},  /* 27 */
-      {kDLFloat, 32, 128, 1000, JITOPS__SEGMENT_PATH_BUCKETS},  /* 11 */
-      {kDLFloat, 32, 64, 10000, JITOPS__SEGMENT_PATH_SORT},     /* 53: the benchmark table's */
-      {kDLFloat, 32, 40, 10000, JITOPS__SEGMENT_PATH_SORT},     /* 33 */
-      {kDLFloat, 32, 1024, 10000, JITOPS__SEGMENT_PATH_SORT},   /* 834 */
-      {kDLFloat, 64, 32, 100000, JITOPS__SEGMENT_PATH_BUCKETS}, /* 521 */
-      {kDLFloat, 64, 12, 1000, JITOPS__SEGMENT_PATH_BUCKETS},
-      {kDLFloat, 64, 40, 10000, JITOPS__SEGMENT_PATH_SORT},
-      {kDLFloat, 64, 64, 1000, JITOPS__SEGMENT_PATH_SORT},
-      {kDLBfloat, 16, 16, 1000, JITOPS__SEGMENT_PATH_SORT},
-      {kDLFloat, 32, 8, 10000, JITOPS__SEGMENT_PATH_NARROW},
-      {kDLFloat, 32, 64, 1000000, JITOPS__SEGMENT_PATH_BUCKETS},
+  static const planned_case cases[] = {
+      /* 2 tables */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 16, 1000, false, JITOPS__SEGMENT_PATH_BUCKETS},
+      /* 27 */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 32, 10000, false, JITOPS__SEGMENT_PATH_BUCKETS},
+      /* 11 */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 128, 1000, false, JITOPS__SEGMENT_PATH_BUCKETS},
+      /* 53: the benchmark table's */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 64, 10000, false, JITOPS__SEGMENT_PATH_SORT},
+      /* 33 */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 40, 10000, false, JITOPS__SEGMENT_PATH_SORT},
+      /* 834 */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 1024, 10000, false, JITOPS__SEGMENT_PATH_SORT},
+      /* 521 */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 64, 1 << 20, 32, 100000, false, JITOPS__SEGMENT_PATH_BUCKETS},
+      {JITOPS_SEGMENT_MAX, kDLFloat, 64, 1 << 20, 12, 1000, false, JITOPS__SEGMENT_PATH_BUCKETS},
+      {JITOPS_SEGMENT_MAX, kDLFloat, 64, 1 << 20, 40, 10000, false, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_MAX, kDLFloat, 64, 1 << 20, 64, 1000, false, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_MAX, kDLBfloat, 16, 1 << 20, 16, 1000, false, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 8, 10000, false, JITOPS__SEGMENT_PATH_NARROW},
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 64, 1000000, false, JITOPS__SEGMENT_PATH_BUCKETS},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    const jitops__segment_path path =
-        planned_path(rt, cases[i].code, cases[i].bits, 1 << 20, cases[i].cols, cases[i].segments);
-    if (path != cases[i].path)
-      fprintf(stderr, "case %zu: D %lld, S %lld planned path %d, wanted %d\n", i,
-              (long long)cases[i].cols, (long long)cases[i].segments, (int)path,
-              (int)cases[i].path);
-    CHECK(path == cases[i].path);
-  }
+  check_planned(rt, "unsorted max, 2^20 rows", cases, sizeof cases / sizeof cases[0]);
 }
 
 /* A small call's chunked reduction takes chunks of one batch (8 rows): its walk of a chunk is
  * its latency. A call of 2^20 rows still plans one wave of longer chunks. */
 static void small_calls_take_short_chunks(jitops_runtime_t *rt) {
   jitops__segment_forward_plan plan;
-  plan_of(rt, JITOPS_SEGMENT_MAX, kDLFloat, 32, 1024, 8, 64, true, &plan);
+  plan_of(rt, JITOPS_SEGMENT_MAX, kDLFloat, 32, 1024, 128, 64, true, &plan);
   CHECK(plan.path == JITOPS__SEGMENT_PATH_BOUNDARIES);
   CHECK(plan.chunk_rows == 8 && plan.chunks == 128);
   plan_of(rt, JITOPS_SEGMENT_MAX, kDLFloat, 32, 1 << 20, 64, 10000, true, &plan);
@@ -775,37 +786,46 @@ static void small_calls_take_short_chunks(jitops_runtime_t *rt) {
  * cells; the per-tile sums keep one column over few segments of many rows, the sort the rest
  * and f64 sums. */
 static void small_or_sparse_sums_take_the_narrow_path(jitops_runtime_t *rt) {
-  static const struct {
-    jitops_segment_reduction reduction;
-    int bits;
-    int64_t rows, cols, segments;
-    jitops__segment_path path;
-  } cases[] = {
-      {JITOPS_SEGMENT_SUM, 32, 1024, 8, 64, JITOPS__SEGMENT_PATH_NARROW},      /* small */
-      {JITOPS_SEGMENT_MEAN, 32, 16384, 1, 16, JITOPS__SEGMENT_PATH_NARROW},    /* small, one col */
-      {JITOPS_SEGMENT_SUM, 32, 262144, 4, 4096, JITOPS__SEGMENT_PATH_NARROW},  /* 64 a segment */
-      {JITOPS_SEGMENT_SUM, 32, 1 << 20, 1, 10000, JITOPS__SEGMENT_PATH_TILES}, /* 105 a segment */
-      {JITOPS_SEGMENT_MEAN, 32, 1 << 20, 2, 256, JITOPS__SEGMENT_PATH_SORT},
-      {JITOPS_SEGMENT_SUM, 32, 1024, 16, 64, JITOPS__SEGMENT_PATH_NARROW}, /* small, 16 columns */
-      {JITOPS_SEGMENT_MEAN, 32, 16384, 64, 4096, JITOPS__SEGMENT_PATH_NARROW}, /* 2^18 cells */
-      {JITOPS_SEGMENT_SUM, 32, 16384, 64, 4097, JITOPS__SEGMENT_PATH_SORT},
-      {JITOPS_SEGMENT_SUM, 32, 16385, 16, 64, JITOPS__SEGMENT_PATH_SORT},
-      {JITOPS_SEGMENT_SUM, 32, 1024, 65, 64, JITOPS__SEGMENT_PATH_SORT},
-      {JITOPS_SEGMENT_MAX, 32, 4096, 64, 256, JITOPS__SEGMENT_PATH_NARROW}, /* max, small */
-      {JITOPS_SEGMENT_MIN, 32, 16384, 12, 16, JITOPS__SEGMENT_PATH_NARROW},
-      {JITOPS_SEGMENT_SUM, 64, 1024, 8, 64, JITOPS__SEGMENT_PATH_SORT},       /* f64 */
-      {JITOPS_SEGMENT_SUM, 32, 1 << 20, 8, 10000, JITOPS__SEGMENT_PATH_SORT}, /* 105 a segment */
+  static const planned_case cases[] = {
+      /* small */
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 1024, 8, 64, false, JITOPS__SEGMENT_PATH_NARROW},
+      /* small, one col */
+      {JITOPS_SEGMENT_MEAN, kDLFloat, 32, 16384, 1, 16, false, JITOPS__SEGMENT_PATH_NARROW},
+      /* 64 a segment */
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 262144, 4, 4096, false, JITOPS__SEGMENT_PATH_NARROW},
+      /* 105 a segment */
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 1 << 20, 1, 10000, false, JITOPS__SEGMENT_PATH_TILES},
+      {JITOPS_SEGMENT_MEAN, kDLFloat, 32, 1 << 20, 2, 256, false, JITOPS__SEGMENT_PATH_SORT},
+      /* small, 16 columns */
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 1024, 16, 64, false, JITOPS__SEGMENT_PATH_NARROW},
+      /* 2^18 cells */
+      {JITOPS_SEGMENT_MEAN, kDLFloat, 32, 16384, 64, 4096, false, JITOPS__SEGMENT_PATH_NARROW},
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 16384, 64, 4097, false, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 16385, 16, 64, false, JITOPS__SEGMENT_PATH_SORT},
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 1024, 65, 64, false, JITOPS__SEGMENT_PATH_SORT},
+      /* max, small */
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 4096, 64, 256, false, JITOPS__SEGMENT_PATH_NARROW},
+      {JITOPS_SEGMENT_MIN, kDLFloat, 32, 16384, 12, 16, false, JITOPS__SEGMENT_PATH_NARROW},
+      /* f64 */
+      {JITOPS_SEGMENT_SUM, kDLFloat, 64, 1024, 8, 64, false, JITOPS__SEGMENT_PATH_SORT},
+      /* 105 a segment */
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 1 << 20, 8, 10000, false, JITOPS__SEGMENT_PATH_SORT},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    jitops__segment_forward_plan plan;
-    plan_of(rt, cases[i].reduction, kDLFloat, cases[i].bits, cases[i].rows, cases[i].cols,
-            cases[i].segments, false, &plan);
-    if (plan.path != cases[i].path)
-      fprintf(stderr, "case %zu: N %lld, D %lld, S %lld planned path %d, wanted %d\n", i,
-              (long long)cases[i].rows, (long long)cases[i].cols, (long long)cases[i].segments,
-              (int)plan.path, (int)cases[i].path);
-    CHECK(plan.path == cases[i].path);
-  }
+  check_planned(rt, "small or sparse", cases, sizeof cases / sizeof cases[0]);
+}
+
+/* Small calls with sorted ids take the narrow path too (max and min under the small bounds; sum
+ * and mean also at most 2^18 elements); the rest, and forced algorithms, the boundaries. */
+static void small_sorted_calls_take_the_narrow_path(jitops_runtime_t *rt) {
+  static const planned_case cases[] = {
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 1024, 8, 64, true, JITOPS__SEGMENT_PATH_NARROW},
+      {JITOPS_SEGMENT_MEAN, kDLFloat, 32, 4096, 64, 256, true, JITOPS__SEGMENT_PATH_NARROW},
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 16384, 64, 256, true, JITOPS__SEGMENT_PATH_BOUNDARIES},
+      {JITOPS_SEGMENT_MAX, kDLFloat, 32, 16384, 64, 256, true, JITOPS__SEGMENT_PATH_NARROW},
+      {JITOPS_SEGMENT_MIN, kDLFloat, 32, 16385, 8, 256, true, JITOPS__SEGMENT_PATH_BOUNDARIES},
+      {JITOPS_SEGMENT_SUM, kDLFloat, 32, 1024, 128, 16, true, JITOPS__SEGMENT_PATH_BOUNDARIES},
+  };
+  check_planned(rt, "sorted", cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(void) {
@@ -832,6 +852,7 @@ int main(void) {
   planner_choices(rt);
   small_calls_take_short_chunks(rt);
   small_or_sparse_sums_take_the_narrow_path(rt);
+  small_sorted_calls_take_the_narrow_path(rt);
   jitops_runtime_destroy(rt);
   return test_finish("test_segment_validation");
 }

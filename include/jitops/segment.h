@@ -37,14 +37,15 @@
  * order. Unsorted sum and mean of f32, f16 and bf16 rows of at most 8 columns over at least
  * 16384 segments (but not those the parts take), or of at most 16384 rows, or of at most 64
  * rows a segment on average, and of rows of up to 64 columns in calls of at most 16384 rows and
- * 2^18 result cells, add in 64-bit fixed point with integer atomics (exact and
- * order-independent): every value is first rounded to a multiple of 2^(e + L - 62),
- * where the largest finite |x| of the call is below 2^e and N below 2^L (about 2^-41 of the largest
- * |x| at N = 2^20), so segments whose values are all more than ~10^6 times smaller than the call's
- * largest lose relative precision; infinities and NaN give inf/-inf/NaN as any summation order
- * would. The backward uses integer atomics only (counts), and divides or routes deterministically;
- * the max/min backward with sorted ids or at least 2^22 result cells groups the rows by segment
- * (the same sort, or none for sorted ids) and finds ties without atomics.
+ * 2^18 result cells (with sorted ids too, then also at most 2^18 elements), add in 64-bit fixed
+ * point with integer atomics (exact and order-independent): every value is first rounded to a
+ * multiple of 2^(e + L - 62), where the largest finite |x| of the call is below 2^e and N below
+ * 2^L (about 2^-41 of the largest |x| at N = 2^20), so segments whose values are all more than
+ * ~10^6 times smaller than the call's largest lose relative precision; infinities and NaN give
+ * inf/-inf/NaN as any summation order would. The backward uses integer atomics only (counts), and
+ * divides or routes deterministically; the max/min backward with sorted ids or at least 2^22 result
+ * cells groups the rows by segment (the same sort, or none for sorted ids) and finds ties without
+ * atomics.
  *
  * Work and memory: O(N x D) time for every variant (no per-cell scans), on the caller's
  * stream, never synchronizing. Scratch comes from `workspace` when it is at least as large
@@ -103,7 +104,8 @@ typedef enum jitops_segment_algorithm {
    * or sparse calls, and small calls over rows of up to 64 columns, see Determinism); for unsorted
    * max/min, the atomic algorithm when its S x D table fits in shared memory (and N x D is at least
    * 16 times S x D per block), when rows have at most 8 columns, or up to 64 in calls of at
-   * most 16384 rows and 2^18 result cells (a thread an element into the global table), or in
+   * most 16384 rows and 2^18 result cells, sorted ids included (a thread an element into the
+   * global table), or in
    * buckets (f32 and f64) when segments hold at most 2 rows on average, or (f32) when the segments
    * fit in at most 30 buckets, or (f64) when rows have at most 32 columns; else the sort algorithm
    * (global atomics lose on wide rows). */

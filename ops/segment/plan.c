@@ -126,6 +126,13 @@ _Static_assert(JITOPS__SEGMENT_DIGIT_PART_SEGMENTS_MAX <= 65536, "a part's segme
 #define SEG_NARROW_SUM_SMALL_MAX_COLS 64
 #endif
 #define SEG_NARROW_SUM_SMALL_MAX_CELLS ((int64_t)1 << 18)
+/* Sorted ids take the boundaries (a memset, the chunked reduction, its fixup) unless the call
+ * is small as above; sums and means also at most SEG_NARROW_SORTED_SUM_MAX_ELEMENTS elements,
+ * as sorted ids put a warp's atomics on the same cells. H100, graph replay, N 1024 to 16384,
+ * D 1 to 64, S 16 to 4096, narrow over the boundaries: max 0.07-0.95; sum and mean 0.19-0.94
+ * up to 2^18 elements (one exception, 16384 x 1 over 256 segments, mean 1.25: 9.4 -> 11.8 us),
+ * 1.19-1.58 at 16384 x 64 over 256 or more segments. */
+#define SEG_NARROW_SORTED_SUM_MAX_ELEMENTS ((int64_t)1 << 18)
 #ifndef SEG_NARROW_SUM_MAX_COLS
 #define SEG_NARROW_SUM_MAX_COLS JITOPS__SEGMENT_NARROW_MAX_COLS
 #endif
@@ -387,11 +394,15 @@ static bool small_or_sparse(const jitops__segment_call *call) {
 }
 
 static bool narrow_fits(const jitops__segment_call *call) {
-  if (call->sorted || call->rows <= 0)
+  if (call->rows <= 0)
     return false;
   const bool small_wide = call->cols <= SEG_NARROW_SUM_SMALL_MAX_COLS &&
                           call->rows <= SEG_NARROW_SUM_SMALL_ROWS &&
                           call->segments * call->cols <= SEG_NARROW_SUM_SMALL_MAX_CELLS;
+  if (call->sorted) /* the boundaries' chain of launches, unless the call is small */
+    return small_wide && call->algorithm == JITOPS_SEGMENT_ALGORITHM_AUTO &&
+           (extreme(call) || (call->dtype != JITOPS__DTYPE_F64 &&
+                              call->rows * call->cols <= SEG_NARROW_SORTED_SUM_MAX_ELEMENTS));
   if (extreme(call))
     return call->cols <= JITOPS__SEGMENT_NARROW_MAX_COLS || small_wide;
   if (call->dtype == JITOPS__DTYPE_F64 || call->algorithm != JITOPS_SEGMENT_ALGORITHM_AUTO)
@@ -652,7 +663,7 @@ static jitops__segment_path choose_path(const jitops__device_props *props,
   if (call->algorithm == JITOPS_SEGMENT_ALGORITHM_ATOMIC)
     return choose_atomic_layout(props, call);
   if (call->sorted)
-    return JITOPS__SEGMENT_PATH_BOUNDARIES;
+    return narrow_fits(call) ? JITOPS__SEGMENT_PATH_NARROW : JITOPS__SEGMENT_PATH_BOUNDARIES;
   if (tiles_fit(call) && !(narrow_fits(call) && small_or_sparse(call)))
     return JITOPS__SEGMENT_PATH_TILES;
   if (digit_fits(props, call, &layout))
