@@ -115,16 +115,14 @@ _Static_assert(JITOPS__SEGMENT_DIGIT_PART_SEGMENTS_MAX <= 65536, "a part's segme
  * column of mean lost (1.15-1.43), and at 1024 or more the contention loses (1.3-13x at D <= 2). */
 #define SEG_NARROW_SUM_SMALL_ROWS           16384
 #define SEG_NARROW_SUM_MAX_ROWS_PER_SEGMENT 64
-/* Small calls over wider rows (up to SEG_NARROW_SUM_SMALL_MAX_COLS columns) too, max and min
- * as well (their code table instead of the shared-memory atomics, buckets or sort: N 1024 to
- * 16384, D 12 to 64, 0.11-0.77 of the time), while the fixed-point table (8 bytes a cell,
- * cleared and read back) stays small: H100, graph replay,
- * N 1024 to 16384, D 12 to 64, S 16 to 4096, 0.21-0.55 of the sort's time (N 4096, D 64,
- * S 256 sum: 27.4 -> 6.9 us, PyTorch 8.6). At large S x D the table's bytes would outweigh the
- * data's (S 10^6, D 64: 512 MB), hence the cell bound. */
-#ifndef SEG_NARROW_SUM_SMALL_MAX_COLS
-#define SEG_NARROW_SUM_SMALL_MAX_COLS 64
-#endif
+/* Small calls (at most SEG_NARROW_SUM_SMALL_ROWS rows) over rows of up to
+ * SEG_NARROW_SUM_SMALL_MAX_COLS columns take it too, max and min as well, while the table stays
+ * at most SEG_NARROW_SUM_SMALL_MAX_CELLS cells: at large S x D the table's bytes (8 a cell for
+ * sums, cleared and read back) would outweigh the data's (S 10^6, D 64: 512 MB). H100, graph
+ * replay, N 1024 to 16384, D 12 to 64, S 16 to 4096: sums 0.21-0.55 of the sort's time (N 4096,
+ * D 64, S 256: 27.4 -> 6.9 us, PyTorch 8.6), max and min 0.11-0.77 of the shared-memory
+ * atomics', the buckets' or the sort's. */
+#define SEG_NARROW_SUM_SMALL_MAX_COLS  64
 #define SEG_NARROW_SUM_SMALL_MAX_CELLS ((int64_t)1 << 18)
 /* Sorted ids take the boundaries (a memset, the chunked reduction, its fixup) unless the call
  * is small as above; sums and means also at most SEG_NARROW_SORTED_SUM_MAX_ELEMENTS elements,
@@ -384,8 +382,6 @@ static void plan_atomic(const jitops__device_props *props, const jitops__segment
   plan->finalize_blocks = jitops__segment_grid(props, call->segments, plan->layout.lanes, 32);
 }
 
-/* Whether the narrow path takes an unsorted call (max/min: when the shared table does not fit,
- * which the caller checks first). */
 /* Whether a sum or mean is small, or its segments sparse, enough for the narrow path at any
  * number of segments (SEG_NARROW_SUM_SMALL_ROWS). */
 static bool small_or_sparse(const jitops__segment_call *call) {
@@ -393,6 +389,8 @@ static bool small_or_sparse(const jitops__segment_call *call) {
          call->rows <= SEG_NARROW_SUM_MAX_ROWS_PER_SEGMENT * call->segments;
 }
 
+/* Whether the narrow path takes a call (unsorted max/min: when the shared table does not fit,
+ * which the caller checks first; sorted ids only in small calls). */
 static bool narrow_fits(const jitops__segment_call *call) {
   if (call->rows <= 0)
     return false;
