@@ -3,7 +3,6 @@
 
 #include <ATen/FuncTorchTLS.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/forward_grad.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
@@ -55,10 +54,9 @@ void OpNode::save(const at::Tensor &tensor, bool is_output) {
 
 void OpNode::swap_scalars(SwapSavedVariables &, bool) {}
 
-void refuse_forward_mode(std::string_view op, std::initializer_list<const at::Tensor *> inputs) {
-  for (const at::Tensor *t : inputs)
-    TORCH_CHECK_NOT_IMPLEMENTED(!torch::autograd::isFwGradDefined(*t), "[jitops:13] jitops.", op,
-                                ": forward-mode automatic differentiation is not implemented");
+void refuse_forward_mode(std::string_view op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "[jitops:13] jitops.", op,
+                              ": forward-mode automatic differentiation is not implemented");
 }
 
 void refuse_functorch() {

@@ -60,9 +60,23 @@ private:
   std::vector<bool> is_output_;
 };
 
-// Refuses forward-mode AD (tangents on any of `inputs`) for op `op`: an UnsupportedError
-// naming the op, rather than tangents dropped. Every autograd kernel calls it first.
-void refuse_forward_mode(std::string_view op, std::initializer_list<const at::Tensor *> inputs);
+// Whether any of `inputs` carries a forward-mode tangent (dual level 0).
+inline bool has_forward_grad(std::initializer_list<const at::Tensor *> inputs) {
+  for (const at::Tensor *t : inputs)
+    if (t->defined() && t->_fw_grad(/*level=*/0).defined())
+      return true;
+  return false;
+}
+
+// Forward-mode AD is refused, with an UnsupportedError naming op `op`, rather than its tangents
+// dropped. Every autograd kernel checks its inputs first; the op's name is only formed to throw.
+[[noreturn]] void refuse_forward_mode(std::string_view op);
+
+inline void refuse_forward_mode(std::string_view op,
+                                std::initializer_list<const at::Tensor *> inputs) {
+  if (has_forward_grad(inputs))
+    refuse_forward_mode(op);
+}
 
 // A new node of type N whose edges lead to `inputs` (the tensors that take a gradient, in the
 // order N's backward returns them). Under functorch's transforms (torch.func.grad, vmap) it

@@ -165,7 +165,8 @@ void record(const at::Tensor &data, const at::Tensor &ids, at::Tensor &out,
 
 at::Tensor reduce_autograd(const at::Tensor &data, const at::Tensor &ids, c10::SymInt num_segments,
                            c10::string_view reduction, bool sorted, std::optional<double> fill) {
-  refuse_forward_mode(op_name(reduction), {&data});
+  if (has_forward_grad({&data})) // the name is formed only to throw
+    refuse_forward_mode(op_name(reduction));
   const bool records = records_grad({&data});
   at::Tensor out;
   {
@@ -182,7 +183,8 @@ std::tuple<at::Tensor, at::Tensor> counted_autograd(const at::Tensor &data, cons
                                                     c10::SymInt num_segments,
                                                     c10::string_view reduction, bool sorted,
                                                     std::optional<double> fill) {
-  refuse_forward_mode(op_name(reduction), {&data});
+  if (has_forward_grad({&data})) // the name is formed only to throw
+    refuse_forward_mode(op_name(reduction));
   const bool records = records_grad({&data});
   std::tuple<at::Tensor, at::Tensor> result;
   {
