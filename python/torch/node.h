@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace torch::dynamo::autograd {
@@ -83,9 +84,28 @@ inline void refuse_forward_mode(std::string_view op,
 // refuses, as the C++ Functions these nodes replaced did: they have not been validated there.
 void refuse_functorch();
 
-template <class N, class... Inputs> std::shared_ptr<N> make_node(const Inputs &...inputs) {
+// PyTorch's nodes are owned by std::shared_ptr up to 2.11 and by c10::intrusive_ptr since (its
+// Node became an intrusive_ptr_target): the layer builds against either, by that base class.
+template <class N>
+inline constexpr bool kIntrusiveNodes = std::is_base_of_v<c10::intrusive_ptr_target, N>;
+template <class N>
+using NodePtr = std::conditional_t<kIntrusiveNodes<N>, c10::intrusive_ptr<N>, std::shared_ptr<N>>;
+
+// An owning pointer to `node`, for SavedVariable::unpack.
+template <class N> NodePtr<torch::autograd::Node> owner_of(N *node) {
+  if constexpr (kIntrusiveNodes<N>)
+    return node->getptr();
+  else
+    return node->shared_from_this();
+}
+
+template <class N, class... Inputs> NodePtr<N> make_node(const Inputs &...inputs) {
   refuse_functorch();
-  std::shared_ptr<N> node(new N(), torch::autograd::deleteNode);
+  NodePtr<N> node;
+  if constexpr (kIntrusiveNodes<N>)
+    node = c10::make_intrusive<N>();
+  else // deleteNode (found by argument-dependent lookup) frees a deep graph without recursing
+    node = std::shared_ptr<N>(new N(), [](N *n) { deleteNode(n); });
   node->set_next_edges(torch::autograd::collect_next_edges(inputs...));
   return node;
 }

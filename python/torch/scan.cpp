@@ -127,7 +127,7 @@ protected:
 };
 
 template <jitops_scan_op Op>
-std::shared_ptr<ScanBackward<Op>> scan_node(const at::Tensor &x, int64_t dim, bool reverse) {
+NodePtr<ScanBackward<Op>> scan_node(const at::Tensor &x, int64_t dim, bool reverse) {
   auto node = make_node<ScanBackward<Op>>(x);
   node->dim = dim;
   node->reverse = reverse;
