@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from gpu import DEVICE, assert_close, randn, reruns_identical, torch
 
+from torch.utils._python_dispatch import TorchDispatchMode
+
 import jitops
 import jitops.ops as O
 
@@ -156,3 +158,46 @@ def test_backward_under_compiled_autograd_matches_eager(reduction):
     torch._dynamo.reset()
     for got, want in zip(grads(True), grads(False)):
         assert torch.equal(got, want)
+
+
+class _PassThrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _storages(*tensors):
+    return {t.untyped_storage().data_ptr() for t in tensors}
+
+
+def test_small_call_gradients_share_one_aligned_allocation_and_stay_exact():
+    # A small call recorded by eager autograd makes its gradients in one allocation (host time);
+    # each starts 256-byte aligned, they do not overlap, and each is what a separate one holds.
+    x, w, b, target = problem(BT=40, H=24, V=300)
+    params = [t.clone().requires_grad_() for t in (x, w, b)]
+    O.fused_linear_cross_entropy(*params[:2], target, params[2], label_smoothing=0.1).backward()
+    grads = [p.grad for p in params]
+    assert len(_storages(*grads)) == 1
+    starts = sorted((g.data_ptr(), g.nbytes) for g in grads)
+    assert all(start % 256 == 0 for start, _ in starts)
+    assert all(a + n <= b for (a, n), (b, _) in zip(starts, starts[1:]))
+
+    # The same call under a dispatch mode allocates each gradient alone: the same bits.
+    alone = [t.clone().requires_grad_() for t in (x, w, b)]
+    with _PassThrough():
+        loss = O.fused_linear_cross_entropy(*alone[:2], target, alone[2], label_smoothing=0.1)
+    loss.backward()
+    assert len(_storages(*(p.grad for p in alone))) == 3
+    for got, want in zip(grads, (p.grad for p in alone)):
+        assert torch.equal(got, want)
+    ref = [t.double().requires_grad_() for t in (x, w, b)]
+    reference(*ref, target, label_smoothing=0.1).backward()
+    for got, r in zip(grads, ref):
+        assert_close(got, r.grad, torch.float32)
+
+
+def test_large_call_gradients_are_allocated_apart():
+    # Over 4 MiB of gradients, each has its own allocation: weight.grad keeps only its own.
+    x, w, b, target = problem(BT=64, H=256, V=4200)  # grad_weight alone is 4.1 MiB
+    params = [t.requires_grad_() for t in (x, w)]
+    O.fused_linear_cross_entropy(*params, target).backward()
+    assert len(_storages(x.grad, w.grad)) == 2

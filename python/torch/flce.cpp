@@ -10,6 +10,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -105,11 +107,55 @@ int64_t rows_of(const at::Tensor &input) {
   return input.dim() >= 1 ? input.size(0) : 0;
 }
 
-std::vector<at::Tensor> forward_kernel(const at::Tensor &input, const at::Tensor &weight,
-                                       const at::Tensor &target, const Optional &bias,
-                                       int64_t ignore_index, double label_smoothing, double softcap,
-                                       double z_loss_scale, c10::string_view reduction_name,
-                                       Grads grads, bool lse) {
+// A small call's gradients may share one allocation, each at an aligned offset: one trip to the
+// caching allocator (and one free) instead of two or three, on calls whose host time is most of
+// their cost. Only for gradients the autograd node keeps (see forward_autograd), and only up to
+// this many bytes in all, since a gradient that autograd hands on (weight.grad keeps the one it
+// is given) keeps the whole block alive.
+constexpr int64_t kSharedGradientBytes = int64_t{4} << 20;
+constexpr int64_t kGradientAlignment = 256; // bytes; cuBLASLt and the vector loads want 16
+
+// A contiguous tensor of `sizes` and `dtype` over `storage` from byte `offset` (a multiple of
+// the dtype's size), made without a dispatcher call, as new_output is.
+at::Tensor in_storage(const c10::Storage &storage, int64_t offset, at::IntArrayRef sizes,
+                      caffe2::TypeMeta dtype) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype);
+  impl->set_sizes_contiguous(sizes);
+  impl->set_storage_offset(offset / static_cast<int64_t>(dtype.itemsize()));
+  return at::Tensor(std::move(impl));
+}
+
+// The gradients the forward makes (flags.made), shaped as their parameters and contiguous:
+// each its own allocation, or consecutive in one when `may_share` and there are two or three
+// of at most kSharedGradientBytes together.
+void allocate_gradients(Outputs &out, const at::Tensor &input, const at::Tensor &weight,
+                        const Optional &bias, Flags flags, bool may_share) {
+  const at::Tensor *params[3] = {&input, &weight, bias.has_value() ? &*bias : nullptr};
+  at::Tensor *grads[3] = {&out.grad_input, &out.grad_weight, &out.grad_bias};
+  int64_t offsets[3] = {}, end = 0;
+  int made = 0;
+  for (int i = 0; i < 3; ++i)
+    if (flags.made(i)) {
+      offsets[i] = end;
+      int64_t bytes = params[i]->numel() * static_cast<int64_t>(params[i]->itemsize());
+      end += (bytes + kGradientAlignment - 1) / kGradientAlignment * kGradientAlignment;
+      ++made;
+    }
+  bool share = may_share && made >= 2 && end <= kSharedGradientBytes;
+  at::Tensor block = share ? new_output({end}, input.options().dtype(at::kByte)) : at::Tensor();
+  for (int i = 0; i < 3; ++i)
+    if (flags.made(i))
+      *grads[i] =
+          share ? in_storage(block.storage(), offsets[i], params[i]->sizes(), params[i]->dtype())
+                : new_output(params[i]->sizes(), params[i]->options());
+}
+
+std::vector<at::Tensor> forward_impl(const at::Tensor &input, const at::Tensor &weight,
+                                     const at::Tensor &target, const Optional &bias,
+                                     int64_t ignore_index, double label_smoothing, double softcap,
+                                     double z_loss_scale, c10::string_view reduction_name,
+                                     Grads grads, bool lse, bool may_share) {
   auto reduction = static_cast<jitops_flce_reduction>(
       code_of(std::string_view(reduction_name.data(), reduction_name.size()), kReductions, kOp,
               "reduction"));
@@ -121,16 +167,21 @@ std::vector<at::Tensor> forward_kernel(const at::Tensor &input, const at::Tensor
       in_forward ? new_output({}, accumulation(input)) : new_output({rows}, accumulation(input));
   if (lse)
     out.lse = new_output({rows}, accumulation(input));
-  Flags flags{!in_forward, grads, bias.has_value()};
-  if (flags.made(0))
-    out.grad_input = new_output(input.sizes(), input.options());
-  if (flags.made(1))
-    out.grad_weight = new_output(weight.sizes(), weight.options());
-  if (flags.made(2))
-    out.grad_bias = new_output(bias->sizes(), bias->options());
+  allocate_gradients(out, input, weight, bias, Flags{!in_forward, grads, bias.has_value()},
+                     may_share);
   run_forward(input, weight, target, bias, std::nullopt, out, ignore_index, label_smoothing,
               softcap, z_loss_scale, reduction, kOp);
   return out.list();
+}
+
+// The op's CUDA kernel: its outputs never share storage (an op's outputs may not alias).
+std::vector<at::Tensor> forward_kernel(const at::Tensor &input, const at::Tensor &weight,
+                                       const at::Tensor &target, const Optional &bias,
+                                       int64_t ignore_index, double label_smoothing, double softcap,
+                                       double z_loss_scale, c10::string_view reduction_name,
+                                       Grads grads, bool lse) {
+  return forward_impl(input, weight, target, bias, ignore_index, label_smoothing, softcap,
+                      z_loss_scale, reduction_name, grads, lse, false);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
@@ -241,6 +292,23 @@ private:
   }
 };
 
+// Whether the op's call below autograd would run its CUDA kernel (forward_kernel) at once: the
+// tensors' dispatch keys and this thread's, less autograd's and BackendSelect (always in this
+// thread's, a fallthrough for every op but factories), lead to the CUDA kernel first (no
+// dispatch mode, tensor subclass, functionalization, functorch transform or autocast comes
+// before it).
+bool dispatches_to_cuda(std::initializer_list<const at::Tensor *> tensors) {
+  c10::DispatchKeySet keys;
+  for (const at::Tensor *t : tensors)
+    if (t->defined())
+      keys = keys | t->key_set();
+  c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
+  keys = (keys | local.included_) - local.excluded_ -
+         c10::autograd_dispatch_keyset_with_ADInplaceOrView -
+         c10::DispatchKeySet(c10::DispatchKey::BackendSelect);
+  return keys.highestPriorityTypeId() == c10::DispatchKey::CUDA;
+}
+
 std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tensor &weight,
                                          const at::Tensor &target, const Optional &bias,
                                          int64_t ignore_index, double label_smoothing,
@@ -250,7 +318,12 @@ std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tens
   static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
   bool records = records_grad({&input, &weight, bias.has_value() ? &*bias : &input});
   std::vector<at::Tensor> out;
-  {
+  if (dispatches_to_cuda({&input, &weight, &target, bias.has_value() ? &*bias : &input})) {
+    // What the redispatch would run, without it. Its gradients go to the node below (or
+    // nowhere), never to the caller, so they may share an allocation when the node keeps them.
+    out = forward_impl(input, weight, target, bias, ignore_index, label_smoothing, softcap,
+                       z_loss_scale, reduction, grads, lse, records);
+  } else {
     at::AutoDispatchBelowADInplaceOrView guard;
     out = op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale,
                   reduction, grads, lse);

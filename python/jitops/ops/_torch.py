@@ -116,6 +116,25 @@ def call(op: Callable[..., Any], direct: Callable[..., Any], *args: Any) -> Any:
         raise mapped(error) from None
 
 
+def call_direct(direct: Callable[..., Any], *args: Any) -> Any:
+    """``direct(*args)``, an entry of jitops._direct, with the torch layer's errors as jitops'
+    exception classes; NotImplemented when it declines the call, or while torch.compile traces
+    (the caller then calls the op through :func:`call`). For an entry that takes other arguments
+    than its op (FLCE's reads autograd's wants itself)."""
+    if is_compiling():
+        return NotImplemented
+    try:
+        return direct(*args)
+    except (RuntimeError, ValueError, TypeError) as error:
+        raise mapped(error) from None
+
+
+def declined(*args: Any) -> Any:
+    """A direct entry that declines every call: what :func:`call` is given after
+    :func:`call_direct` has tried the op's own entry."""
+    return NotImplemented
+
+
 def direct_entries(enabled: bool) -> bool:
     """Turns the direct entries on (the default, where torch's tensor layout was verified) or
     off, so that every call goes through torch.ops; returns whether they were on. For tests and

@@ -90,18 +90,23 @@ _OP = torch.ops.jitops.fused_linear_cross_entropy.default
 
 def _forward(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor],
              ignore_index: int, label_smoothing: float, softcap: Optional[float], z_loss_scale: float,
-             reduction: str, lse: bool) -> list[torch.Tensor]:
-    """The loss, then lse when asked for. (The op also returns the gradients autograd will want,
-    computed here with reduction mean or sum; the autograd graph keeps them, and the direct
-    entry leaves them out.)"""
+             reduction: str, lse: bool) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The loss, or (loss, lse) when asked for. (The op also returns the gradients autograd will
+    want, computed here with reduction mean or sum; the autograd graph keeps them, and the
+    direct entry leaves them out.)"""
     if softcap is not None and not softcap > 0:
         raise errors.InvalidArgumentError(f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
+    args = (input, weight, target, bias, ignore_index, label_smoothing, softcap or 0.0, z_loss_scale, reduction)
+    # The direct entry reads which gradients autograd wants itself (grads None): FLCE is the op
+    # whose Python call costs the most above its C call, and these reads are part of it.
+    out = _torch.call_direct(_direct.fused_linear_cross_entropy, *args, None, lse)
+    if out is not NotImplemented:
+        return out
     grads = _NO_GRADS
     if torch.is_grad_enabled():
         grads = (input.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
-    out = _torch.call(_OP, _direct.fused_linear_cross_entropy, input, weight, target, bias, ignore_index,
-                      label_smoothing, softcap or 0.0, z_loss_scale, reduction, grads, lse)
-    return out[:2] if lse else out[:1]
+    out = _torch.call(_OP, _torch.declined, *args, grads, lse)
+    return (out[0], out[1]) if lse else out[0]
 
 
 def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
@@ -116,9 +121,8 @@ def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tenso
     if process_group is not None:
         return flce_parallel.vocab_parallel_cross_entropy(input, weight, target, bias, ignore_index, label_smoothing,
                                                           softcap, z_loss_scale, reduction, process_group, vocab_range)
-    loss, lse = _forward(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale,
-                             reduction, True)
-    return loss, lse
+    return _forward(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, reduction,
+                    True)
 
 
 def fused_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
@@ -138,4 +142,4 @@ def fused_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor, target
                                                           softcap, z_loss_scale, reduction, process_group,
                                                           vocab_range)[0]
     return _forward(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, reduction,
-                    False)[0]
+                    False)

@@ -149,6 +149,14 @@ bool read(PyObject *value, std::array<bool, 3> &out) {
   return true;
 }
 
+bool read(PyObject *value, std::optional<std::array<bool, 3>> &out) {
+  if (value == Py_None) {
+    out.reset();
+    return true;
+  }
+  return read(value, out.emplace());
+}
+
 bool no_torch_function() {
   if (!at::impl::torch_function_mode_enabled())
     return true;

@@ -72,9 +72,10 @@ bool read(PyObject *value, c10::SymInt &out);
 bool read(PyObject *value, double &out); // a float or an int, as torch.ops converts it
 bool read(PyObject *value, std::optional<double> &out);
 bool read(PyObject *value, bool &out);
-bool read(PyObject *value, c10::string_view &out);         // valid while `value` lives
-bool read(PyObject *value, std::vector<c10::SymInt> &out); // a list or tuple of ints
-bool read(PyObject *value, std::array<bool, 3> &out);      // a list or tuple of 3 bools
+bool read(PyObject *value, c10::string_view &out);                   // valid while `value` lives
+bool read(PyObject *value, std::vector<c10::SymInt> &out);           // a list or tuple of ints
+bool read(PyObject *value, std::array<bool, 3> &out);                // a list or tuple of 3 bools
+bool read(PyObject *value, std::optional<std::array<bool, 3>> &out); // None or 3 bools
 
 // Whether no TorchFunctionMode that torch.ops would hand the call to is active: none, or only
 // DeviceContexts.

@@ -5,6 +5,7 @@
 #include "direct.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
 
 namespace jitops_direct {
 namespace {
@@ -76,20 +77,37 @@ using Repeat = Entry<kRepeat, RepeatSignature, Tensor, std::vector<c10::SymInt>>
 using Ctc = Entry<kCtc, CtcSignature, Tensor, Tensor, Tensor, Tensor, int64_t, c10::string_view,
                   bool, int64_t>;
 
-// FLCE's entry returns the loss, and lse when asked for (its last argument), but not the
+// FLCE's entry returns the loss, or (loss, lse) when asked for (its last argument), but not the
 // gradients the forward also makes: the autograd graph holds those, and jitops.ops reads only
-// the loss and lse, so they are not made Python objects to be freed again at once.
+// the loss and lse, so they are not made Python objects to be freed again at once. Its `grads`
+// may be None: the gradients autograd will want are then read here, by the rule jitops.ops
+// applies (grad mode on, and each of input, weight, bias requiring grad), which saves the
+// Python caller reading them.
 struct Flce : Entry<kFlce, FlceSignature, Tensor, Tensor, Tensor, Optional, int64_t, double, double,
-                    double, c10::string_view, std::array<bool, 3>, bool> {
+                    double, c10::string_view, std::optional<std::array<bool, 3>>, bool> {
+  static std::array<bool, 3> wanted(const Values &values) {
+    if (!at::GradMode::is_enabled())
+      return {false, false, false};
+    const Optional &bias = std::get<3>(values);
+    return {std::get<0>(values)->requires_grad(), std::get<1>(values)->requires_grad(),
+            bias.has_value() && bias->requires_grad()};
+  }
+  static std::vector<at::Tensor> run(const Values &values) {
+    const auto &[input, weight, target, bias, ignore_index, smoothing, softcap, z_loss, reduction,
+                 grads, lse] = values;
+    return op().call(*input, *weight, *target, bias, ignore_index, smoothing, softcap, z_loss,
+                     reduction, grads ? *grads : wanted(values), lse);
+  }
   static PyObject *function(PyObject *, PyObject *const *args, Py_ssize_t n) {
     Values values;
     if (!read_all(args, n, values))
       return decline();
-    return call([&] {
-      std::vector<at::Tensor> out = run(values);
-      out.resize(std::get<std::tuple_size_v<Values> - 1>(values) ? 2 : 1);
-      return out;
-    });
+    if (std::get<std::tuple_size_v<Values> - 1>(values))
+      return call([&] {
+        std::vector<at::Tensor> out = run(values);
+        return Pair(std::move(out[0]), std::move(out[1]));
+      });
+    return call([&] { return std::move(run(values)[0]); });
   }
 };
 
