@@ -663,9 +663,10 @@ static void build_cases(void) {
                            paths[p].layout, paths[p].layout, DATA_NORMAL);
             c->quick = (dt == GT_F32 || dt == GT_BF16) && rev == p % 2;
           }
-  /* 3a. Short look-back tiles (4 warps of up to 8 positions): rows that one narrow tile holds
-   * but a warp would walk in more than four chunks, at most one an SM. */
-  static const int64_t short_1d[1] = {4096}, short_rows[2] = {132, 2049};
+  /* 3a. One-tile rows (a narrow look-back tile alone, no scratch): rows that one narrow tile
+   * holds but a warp would walk in several chunks, at most one an SM; 1200 positions are one
+   * tile for every op but cumsum and cumprod (walked). */
+  static const int64_t short_1d[1] = {4096}, short_rows[2] = {132, 2049}, mid_rows[2] = {7, 1200};
   static const int short_dts[3] = {GT_F32, GT_BF16, GT_F64};
   for (int op = 0; op < OP_COUNT; ++op)
     for (int bw = 0; bw < 2; ++bw)
@@ -674,10 +675,14 @@ static void build_cases(void) {
           const int dt = short_dts[t];
           if (!takes(op, bw, dt))
             continue;
-          add("short", op, bw, dt, 1, short_1d, 0, rev, GT_CONTIGUOUS, GT_CONTIGUOUS, DATA_NORMAL)
+          add("one-tile", op, bw, dt, 1, short_1d, 0, rev, GT_CONTIGUOUS, GT_CONTIGUOUS,
+              DATA_NORMAL)
               ->quick = dt != GT_F64 && rev == bw;
-          add("short", op, bw, dt, 2, short_rows, 1, !rev, GT_SLICED, GT_CONTIGUOUS, DATA_NORMAL)
+          add("one-tile", op, bw, dt, 2, short_rows, 1, !rev, GT_SLICED, GT_CONTIGUOUS, DATA_NORMAL)
               ->quick = dt == GT_F32 && rev != bw;
+          add("one-tile", op, bw, dt, 2, mid_rows, 1, rev, GT_CONTIGUOUS, GT_CONTIGUOUS,
+              DATA_NORMAL)
+              ->quick = dt == GT_F32 && rev == bw;
         }
   /* 3b. The racecheck set: f32 through every kernel path on small shapes (compute-sanitizer's
    * racecheck runs a kernel orders of magnitude slower): rows, rows look-back, cols on one

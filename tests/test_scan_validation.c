@@ -308,22 +308,26 @@ static void wide_tiles(void) {
   CHECK(p.kind == JITOPS__SCAN_ROWS && p.lookback && p.warps == 8 && p.tiles == 2);
 }
 
-/* A row that one narrow tile holds but one warp would walk in more than four chunks takes short
- * look-back tiles (4 warps of 8 positions) when there is at most one such row an SM: the walk's
- * chunks wait on each other. Shorter rows, and more of them, are walked. */
-static void short_tiles(void) {
+/* A row that one narrow tile holds is one tile alone (no look-back, no scratch) when there is at
+ * most one such row an SM and one warp would walk it in more than four chunks (cumsum, cumprod)
+ * or more than one (the other ops). Shorter rows, and more of them, are walked. */
+static void one_tile_rows(void) {
   jitops__scan_plan p = plan_1d(4096, 0, 0, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32);
-  CHECK(p.lookback && p.width == JITOPS__SCAN_SHORT && p.warps == 4 && p.items == 8);
-  CHECK(p.tiles == 4 && p.grid == 4 && p.block_x == 128);
-  CHECK(strstr(p.name, ", 0, 4, 8, true, 8>") != NULL);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.items == 16);
+  CHECK(p.tiles == 1 && p.grid == 1 && p.block_x == 256 && p.scratch_bytes == 0);
+  CHECK(strstr(p.name, ", 0, 8, 16, true, 8>") != NULL);
   p = plan_1d(4096, 0, 1, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_BF16);
-  CHECK(p.lookback && p.width == JITOPS__SCAN_SHORT && p.tiles == 4);
+  CHECK(p.lookback && p.tiles == 1 && p.scratch_bytes == 0);
   p = plan_1d(2049, 0, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32);
-  CHECK(p.lookback && p.width == JITOPS__SCAN_SHORT && p.tiles == 3);
+  CHECK(p.lookback && p.tiles == 1 && p.grid == 1);
   p = plan_1d(2048, 0, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32); /* four chunks: walked */
   CHECK(!p.lookback && p.warps == 4);
+  p = plan_1d(1024, 0, 0, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32); /* two chunks of an exp each */
+  CHECK(p.lookback && p.tiles == 1);
+  p = plan_1d(512, 0, 0, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F32); /* one chunk: walked */
+  CHECK(!p.lookback);
   p = plan_1d(4097, 0, 0, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32); /* two narrow tiles */
-  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.tiles == 2);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.tiles == 2 && p.scratch_bytes > 0);
   for (int64_t rows = 132; rows <= 133; ++rows) {
     int64_t sh[2] = {rows, 4096};
     DLTensor m = tensor(2, sh, NULL, F32);
@@ -331,7 +335,7 @@ static void short_tiles(void) {
     jitops__scan_geom g;
     jitops__scan_geom_build(&g, 2, mm, 1, 0);
     CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
-    CHECK(rows == 132 ? p.lookback && p.width == JITOPS__SCAN_SHORT && p.tiles == 4 : !p.lookback);
+    CHECK(rows == 132 ? p.lookback && p.tiles == 1 && p.grid == 132 : !p.lookback);
   }
 }
 
@@ -421,7 +425,7 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F16, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && !p.lookback && p.grid == 1);
   wide_tiles();
-  short_tiles();
+  one_tile_rows();
 }
 
 int main(void) {

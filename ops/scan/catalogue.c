@@ -7,8 +7,8 @@
 /* The layouts most calls collapse to: a contiguous matrix scanned along its rows (rows
  * kernel, one batch dimension) or along its columns (cols kernel with look-back, one batch
  * dimension), and one long axis, alone or in a few rows (rows kernel with look-back, no or one
- * batch dimension, its wide tiles where the op has them, and the short tiles of a few rows of
- * a few thousand positions), for f32 and bf16. (A cumsum backward is a cumsum.) */
+ * batch dimension, its wide tiles where the op has them; a one-tile row is a narrow tile), for
+ * f32 and bf16. (A cumsum backward is a cumsum.) */
 typedef struct catalogue_layout {
   jitops__scan_kind kind;
   int nb;
@@ -19,8 +19,7 @@ typedef struct catalogue_layout {
 static const catalogue_layout layouts[] = {
     {JITOPS__SCAN_ROWS, 1, 0, JITOPS__SCAN_NARROW}, {JITOPS__SCAN_COLS, 1, 1, JITOPS__SCAN_NARROW},
     {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_NARROW}, {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_NARROW},
-    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_WIDE},   {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_WIDE},
-    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_SHORT},  {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_SHORT}};
+    {JITOPS__SCAN_ROWS, 0, 1, JITOPS__SCAN_WIDE},   {JITOPS__SCAN_ROWS, 1, 1, JITOPS__SCAN_WIDE}};
 static const jitops__scan_kop catalogue_kops[] = {
     JITOPS__SCAN_K_CUMSUM,       JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_K_CUMMAX,
     JITOPS__SCAN_K_CUMMIN,       JITOPS__SCAN_K_LCSE,    JITOPS__SCAN_K_CUMPROD_BWD,

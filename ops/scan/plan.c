@@ -27,15 +27,15 @@ enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
 enum { ROWS_ASYNC_LANE_BYTES = 128 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
-/* Short look-back tiles (4 warps of up to 8 positions a lane) for a row that one narrow tile
- * holds but one warp would walk in more than SHORT_MIN_CHUNKS chunks, each waiting for the
- * one before. NVIDIA H100, CUDA graph replay, 1 to 132 rows of 2048 to 4096 positions, short
- * tiles over the walk: logcumsumexp 0.44-0.68 (11.9-13.1 -> 5.7-7.4 us: its exp and log make
- * each chunk long), the cumprod and logcumsumexp backwards at 2048 (eight of their chunks)
- * 0.53-0.74, cumsum f32 and bf16 0.81-0.96 but 1.06-1.09 at 64 rows of 2049 (a last tile of
- * one position); rows of 1024 (2 chunks) are faster walked (cumsum 2.3 us, 4.7 in tiles of
- * 512). */
-enum { SHORT_WARPS = 4, SHORT_ITEMS = 8, SHORT_MIN_CHUNKS = 4 };
+/* One-tile rows: a row that one narrow look-back tile holds, with at most one row an SM, is one
+ * block of 8 warps (no look-back, no scratch, no memset) when one warp would walk it in more than
+ * a few chunks, each waiting for the one before: more than four for cumsum and cumprod, whose
+ * chunks are short, more than one for the others. NVIDIA H200, CUDA graph replay, 1 to 132 rows,
+ * one tile over the path before (the walk, or 4-warp look-back tiles of 8 positions for rows of
+ * 2049 to 4096): cumsum and cumprod f32/bf16 at 2560 to 4096 0.50-0.76 (1 x 4096 cumsum 4.73 ->
+ * 2.39 us), but 1.15-1.57 at 1024-1536 (2-3 chunks: walked); logcumsumexp 0.60-0.75 from 1536,
+ * 0.96-1.02 at 1024; cummax 0.36-0.64 at 600 to 2048. */
+enum { ONE_TILE_MIN_CHUNKS_CHEAP = 4, ONE_TILE_MIN_CHUNKS = 1 };
 /* The look-back scratch starts with a 16-byte slot for the ticket, then the flags. */
 enum { TICKET_BYTES = 16 };
 #define GRID_MAX 2147483647ll
@@ -165,12 +165,6 @@ int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
  * fewer, larger tiles leave SMs idle instead. */
 static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                        jitops__scan_width width, int *warps, int *items) {
-  if (lookback && width == JITOPS__SCAN_SHORT) {
-    *warps = SHORT_WARPS;
-    const int narrow = rows_items(kop, dtype, 1, SHORT_WARPS);
-    *items = narrow < SHORT_ITEMS ? narrow : SHORT_ITEMS;
-    return;
-  }
   *warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
   *items = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype)
                ? ROWS_ASYNC_LANE_BYTES / (int)jitops__dtype_size(dtype)
@@ -371,11 +365,10 @@ static int pairs_aligned(const jitops__scan_geom *g) {
   return 1;
 }
 
-/* Whether rows that one narrow tile holds are long enough for short tiles (more than
- * SHORT_MIN_CHUNKS chunks of the walk) and few enough (at most one a SM) that walking them
- * leaves the GPU waiting on their chains. */
-static int short_row(jitops__scan_kop kop, jitops__dtype dtype, const jitops__scan_geom *g,
-                     int sm_count) {
+/* Whether the rows are one-tile rows (ONE_TILE_MIN_CHUNKS): at most one an SM, each held by one
+ * narrow look-back tile, and longer than the walk's chunks that the op's chunk cost allows. */
+static int one_tile_rows(jitops__scan_kop kop, jitops__dtype dtype, const jitops__scan_geom *g,
+                         int sm_count) {
   if (g->chains > sm_count)
     return 0;
   int warps, items;
@@ -383,17 +376,16 @@ static int short_row(jitops__scan_kop kop, jitops__dtype dtype, const jitops__sc
   if (tiles_of(g->len, warps, items) > 1)
     return 0;
   rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &warps, &items);
-  return g->len > (int64_t)SHORT_MIN_CHUNKS * 32 * items;
+  const bool cheap = kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD;
+  const int chunks = cheap ? ONE_TILE_MIN_CHUNKS_CHEAP : ONE_TILE_MIN_CHUNKS;
+  return g->len > (int64_t)chunks * 32 * items;
 }
 
-/* The look-back tiles of this axis: short for a row one narrow tile holds but a warp would walk
- * in many chunks; wide where the op has them, each row gets at least two (one tile would need
- * no look-back: the walk takes it) and there are at least WIDE_TILES_PER_SM of them; else
- * narrow. */
+/* The look-back tiles of this axis: wide where the op has them, each row gets at least two (one
+ * tile would need no look-back: the walk or a one-tile row takes it) and there are at least
+ * WIDE_TILES_PER_SM of them; else narrow. */
 static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dtype,
                                          const jitops__scan_geom *g, int sm_count) {
-  if (short_row(kop, dtype, g, sm_count))
-    return JITOPS__SCAN_SHORT;
   if (!jitops__scan_rows_wide(kop, dtype) || (jitops__dtype_size(dtype) == 2 && !pairs_aligned(g)))
     return JITOPS__SCAN_NARROW;
   int warps, items;
@@ -413,19 +405,23 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   p->state_bytes = state_bytes(kop, dtype);
   if (is_inner(g) && g->len >= ROWS_MIN_LEN) {
     p->kind = JITOPS__SCAN_ROWS;
-    const jitops__scan_width width = lookback_width(kop, dtype, g, sm_count);
+    /* A one-tile row is a look-back tile that looks back at nothing: it takes no scratch. */
+    const int one_tile = one_tile_rows(kop, dtype, g, sm_count);
+    const jitops__scan_width width =
+        one_tile ? JITOPS__SCAN_NARROW : lookback_width(kop, dtype, g, sm_count);
     int warps, items;
     rows_shape(kop, dtype, 1, width, &warps, &items);
     const int64_t tiles = tiles_of(g->len, warps, items);
-    if (tiles > 1 && g->chains < (int64_t)sm_count * CHAINS_PER_SM &&
-        g->chains * tiles <= GRID_MAX) {
+    if (one_tile || (tiles > 1 && g->chains < (int64_t)sm_count * CHAINS_PER_SM &&
+                     g->chains * tiles <= GRID_MAX)) {
       p->lookback = 1;
       p->width = width;
       p->warps = warps;
       p->items = items;
       p->tiles = tiles;
       p->grid = (uint32_t)(g->chains * tiles);
-      plan_scratch(p, g->chains);
+      if (!one_tile)
+        plan_scratch(p, g->chains);
     } else {
       rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &p->warps, &p->items);
       const int64_t blocks = (g->chains + ROWS_WARPS - 1) / ROWS_WARPS;

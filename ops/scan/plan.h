@@ -30,12 +30,11 @@ typedef enum jitops__scan_kop {
 typedef enum jitops__scan_kind { JITOPS__SCAN_ROWS = 0, JITOPS__SCAN_COLS = 1 } jitops__scan_kind;
 
 /* A rows look-back's tiles: wide ones are the in-place ops' (jitops__scan_rows_wide), on axes
- * long enough for them; short ones split a row that one narrow tile would hold, where one warp
- * would walk it chunk after chunk. */
+ * long enough for them. A row that one narrow tile holds may be a tile alone (tiles 1, no
+ * scratch): the one-tile rows of plan.c. */
 typedef enum jitops__scan_width {
   JITOPS__SCAN_NARROW = 0, /* 8 warps of up to 16 positions a lane */
-  JITOPS__SCAN_WIDE = 1,   /* 8 warps of 128 bytes a lane, staged by cp.async */
-  JITOPS__SCAN_SHORT = 2   /* 4 warps of up to 8 positions a lane */
+  JITOPS__SCAN_WIDE = 1    /* 8 warps of 128 bytes a lane, staged by cp.async */
 } jitops__scan_width;
 
 typedef struct jitops__scan_plan {

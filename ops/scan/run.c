@@ -30,7 +30,7 @@ static jitops_status launch(jitops_runtime_t *rt, const jitops__scan_geom *geom,
   jitops__scratch scratch;
   JITOPS__TRY(jitops__scratch_acquire(rt, stream, workspace, plan->scratch_bytes, &scratch));
   jitops_status status = JITOPS_SUCCESS;
-  if (plan->lookback) {
+  if (plan->lookback && plan->tiles > 1) { /* one-tile rows need no scratch */
     char *base = scratch.ptr;
     args.scratch.ticket = (uint32_t *)base;
     args.scratch.flags = (uint32_t *)(base + plan->flags_offset);

@@ -509,12 +509,15 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
       carry = extend<Op>(carry, total);
     }
   } else {
-    // One tile of WARPS chunks of one row; tiles joined by the grouped look-back.
+    // One tile of WARPS chunks of one row; tiles joined by the grouped look-back. A row that
+    // one tile holds (the host's one-tile rows) is the whole of block blockIdx.x: no ticket, no
+    // predecessor, no scratch.
     __shared__ i64 s_ticket;
     __shared__ State s_agg[WARPS];
     __shared__ Prefix<State> s_prefix[WARPS];
+    const bool alone = g.len <= (i64)WARPS * CHUNK;
     if (threadIdx.x == 0)
-      s_ticket = take_ticket(scratch);
+      s_ticket = alone ? (i64)blockIdx.x : take_ticket(scratch);
     __syncthreads();
     i64 off[Op::NTENS];
     const i64 tile = s_ticket / g.chains, row = s_ticket % g.chains;
@@ -546,7 +549,8 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
 #pragma unroll
       for (int w = 1; w < WARPS; ++w)
         all = Op::combine(all, s_agg[w]);
-      Prefix<State> run = grouped_tile_prefix<Op>(scratch, row, tile, all, lane);
+      Prefix<State> run = alone ? Prefix<State>{Op::identity(), false}
+                                : grouped_tile_prefix<Op>(scratch, row, tile, all, lane);
       if (lane == 0) {
 #pragma unroll
         for (int w = 0; w < WARPS; ++w) {
