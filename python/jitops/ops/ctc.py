@@ -54,6 +54,9 @@ def _fake_ctc_loss_backward(grad, log_probs, targets, input_lengths, target_leng
     return grad_log_probs
 
 
+_OP = torch.ops.jitops.ctc_loss.default
+
+
 def _lengths(lengths: Lengths, name: str) -> torch.Tensor:
     if isinstance(lengths, torch.Tensor):
         return lengths
@@ -70,13 +73,17 @@ def ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: Leng
     ``targets`` (padded [N, S], or concatenated 1-D; int32 or int64), as
     ``torch.nn.functional.ctc_loss``. ``reduction``: "none" ([N]), "sum", or "mean" (each
     loss over its target length, then the batch mean)."""
-    _torch.reduction_code(reduction, _REDUCTIONS, "ctc_loss")
-    input_lengths = _lengths(input_lengths, "input_lengths")
-    target_lengths = _lengths(target_lengths, "target_lengths")
+    # The checks cost a call only when they fail: this wrapper is part of every call's host time.
+    if reduction not in _REDUCTIONS:
+        _torch.reduction_code(reduction, _REDUCTIONS, "ctc_loss")  # raises, naming the choices
+    if not isinstance(input_lengths, torch.Tensor):
+        input_lengths = _lengths(input_lengths, "input_lengths")
+    if not isinstance(target_lengths, torch.Tensor):
+        target_lengths = _lengths(target_lengths, "target_lengths")
     unbatched = log_probs.dim() == 2
     if unbatched:  # one sample, as torch accepts: [T, C], targets [S], scalar lengths
         log_probs, targets = log_probs.unsqueeze(1), targets.reshape(1, -1)
         input_lengths, target_lengths = input_lengths.reshape(1), target_lengths.reshape(1)
-    loss = _torch.call(torch.ops.jitops.ctc_loss.default, _direct.ctc_loss, log_probs, targets, input_lengths,
-                       target_lengths, blank, reduction, zero_infinity, max_target_length or 0)
+    loss = _torch.call(_OP, _direct.ctc_loss, log_probs, targets, input_lengths, target_lengths, blank, reduction,
+                       zero_infinity, max_target_length or 0)
     return loss.squeeze(0) if unbatched and reduction == "none" else loss

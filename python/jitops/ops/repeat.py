@@ -41,9 +41,12 @@ def _fake_repeat_backward(grad, repeats, input_shape):
     return grad_x
 
 
+_OP = torch.ops.jitops.repeat.default
+
+
 def repeat(x: torch.Tensor, *sizes) -> torch.Tensor:
     """``x.repeat(*sizes)``: ``sizes`` as separate ints or one sequence, at least one per
     dimension of ``x`` (leading ones pad ``x``'s shape), at most 8. Any dtype the library
     takes (floats, int32, int64) forward; floats backward."""
     repeats = list(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], int) else list(sizes)
-    return _torch.call(torch.ops.jitops.repeat.default, _direct.repeat, x, repeats)
+    return _torch.call(_OP, _direct.repeat, x, repeats)

@@ -44,30 +44,33 @@ def _fake_backward(op, grad, x, y, indices, dim, reverse):
 
 
 _jops = torch.ops.jitops
+_CUMSUM, _CUMPROD, _CUMMAX, _CUMMIN, _LOGCUMSUMEXP = (
+    _jops.cumsum.default, _jops.cumprod.default, _jops.cummax.default, _jops.cummin.default,
+    _jops.logcumsumexp.default)
 
 
 def cumsum(x: torch.Tensor, dim: int, *, reverse: bool = False) -> torch.Tensor:
     """Cumulative sum of ``x`` along ``dim`` (from the end with ``reverse``), like
     ``torch.cumsum``; the output has ``x``'s dtype. Floats, int32 and int64."""
-    return _torch.call(_jops.cumsum.default, _direct.cumsum, x, dim, reverse)
+    return _torch.call(_CUMSUM, _direct.cumsum, x, dim, reverse)
 
 
 def cumprod(x: torch.Tensor, dim: int, *, reverse: bool = False) -> torch.Tensor:
     """Cumulative product along ``dim``, like ``torch.cumprod``; its backward is exact at
     zeros (no division by x)."""
-    return _torch.call(_jops.cumprod.default, _direct.cumprod, x, dim, reverse)
+    return _torch.call(_CUMPROD, _direct.cumprod, x, dim, reverse)
 
 
 def cummax(x: torch.Tensor, dim: int, *, reverse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Running maximum and its int64 indices along ``dim``, like ``torch.cummax``."""
-    return _torch.call(_jops.cummax.default, _direct.cummax, x, dim, reverse)
+    return _torch.call(_CUMMAX, _direct.cummax, x, dim, reverse)
 
 
 def cummin(x: torch.Tensor, dim: int, *, reverse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Running minimum and its int64 indices along ``dim``, like ``torch.cummin``."""
-    return _torch.call(_jops.cummin.default, _direct.cummin, x, dim, reverse)
+    return _torch.call(_CUMMIN, _direct.cummin, x, dim, reverse)
 
 
 def logcumsumexp(x: torch.Tensor, dim: int, *, reverse: bool = False) -> torch.Tensor:
     """``log(cumsum(exp(x)))`` along ``dim``, computed stably, like ``torch.logcumsumexp``."""
-    return _torch.call(_jops.logcumsumexp.default, _direct.logcumsumexp, x, dim, reverse)
+    return _torch.call(_LOGCUMSUMEXP, _direct.logcumsumexp, x, dim, reverse)

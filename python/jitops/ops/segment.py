@@ -59,20 +59,24 @@ def _fake_segment_reduce_backward(grad, data, out, segment_ids, num_segments, re
     return grad_data
 
 
+_REDUCE = torch.ops.jitops.segment_reduce.default
+_COUNTED = torch.ops.jitops.segment_reduce_counted.default
+
+
 def segment_reduce(data: torch.Tensor, segment_ids: torch.Tensor, num_segments: int, reduction: str, *,
                    sorted: bool = False, fill: Optional[float] = None,
                    return_dropped: bool = False) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """The ``reduction`` ("sum", "mean", "max" or "min") of the rows of ``data`` ([N, ...],
     f32, f64, f16 or bf16) grouped by ``segment_ids`` ([N], int32 or int64, on the device or
     the host); see the module's documentation."""
-    _torch.reduction_code(reduction, _CODES, "segment_reduce")
+    if reduction not in _CODES:  # the check costs a call only when it fails
+        _torch.reduction_code(reduction, _CODES, "segment_reduce")  # raises, naming the choices
     if fill is not None and reduction not in ("max", "min"):
         raise errors.InvalidArgumentError("jitops.segment_reduce: fill applies to max and min only")
     if return_dropped:
-        op, direct = torch.ops.jitops.segment_reduce_counted.default, _direct.segment_reduce_counted
-    else:
-        op, direct = torch.ops.jitops.segment_reduce.default, _direct.segment_reduce
-    return _torch.call(op, direct, data, segment_ids, num_segments, reduction, sorted, fill)
+        return _torch.call(_COUNTED, _direct.segment_reduce_counted, data, segment_ids, num_segments, reduction,
+                           sorted, fill)
+    return _torch.call(_REDUCE, _direct.segment_reduce, data, segment_ids, num_segments, reduction, sorted, fill)
 
 
 def segment_sum(data, segment_ids, num_segments, *, sorted=False, return_dropped=False):
