@@ -664,8 +664,10 @@ static void build_cases(void) {
             c->quick = (dt == GT_F32 || dt == GT_BF16) && rev == p % 2;
           }
   /* 3a. One-tile rows (a narrow look-back tile alone, no scratch): rows that one narrow tile
-   * holds but a warp would walk in several chunks, at most one an SM; 1200 positions are one
-   * tile for every op but cumsum and cumprod (walked). */
+   * holds but a warp would walk in several chunks, at most one an SM. In f32 and bf16, 4096
+   * and 2049 positions are one tile for every op whose tile holds them (cummax, cummin and the
+   * three-input backwards hold 2048: several tiles), 1200 for every op but cumsum and cumprod
+   * (walked); f64's smaller tiles make most of the f64 cases look-back over several tiles. */
   static const int64_t short_1d[1] = {4096}, short_rows[2] = {132, 2049}, mid_rows[2] = {7, 1200};
   static const int short_dts[3] = {GT_F32, GT_BF16, GT_F64};
   for (int op = 0; op < OP_COUNT; ++op)

@@ -39,7 +39,8 @@ typedef enum jitops__scan_width {
 
 typedef struct jitops__scan_plan {
   jitops__scan_kind kind;
-  int lookback;             /* tiles of one axis joined by decoupled look-back */
+  int lookback;             /* look-back tiles (joined by decoupled look-back; a one-tile row,
+                               tiles 1, looks back at nothing and has no scratch) */
   jitops__scan_width width; /* rows look-back: its tiles */
   int warps;                /* rows: warps per block */
   int items;                /* rows: positions per lane per chunk; cols: per thread per tile */

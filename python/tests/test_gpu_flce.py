@@ -201,3 +201,26 @@ def test_large_call_gradients_are_allocated_apart():
     params = [t.requires_grad_() for t in (x, w)]
     O.fused_linear_cross_entropy(*params, target).backward()
     assert len(_storages(x.grad, w.grad)) == 2
+
+
+def test_the_op_called_directly_returns_gradients_that_never_alias():
+    # Only jitops.ops' own entry, which drops the gradients, lets them share a block: a caller of
+    # torch.ops (or jitops.ops when its entry declines) gets outputs of their own.
+    x, w, b, target = problem(BT=40, H=24, V=300)
+    x, w = x.requires_grad_(), w.requires_grad_()
+    out = torch.ops.jitops.fused_linear_cross_entropy.default(x, w, target, None, -100, 0.0, 0.0, 0.0, "mean",
+                                                              [True, True, False], False)
+    assert len(out) == 3 and len(_storages(*out)) == 3
+    with jitops.ops._torch.dispatcher_path():
+        O.fused_linear_cross_entropy(x, w, target).backward()
+    assert len(_storages(x.grad, w.grad)) == 2
+
+
+def test_small_call_gradients_share_their_block_under_autocast():
+    # jitops registers no autocast kernel, so under autocast the call still goes straight to it.
+    x, w, b, target = problem(BT=40, H=24, V=300)
+    x, w = x.requires_grad_(), w.requires_grad_()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = O.fused_linear_cross_entropy(x, w, target)
+    loss.backward()
+    assert loss.dtype == torch.float32 and len(_storages(x.grad, w.grad)) == 1

@@ -174,12 +174,13 @@ std::vector<at::Tensor> forward_impl(const at::Tensor &input, const at::Tensor &
   return out.list();
 }
 
-// The op's CUDA kernel: its outputs never share storage (an op's outputs may not alias).
+// The op's CUDA kernel: its outputs never share storage (an op's outputs may not alias; only the
+// autograd kernel, for a caller that drops the gradients, may let them share).
 std::vector<at::Tensor> forward_kernel(const at::Tensor &input, const at::Tensor &weight,
                                        const at::Tensor &target, const Optional &bias,
                                        int64_t ignore_index, double label_smoothing, double softcap,
                                        double z_loss_scale, c10::string_view reduction_name,
-                                       Grads grads, bool lse) {
+                                       Grads grads, bool lse, bool /*shared_gradients*/) {
   return forward_impl(input, weight, target, bias, ignore_index, label_smoothing, softcap,
                       z_loss_scale, reduction_name, grads, lse, false);
 }
@@ -216,7 +217,7 @@ void scale_kernel(const at::Tensor &grad, const at::Tensor &grad_input,
 using ForwardSignature = std::vector<at::Tensor>(const at::Tensor &, const at::Tensor &,
                                                  const at::Tensor &, const Optional &, int64_t,
                                                  double, double, double, c10::string_view, Grads,
-                                                 bool);
+                                                 bool, bool);
 using GradsSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &,
     const Optional &, int64_t, double, double, double, Grads);
@@ -293,10 +294,10 @@ private:
 };
 
 // Whether the op's call below autograd would run its CUDA kernel (forward_kernel) at once: the
-// tensors' dispatch keys and this thread's, less autograd's and BackendSelect (always in this
-// thread's, a fallthrough for every op but factories), lead to the CUDA kernel first (no
-// dispatch mode, tensor subclass, functionalization, functorch transform or autocast comes
-// before it).
+// tensors' dispatch keys and this thread's, less autograd's, autocast's (jitops registers no
+// autocast kernel: a fallthrough) and BackendSelect (always in this thread's, a fallthrough for
+// every op but factories), lead to the CUDA kernel first (no dispatch mode, tensor subclass,
+// functionalization or functorch transform comes before it).
 bool dispatches_to_cuda(std::initializer_list<const at::Tensor *> tensors) {
   c10::DispatchKeySet keys;
   for (const at::Tensor *t : tensors)
@@ -304,7 +305,7 @@ bool dispatches_to_cuda(std::initializer_list<const at::Tensor *> tensors) {
       keys = keys | t->key_set();
   c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
   keys = (keys | local.included_) - local.excluded_ -
-         c10::autograd_dispatch_keyset_with_ADInplaceOrView -
+         c10::autograd_dispatch_keyset_with_ADInplaceOrView - c10::autocast_dispatch_keyset -
          c10::DispatchKeySet(c10::DispatchKey::BackendSelect);
   return keys.highestPriorityTypeId() == c10::DispatchKey::CUDA;
 }
@@ -313,20 +314,22 @@ std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tens
                                          const at::Tensor &target, const Optional &bias,
                                          int64_t ignore_index, double label_smoothing,
                                          double softcap, double z_loss_scale,
-                                         c10::string_view reduction, Grads grads, bool lse) {
+                                         c10::string_view reduction, Grads grads, bool lse,
+                                         bool shared_gradients) {
   refuse_forward_mode(kOp, {&input, &weight, bias.has_value() ? &*bias : &input});
   static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
   bool records = records_grad({&input, &weight, bias.has_value() ? &*bias : &input});
   std::vector<at::Tensor> out;
   if (dispatches_to_cuda({&input, &weight, &target, bias.has_value() ? &*bias : &input})) {
-    // What the redispatch would run, without it. Its gradients go to the node below (or
-    // nowhere), never to the caller, so they may share an allocation when the node keeps them.
+    // What the redispatch would run, without it. The gradients may share an allocation when the
+    // node keeps them and the caller drops them (shared_gradients: the direct entry), so that
+    // no caller ever sees outputs that alias.
     out = forward_impl(input, weight, target, bias, ignore_index, label_smoothing, softcap,
-                       z_loss_scale, reduction, grads, lse, records);
+                       z_loss_scale, reduction, grads, lse, records && shared_gradients);
   } else {
     at::AutoDispatchBelowADInplaceOrView guard;
     out = op.call(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale,
-                  reduction, grads, lse);
+                  reduction, grads, lse, false);
   }
   if (!records)
     return out;
@@ -359,10 +362,12 @@ TORCH_LIBRARY_FRAGMENT(jitops, m) {
   // `grads` says which gradients autograd will want (input, weight, bias). The result is the
   // loss, then each row's lse when `lse`, then (reduction mean or sum) the wanted gradients
   // for dy = 1 in that order, grad_bias only with a bias; with reduction none the backward
-  // makes the gradients.
+  // makes the gradients. `shared_gradients`: the caller drops the gradients it is given (the
+  // direct entry), so in an eager call that autograd records, a small call's gradients may
+  // share one allocation; other callers get outputs that never alias.
   m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, Tensor? bias, "
         "int ignore_index, float label_smoothing, float softcap, float z_loss_scale, "
-        "str reduction, bool[3] grads, bool lse) -> Tensor[]",
+        "str reduction, bool[3] grads, bool lse, bool shared_gradients=False) -> Tensor[]",
         tags);
   m.def("fused_linear_cross_entropy_grads(Tensor grad, Tensor input, Tensor weight, "
         "Tensor target, Tensor? bias, int ignore_index, float label_smoothing, float softcap, "

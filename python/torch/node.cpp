@@ -19,7 +19,7 @@ OpNode::variable_list OpNode::apply(variable_list &&grads) {
   variable_list saved;
   saved.reserve(saved_.size());
   for (SavedVariable &v : saved_)
-    saved.push_back(v.unpack(owner_of(this)));
+    saved.push_back(v.unpack(getptr()));
   return backward(grads[0], saved);
 }
 

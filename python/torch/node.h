@@ -91,14 +91,6 @@ inline constexpr bool kIntrusiveNodes = std::is_base_of_v<c10::intrusive_ptr_tar
 template <class N>
 using NodePtr = std::conditional_t<kIntrusiveNodes<N>, c10::intrusive_ptr<N>, std::shared_ptr<N>>;
 
-// An owning pointer to `node`, for SavedVariable::unpack.
-template <class N> NodePtr<torch::autograd::Node> owner_of(N *node) {
-  if constexpr (kIntrusiveNodes<N>)
-    return node->getptr();
-  else
-    return node->shared_from_this();
-}
-
 template <class N, class... Inputs> NodePtr<N> make_node(const Inputs &...inputs) {
   refuse_functorch();
   NodePtr<N> node;

@@ -54,7 +54,7 @@ def _validate(name, input, weight, target, bias, grad_output, loss, lse, grads, 
 
 @_torch.fake("fused_linear_cross_entropy")
 def _fake_flce(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, reduction, grads,
-               lse):
+               lse, shared_gradients=False):
     _torch.reduction_code(reduction, _REDUCTIONS, "fused_linear_cross_entropy")
     rows = input.shape[0] if input.dim() >= 1 else 0
     loss = input.new_empty((rows,) if reduction == "none" else (), dtype=_accumulation(input))

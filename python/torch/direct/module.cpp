@@ -66,7 +66,7 @@ using CtcSignature = at::Tensor(const at::Tensor &, const at::Tensor &, const at
 using FlceSignature = std::vector<at::Tensor>(const at::Tensor &, const at::Tensor &,
                                               const at::Tensor &, const Optional &, int64_t, double,
                                               double, double, c10::string_view, std::array<bool, 3>,
-                                              bool);
+                                              bool, bool);
 
 template <const char *Name> using Scan = Entry<Name, ScanSignature, Tensor, int64_t, bool>;
 template <const char *Name> using Indexed = Entry<Name, IndexedSignature, Tensor, int64_t, bool>;
@@ -82,7 +82,8 @@ using Ctc = Entry<kCtc, CtcSignature, Tensor, Tensor, Tensor, Tensor, int64_t, c
 // the loss and lse, so they are not made Python objects to be freed again at once. Its `grads`
 // may be None: the gradients autograd will want are then read here, by the rule jitops.ops
 // applies (grad mode on, and each of input, weight, bias requiring grad), which saves the
-// Python caller reading them.
+// Python caller reading them. Since it drops the gradients, it lets a small call's share one
+// allocation (the op's shared_gradients).
 struct Flce : Entry<kFlce, FlceSignature, Tensor, Tensor, Tensor, Optional, int64_t, double, double,
                     double, c10::string_view, std::optional<std::array<bool, 3>>, bool> {
   static std::array<bool, 3> wanted(const Values &values) {
@@ -96,7 +97,7 @@ struct Flce : Entry<kFlce, FlceSignature, Tensor, Tensor, Tensor, Optional, int6
     const auto &[input, weight, target, bias, ignore_index, smoothing, softcap, z_loss, reduction,
                  grads, lse] = values;
     return op().call(*input, *weight, *target, bias, ignore_index, smoothing, softcap, z_loss,
-                     reduction, grads ? *grads : wanted(values), lse);
+                     reduction, grads ? *grads : wanted(values), lse, /*shared_gradients=*/true);
   }
   static PyObject *function(PyObject *, PyObject *const *args, Py_ssize_t n) {
     Values values;
