@@ -316,11 +316,12 @@ std::vector<at::Tensor> forward_autograd(const at::Tensor &input, const at::Tens
                                          double softcap, double z_loss_scale,
                                          c10::string_view reduction, Grads grads, bool lse,
                                          bool shared_gradients) {
-  refuse_forward_mode(kOp, {&input, &weight, bias.has_value() ? &*bias : &input});
+  const at::Tensor *bias_or_input = bias.has_value() ? &*bias : &input; // the checks skip none
+  refuse_forward_mode(kOp, {&input, &weight, bias_or_input});
   static auto op = op_named<ForwardSignature>("jitops::fused_linear_cross_entropy");
-  bool records = records_grad({&input, &weight, bias.has_value() ? &*bias : &input});
+  bool records = records_grad({&input, &weight, bias_or_input});
   std::vector<at::Tensor> out;
-  if (dispatches_to_cuda({&input, &weight, &target, bias.has_value() ? &*bias : &input})) {
+  if (dispatches_to_cuda({&input, &weight, &target, bias_or_input})) {
     // What the redispatch would run, without it. The gradients may share an allocation when the
     // node keeps them and the caller drops them (shared_gradients: the direct entry), so that
     // no caller ever sees outputs that alias.
