@@ -686,6 +686,25 @@ static void build_cases(void) {
               DATA_NORMAL)
               ->quick = dt == GT_F32 && rev == bw;
         }
+  /* 3c. Short rows in bulk: 4096 rows and more of 32 to 1024 positions, which the forward
+   * scans walk in chunks of 4 (up to 768 positions) or 8 positions a lane (ops/scan/plan.c),
+   * whole chunks and a partial last one; f32 also with rows apart in memory. */
+  static const int64_t bulk[3][2] = {{4096, 37}, {4100, 300}, {4096, 1000}};
+  static const int bulk_dts[3] = {GT_F32, GT_BF16, GT_F64};
+  for (int op = 0; op < OP_COUNT; ++op)
+    for (int bw = 0; bw < 2; ++bw)
+      for (int t = 0; t < 3; ++t)
+        for (int b = 0; b < 3; ++b) {
+          const int dt = bulk_dts[t];
+          if (!takes(op, bw, dt))
+            continue;
+          add("bulk-rows", op, bw, dt, 2, bulk[b], 1, (b + bw) % 2, GT_CONTIGUOUS, GT_CONTIGUOUS,
+              DATA_NORMAL)
+              ->quick = dt == GT_F32 && b != 1;
+          if (dt == GT_F32)
+            add("bulk-rows", op, bw, dt, 2, bulk[b], 1, (b + bw + 1) % 2, GT_SLICED, GT_CONTIGUOUS,
+                DATA_NORMAL);
+        }
   /* 3b. The racecheck set: f32 through every kernel path on small shapes (compute-sanitizer's
    * racecheck runs a kernel orders of magnitude slower): rows, rows look-back, cols on one
    * tile, cols walking several tiles of a strip (the backward ops' shorter tiles on {150, 5}),

@@ -392,6 +392,41 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 16 && p.grid == 3 * 132);
 
+  /* Short rows in bulk (a forward scan, 4096 rows or more, 32 to 1024 positions): the walk in
+   * chunks of 4 positions a lane up to 768 positions, of 8 up to 1024; fewer rows, longer or
+   * shorter ones, and the backwards keep their layouts. */
+  {
+    static const struct {
+      int64_t rows, len;
+      jitops__scan_kop kop;
+      jitops__scan_kind kind;
+      int items;
+    } bulk[] = {
+        {4096, 32, JITOPS__SCAN_K_CUMSUM, JITOPS__SCAN_ROWS, 4},
+        {4096, 31, JITOPS__SCAN_K_CUMSUM, JITOPS__SCAN_COLS, 32},
+        {4095, 100, JITOPS__SCAN_K_CUMSUM, JITOPS__SCAN_COLS, 32},
+        {4096, 100, JITOPS__SCAN_K_CUMMAX, JITOPS__SCAN_ROWS, 4},
+        {4096, 768, JITOPS__SCAN_K_LCSE, JITOPS__SCAN_ROWS, 4},
+        {4096, 769, JITOPS__SCAN_K_LCSE, JITOPS__SCAN_ROWS, 8},
+        {4096, 1024, JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_ROWS, 8},
+        {4096, 1025, JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_ROWS, 16},
+        {4095, 300, JITOPS__SCAN_K_CUMSUM, JITOPS__SCAN_ROWS, 16},
+        {4096, 300, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__SCAN_ROWS, 8},
+        {4096, 100, JITOPS__SCAN_K_LCSE_BWD, JITOPS__SCAN_COLS, 8},
+    };
+    for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; ++i) {
+      int64_t shape[2] = {bulk[i].rows, bulk[i].len};
+      DLTensor b = tensor(2, shape, NULL, F32);
+      const DLTensor *bb[4] = {&b, &b, &b, &b};
+      jitops__scan_geom_build(&g, jitops__scan_kop_tensors(bulk[i].kop), bb, 1, 0);
+      CHECK_OK(jitops__scan_plan_make("t", &p, bulk[i].kop, JITOPS__DTYPE_F32, &g, 132));
+      char want[32];
+      snprintf(want, sizeof want, ", 1, 4, %d, false,", bulk[i].items);
+      CHECK(p.kind == bulk[i].kind && p.items == bulk[i].items && !p.lookback);
+      CHECK(p.kind != JITOPS__SCAN_ROWS || strstr(p.name, want) != NULL);
+    }
+  }
+
   /* A transposed view: lanes still run along the unit stride. */
   int64_t st[3] = {1, 40, 4000};
   int64_t s3[3] = {40, 100, 7};

@@ -78,7 +78,7 @@ static void scan_entry(size_t index, char *buf, size_t size) {
     buf[0] = '\0';
     return;
   }
-  jitops__scan_kernel_name(kop, dtype, l->kind, l->nb, l->lookback, l->width, buf, size);
+  jitops__scan_kernel_name(kop, dtype, l->kind, l->nb, l->lookback, l->width, 0, buf, size);
 }
 
 const jitops__catalogue_family jitops__catalogue_scan = {"scan", scan_count,          NULL,

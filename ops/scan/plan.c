@@ -4,8 +4,26 @@
 #include <string.h>
 
 /* Rows are scanned by the rows kernel from this length up; shorter ones (and every other
- * layout) go to the cols kernel, whose lanes run across chains. */
+ * layout) go to the cols kernel, whose lanes run across chains, unless they are short rows in
+ * bulk (below). */
 enum { ROWS_MIN_LEN = 128 };
+/* Short rows in bulk: many rows of at most ~1000 positions, scanned forward. One warp walks
+ * each row in chunks of 32 x items positions, and a chunk that the row ends inside is slow: its
+ * passes visit every lane's items, each with a range check (bench/NOTES-scan.md, "A row's
+ * partial last chunk"), and the cols kernel that took rows under 128 positions touches 32
+ * rows' sectors with every load and store. So such rows are walked in chunks of 4 positions a
+ * lane up to 768 positions, of 8 up to 1024, from 32 positions up. NVIDIA H200, 2^24 elements
+ * in rows of 32 to 1000, queued, time over the layout before: at 32-128 positions 0.18-0.48
+ * (cumsum, bf16 cumsum, f64 cumsum, cummax; 128 positions of f32 0.141 -> 0.036 ms, a copy's
+ * time), logcumsumexp 0.26-0.81; at 200-768 0.48-0.94; at 1000 (8 a lane) 0.89-0.97; rows of
+ * 1100 unchanged. Measured with many rows only (16384 and more): fewer rows keep the usual
+ * chunks, which the one-tile rows' and look-back rules were measured with; the backwards too. */
+enum {
+  SHORT_ROWS_MIN_CHAINS = 4096,
+  SHORT_ROWS_MIN_LEN = 32,
+  SHORT_ROWS_ITEMS4_MAX_LEN = 768,
+  SHORT_ROWS_ITEMS8_MAX_LEN = 1024
+};
 /* Fewer independent scans than this many per SM leave the GPU idle, so a long axis is then
  * split into tiles joined by look-back (cols: unless the strips fill one wave exactly, see
  * jitops__scan_plan_make). */
@@ -171,6 +189,27 @@ static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                : rows_items(kop, dtype, lookback, *warps);
 }
 
+/* Whether the problem is short rows in bulk of a forward scan (SHORT_ROWS_*). */
+static int short_rows(jitops__scan_kop kop, const jitops__scan_geom *g) {
+  const int forward = kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD ||
+                      kop == JITOPS__SCAN_K_CUMMAX || kop == JITOPS__SCAN_K_CUMMIN ||
+                      kop == JITOPS__SCAN_K_LCSE;
+  return forward && g->chains >= SHORT_ROWS_MIN_CHAINS && g->len >= SHORT_ROWS_MIN_LEN &&
+         g->len <= SHORT_ROWS_ITEMS8_MAX_LEN;
+}
+
+/* The positions a lane of the walk takes: the op's usual, fewer for short rows in bulk. */
+static int walk_items(jitops__scan_kop kop, jitops__dtype dtype, const jitops__scan_geom *g) {
+  int warps, items;
+  rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &warps, &items);
+  if (short_rows(kop, g)) {
+    const int want = g->len <= SHORT_ROWS_ITEMS4_MAX_LEN ? 4 : 8;
+    if (want < items)
+      items = want;
+  }
+  return items;
+}
+
 /* Cols: positions per thread and tile. A tile of 8·R positions × 32 chains of every input
  * fills up to 32 KiB of shared memory, and a block holds two or three (the next ones load
  * while the current one is scanned). */
@@ -211,15 +250,17 @@ static void op_expression(jitops__scan_kop kop, jitops__dtype dtype, char *buf, 
 }
 
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
-                              int nb, int lookback, jitops__scan_width width, char *buf,
+                              int nb, int lookback, jitops__scan_width width, int items, char *buf,
                               size_t size) {
   char op[96];
   op_expression(kop, dtype, op, sizeof op);
   const size_t sb = state_bytes(kop, dtype);
   const char *lb = lookback ? "true" : "false";
   if (kind == JITOPS__SCAN_ROWS) {
-    int warps, items;
-    rows_shape(kop, dtype, lookback, width, &warps, &items);
+    int warps, usual;
+    rows_shape(kop, dtype, lookback, width, &warps, &usual);
+    if (items <= 0)
+      items = usual;
     snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps, items, lb,
              sb);
   } else {
@@ -403,7 +444,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   if (sm_count <= 0)
     sm_count = 132;
   p->state_bytes = state_bytes(kop, dtype);
-  if (is_inner(g) && g->len >= ROWS_MIN_LEN) {
+  if (is_inner(g) && (g->len >= ROWS_MIN_LEN || short_rows(kop, g))) {
     p->kind = JITOPS__SCAN_ROWS;
     /* A one-tile row is a look-back tile that looks back at nothing: it takes no scratch. */
     const int one_tile = one_tile_rows(kop, dtype, g, sm_count);
@@ -424,6 +465,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
         plan_scratch(p, g->chains);
     } else {
       rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &p->warps, &p->items);
+      p->items = walk_items(kop, dtype, g);
       const int64_t blocks = (g->chains + ROWS_WARPS - 1) / ROWS_WARPS;
       if (blocks > GRID_MAX)
         return jitops__fail(JITOPS_ERR_UNSUPPORTED,
@@ -467,7 +509,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
     p->block_x = COLS_BX;
     p->block_y = COLS_BY;
   }
-  jitops__scan_kernel_name(kop, dtype, p->kind, g->nb, p->lookback, p->width, p->name,
-                           sizeof p->name);
+  jitops__scan_kernel_name(kop, dtype, p->kind, g->nb, p->lookback, p->width,
+                           p->kind == JITOPS__SCAN_ROWS ? p->items : 0, p->name, sizeof p->name);
   return JITOPS_SUCCESS;
 }

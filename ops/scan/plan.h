@@ -80,9 +80,11 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, ji
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype);
 
 /* The name expression of one specialization (what the plan and the catalogue compile); `width`
- * picks a rows look-back's tiles (wide ones only where the op has them; unused for cols). */
+ * picks a rows look-back's tiles (wide ones only where the op has them; unused for cols), and
+ * `items` a rows kernel's positions a lane (0: the layout's usual; the plan's own for the walk
+ * of short rows in bulk). */
 void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops__scan_kind kind,
-                              int nb, int lookback, jitops__scan_width width, char *buf,
+                              int nb, int lookback, jitops__scan_width width, int items, char *buf,
                               size_t size);
 
 #endif
