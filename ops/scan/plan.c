@@ -198,16 +198,12 @@ static int short_rows(jitops__scan_kop kop, const jitops__scan_geom *g) {
          g->len <= SHORT_ROWS_ITEMS8_MAX_LEN;
 }
 
-/* The positions a lane of the walk takes: the op's usual, fewer for short rows in bulk. */
-static int walk_items(jitops__scan_kop kop, jitops__dtype dtype, const jitops__scan_geom *g) {
-  int warps, items;
-  rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &warps, &items);
-  if (short_rows(kop, g)) {
-    const int want = g->len <= SHORT_ROWS_ITEMS4_MAX_LEN ? 4 : 8;
-    if (want < items)
-      items = want;
-  }
-  return items;
+/* The positions a lane of the walk takes: the op's `usual`, fewer for short rows in bulk. */
+static int walk_items(jitops__scan_kop kop, const jitops__scan_geom *g, int usual) {
+  if (!short_rows(kop, g))
+    return usual;
+  const int want = g->len <= SHORT_ROWS_ITEMS4_MAX_LEN ? 4 : 8;
+  return want < usual ? want : usual;
 }
 
 /* Cols: positions per thread and tile. A tile of 8·R positions × 32 chains of every input
@@ -465,7 +461,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
         plan_scratch(p, g->chains);
     } else {
       rows_shape(kop, dtype, 0, JITOPS__SCAN_NARROW, &p->warps, &p->items);
-      p->items = walk_items(kop, dtype, g);
+      p->items = walk_items(kop, g, p->items);
       const int64_t blocks = (g->chains + ROWS_WARPS - 1) / ROWS_WARPS;
       if (blocks > GRID_MAX)
         return jitops__fail(JITOPS_ERR_UNSUPPORTED,
