@@ -79,6 +79,7 @@ static void load_driver(void) {
   RESOLVE(cuStreamSynchronize)
   RESOLVE(cuStreamIsCapturing)
   RESOLVE(cuStreamGetCtx)
+  RESOLVE(cuThreadExchangeStreamCaptureMode)
   RESOLVE(cuEventCreate)
   RESOLVE(cuEventDestroy)
   RESOLVE(cuEventRecord)

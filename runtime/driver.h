@@ -42,6 +42,7 @@ typedef struct jitops__driver {
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
   CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
+  CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
   CUresult (*cuEventCreate)(CUevent *, unsigned int);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuEventRecord)(CUevent, CUstream);

@@ -22,12 +22,17 @@ uint64_t jitops__env_scratch_keep_bytes(void) {
                                     JITOPS__SIZE_ZERO_OR_MORE);
 }
 
+int jitops__env_quick_builds(void) {
+  return jitops__env_flag("JITOPS_QUICK_BUILDS", 1);
+}
+
 static void check_all(void) {
   jitops__log_threshold();
   jitops__cache_mode_from_env();
   jitops__cache_max_bytes_from_env();
   jitops__env_tuning();
   jitops__env_dependent_launches();
+  jitops__env_quick_builds();
   jitops__env_scratch_keep_bytes();
   jitops__remote_timeout_ms_from_env();
   jitops__remote_plan remote;

@@ -16,6 +16,10 @@ int jitops__env_dependent_launches(void);
 /* $JITOPS_SCRATCH_KEEP_BYTES: freed scratch the memory pool keeps (default 256 MiB). */
 uint64_t jitops__env_scratch_keep_bytes(void);
 
+/* $JITOPS_QUICK_BUILDS: 0 when a cold call must build its kernels in full (0/off), else 1
+ * (runtime/kernel_batch.h). */
+int jitops__env_quick_builds(void);
+
 /* Reads every variable the library reads, once per process. */
 void jitops__environment_check(void);
 

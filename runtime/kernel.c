@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "runtime/context.h"
 #include "runtime/images.h"
+#include "runtime/kernel_batch.h"
 #include "runtime/runtime_internal.h"
 
 static const char *const fn_get = "jitops_kernel_get";
@@ -129,12 +130,18 @@ static jitops_status check_request(const jitops_runtime_t *rt, const char *sourc
 
 /* ---- building a kernel ----------------------------------------------------------------- */
 
-/* Loads an image into the runtime's context (nothing to do when compile-only). */
+/* Loads an image into the runtime's context (nothing to do when compile-only). A module load
+ * touches no stream, but the driver counts it among the calls a graph capture in the global
+ * mode (torch.cuda.graph's) refuses, and refusing it would spoil that capture: a kernel loaded
+ * while some thread captures (a call being captured on a cold kernel, the background builds of
+ * background.h) is loaded in the relaxed mode. */
 static jitops_status load_image(jitops_runtime_t *rt, jitops_kernel_t *k, const void *image) {
   if (rt->context == NULL)
     return JITOPS_SUCCESS;
   int pushed;
   JITOPS__TRY(jitops__context_push(rt, &pushed));
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  const int relaxed = rt->driver->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
   CUresult r = rt->driver->cuModuleLoadData(&k->module, image);
   if (r == CUDA_SUCCESS) {
     r = rt->driver->cuModuleGetFunction(&k->function, k->module, k->lowered_name);
@@ -148,6 +155,8 @@ static jitops_status load_image(jitops_runtime_t *rt, jitops_kernel_t *k, const 
       k->module = NULL;
     }
   }
+  if (relaxed)
+    rt->driver->cuThreadExchangeStreamCaptureMode(&mode); /* the thread's own mode again */
   jitops__context_restore(rt, pushed);
   if (r != CUDA_SUCCESS)
     return jitops__driver_fail(rt->driver, r, "jitops_kernel_get: loading the module");
@@ -196,6 +205,14 @@ static void row_for(const jitops_runtime_t *rt, const jitops_kernel_t *k, const 
   row->kind = rt->target.emit_ptx ? JITOPS__BLOB_PTX : JITOPS__BLOB_CUBIN;
 }
 
+/* Whether the options ask for a quick build (kernel_batch.h). */
+static int is_quick(const option_list *list) {
+  for (size_t i = 0; i < list->count; ++i)
+    if (strcmp(list->items[i], JITOPS__QUICK_OPTION) == 0)
+      return 1;
+  return 0;
+}
+
 static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k, request *req,
                                        uint8_t key[16], jitops__remote_outcome *remote) {
   jitops__compiled compiled;
@@ -209,6 +226,8 @@ static jitops_status compile_and_store(jitops_runtime_t *rt, jitops_kernel_t *k,
     return status;
   }
   __atomic_fetch_add(&rt->compiles, 1, __ATOMIC_RELAXED);
+  if (is_quick(&req->options))
+    __atomic_fetch_add(&rt->quick_compiles, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&rt->compile_us, (uint64_t)(compiled.compile_ms * 1000.0), __ATOMIC_RELAXED);
   k->compiles = 1;
   jitops__log(JITOPS__LOG_INFO, "compiled %s for %s in %.1f ms", req->name_expression,
@@ -457,8 +476,9 @@ static jitops_kernel_t *find_ready(jitops_runtime_t *rt, jitops__key lookup_key)
 }
 
 jitops_kernel_t *jitops__kernel_find_ready(jitops_runtime_t *rt, const char *source_name,
-                                           const char *name_expression) {
-  return find_ready(rt, jitops__lookup_key(source_name, name_expression, NULL, 0));
+                                           const char *name_expression, const char *const *options,
+                                           size_t num_options) {
+  return find_ready(rt, jitops__lookup_key(source_name, name_expression, options, num_options));
 }
 
 jitops_status jitops_kernel_get(jitops_runtime_t *rt, const char *source_name,
@@ -477,15 +497,16 @@ jitops_status jitops_kernel_get(jitops_runtime_t *rt, const char *source_name,
 }
 
 jitops_status jitops__kernel_get_stored(jitops_runtime_t *rt, const char *source_name,
-                                        const char *name_expression, jitops_kernel_t **out) {
-  jitops__key lookup_key = jitops__lookup_key(source_name, name_expression, NULL, 0);
+                                        const char *name_expression, const char *const *options,
+                                        size_t num_options, jitops_kernel_t **out) {
+  jitops__key lookup_key = jitops__lookup_key(source_name, name_expression, options, num_options);
   jitops_kernel_t *k = find_ready(rt, lookup_key);
   if (k != NULL) {
     *out = k;
     return JITOPS_SUCCESS;
   }
   request req = {source_name, name_expression, NULL, 0, {{0}, 0, {0}, 0}, NULL, 1};
-  JITOPS__TRY(build_options(rt, NULL, 0, &req.options));
+  JITOPS__TRY(build_options(rt, options, num_options, &req.options));
   return get_slow(rt, lookup_key, &req, out);
 }
 

@@ -11,13 +11,26 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/log.h"
+#include "runtime/context.h"
+#include "runtime/runtime_internal.h"
+
+static const char *const quick_options[] = {JITOPS__QUICK_OPTION};
 
 void jitops__kernel_batch_init(jitops__kernel_batch *batch) {
   batch->count = 0;
+  batch->launches = 0;
+  batch->stream = NULL;
 }
 
-static jitops_status add(jitops__kernel_batch *batch, const char *source, const char *expr,
-                         jitops_kernel_t **out, int small) {
+void jitops__kernel_batch_for_launch(jitops__kernel_batch *batch, void *stream) {
+  batch->launches = 1;
+  batch->stream = stream;
+}
+
+jitops_status jitops__kernel_batch_add_flagged(jitops__kernel_batch *batch, const char *source,
+                                               const char *expr, jitops_kernel_t **out,
+                                               unsigned flags) {
   if (batch->count == JITOPS__KERNEL_BATCH_MAX)
     return jitops__fail(JITOPS_ERR_INTERNAL, "kernel batch: more than %d kernels for one call",
                         JITOPS__KERNEL_BATCH_MAX);
@@ -28,18 +41,57 @@ static jitops_status add(jitops__kernel_batch *batch, const char *source, const 
   item->source = source;
   memcpy(item->expr, expr, length + 1);
   item->out = out;
-  item->small = small;
+  item->flags = flags;
+  item->quick = 0;
   return JITOPS_SUCCESS;
 }
 
 jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *source,
                                        const char *expr, jitops_kernel_t **out) {
-  return add(batch, source, expr, out, 0);
+  return jitops__kernel_batch_add_flagged(batch, source, expr, out, 0);
 }
 
-jitops_status jitops__kernel_batch_add_small(jitops__kernel_batch *batch, const char *source,
-                                             const char *expr, jitops_kernel_t **out) {
-  return add(batch, source, expr, out, 1);
+/* ---- quick builds ------------------------------------------------------------------------ */
+
+/* Whether the launch stream is capturing a graph; a stream the driver cannot answer for is
+ * taken as capturing (the full build is then the safe choice). */
+static int capturing(jitops_runtime_t *runtime, void *stream) {
+  if (runtime->context == NULL)
+    return 0;
+  int pushed;
+  if (jitops__context_push(runtime, &pushed) != JITOPS_SUCCESS)
+    return 1;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = runtime->driver->cuStreamIsCapturing((CUstream)stream, &capture);
+  jitops__context_restore(runtime, pushed);
+  return r != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static int quick_allowed(jitops_runtime_t *runtime, const jitops__kernel_batch *batch) {
+  return batch->launches && __atomic_load_n(&runtime->quick_builds, __ATOMIC_RELAXED) &&
+         !capturing(runtime, batch->stream);
+}
+
+/* Gets `item` as a quick build, or as a full one where NVRTC refuses the quick option (which
+ * then stays off for the runtime). */
+static jitops_status get_quick(jitops_runtime_t *runtime, jitops__kernel_batch_item *item) {
+  jitops_status status =
+      jitops_kernel_get(runtime, item->source, item->expr, quick_options, 1, item->out);
+  if (status == JITOPS_SUCCESS || status != JITOPS_ERR_COMPILE)
+    return status;
+  jitops_status full = jitops_kernel_get(runtime, item->source, item->expr, NULL, 0, item->out);
+  if (full == JITOPS_SUCCESS) {
+    jitops__log(JITOPS__LOG_INFO, "quick builds off: NVRTC refused \"%s\"", quick_options[0]);
+    __atomic_store_n(&runtime->quick_builds, 0, __ATOMIC_RELAXED);
+    item->quick = 0;
+  }
+  return full;
+}
+
+static jitops_status get_item(jitops_runtime_t *runtime, jitops__kernel_batch_item *item) {
+  if (item->quick)
+    return get_quick(runtime, item);
+  return jitops_kernel_get(runtime, item->source, item->expr, NULL, 0, item->out);
 }
 
 /* What the builders share: the kernels still to build, the next one to take, and each one's
@@ -60,7 +112,7 @@ static void *build_some(void *arg) {
     if (i >= b->count)
       return NULL;
     jitops__kernel_batch_item *item = b->todo[i];
-    b->status[i] = jitops_kernel_get(b->runtime, item->source, item->expr, NULL, 0, item->out);
+    b->status[i] = get_item(b->runtime, item);
     if (b->status[i] != JITOPS_SUCCESS)
       b->message[i] = strdup(jitops_last_error());
   }
@@ -101,35 +153,71 @@ static jitops_status first_failure(builds *b) {
   return status;
 }
 
-/* Whether `item` is ready now: in memory, or (when the batch has several kernels to get) on
- * disk, got on the calling thread. A warm process's first call thus loads its kernels one
- * after the other, each a fraction of a millisecond, instead of starting builder threads
- * that would take turns at the database's lock. A kernel another thread is building is not
- * ready here: a builder thread waits for it while the others build the rest, where waiting
- * on this thread would have put the whole batch behind that compile. */
-static int ready_here(jitops_runtime_t *runtime, jitops__kernel_batch_item *item, int from_disk) {
+/* Whether `item` is ready now: in memory, or (when the batch has several kernels to get, or it
+ * may be a quick build) on disk, got on the calling thread. A warm process's first call thus
+ * loads its kernels one after the other, each a fraction of a millisecond, instead of starting
+ * builder threads that would take turns at the database's lock. A kernel another thread is
+ * building is not ready here: a builder thread waits for it while the others build the rest,
+ * where waiting on this thread would have put the whole batch behind that compile. */
+static int ready_here(jitops_runtime_t *runtime, jitops__kernel_batch_item *item,
+                      const char *const *options, size_t num_options, int from_disk) {
   if (!from_disk)
-    *item->out = jitops__kernel_find_ready(runtime, item->source, item->expr);
-  else if (jitops__kernel_get_stored(runtime, item->source, item->expr, item->out) !=
-           JITOPS_SUCCESS)
+    *item->out =
+        jitops__kernel_find_ready(runtime, item->source, item->expr, options, num_options);
+  else if (jitops__kernel_get_stored(runtime, item->source, item->expr, options, num_options,
+                                     item->out) != JITOPS_SUCCESS)
     *item->out = NULL;
   return *item->out != NULL;
+}
+
+/* Whether `item` is ready now (above), as its full build or, where it may be one, as its quick
+ * build, whose full build it then asks the background for. An item that is not ready and may be
+ * a quick build is marked to be built so. */
+static int ready(jitops_runtime_t *runtime, const jitops__kernel_batch *batch,
+                 jitops__kernel_batch_item *item, int *quick_allowed_memo) {
+  int may_be_quick = (item->flags & JITOPS__KERNEL_QUICK) != 0;
+  if (ready_here(runtime, item, NULL, 0, batch->count > 1 || may_be_quick))
+    return 1;
+  if (!may_be_quick)
+    return 0;
+  if (*quick_allowed_memo < 0)
+    *quick_allowed_memo = quick_allowed(runtime, batch);
+  if (!*quick_allowed_memo)
+    return 0;
+  item->quick = 1;
+  if (!ready_here(runtime, item, quick_options, 1, 1))
+    return 0;
+  jitops__background_request(runtime, item->source, item->expr);
+  return 1;
+}
+
+/* Asks the background for the full builds of the items that were got as quick builds. */
+static void request_full_builds(jitops_runtime_t *runtime, builds *b) {
+  for (size_t i = 0; i < b->count; ++i)
+    if (b->todo[i]->quick && b->status[i] == JITOPS_SUCCESS)
+      jitops__background_request(runtime, b->todo[i]->source, b->todo[i]->expr);
 }
 
 jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel_batch *batch) {
   builds b;
   memset(&b, 0, sizeof b);
   b.runtime = runtime;
-  for (int small = 0; small <= 1; ++small) /* the small ones after the others */
-    for (size_t i = 0; i < batch->count; ++i)
-      if (batch->item[i].small == small && !ready_here(runtime, &batch->item[i], batch->count > 1))
-        b.todo[b.count++] = &batch->item[i];
+  int quick_allowed_memo = -1;
+  for (unsigned small = 0; small <= 1; ++small) /* the small ones after the others */
+    for (size_t i = 0; i < batch->count; ++i) {
+      jitops__kernel_batch_item *item = &batch->item[i];
+      if ((item->flags & JITOPS__KERNEL_SMALL) / JITOPS__KERNEL_SMALL == small &&
+          !ready(runtime, batch, item, &quick_allowed_memo))
+        b.todo[b.count++] = item;
+    }
   if (b.count == 0) /* every call after a kernel's first, and warm first calls */
     return JITOPS_SUCCESS;
-  if (b.count == 1) {
-    jitops__kernel_batch_item *item = b.todo[0];
-    return jitops_kernel_get(runtime, item->source, item->expr, NULL, 0, item->out);
-  }
-  run_builders(&b);
+  if (b.count == 1)
+    b.status[0] = get_item(runtime, b.todo[0]);
+  else
+    run_builders(&b);
+  request_full_builds(runtime, &b);
+  if (b.count == 1)
+    return b.status[0];
   return first_failure(&b);
 }

@@ -15,49 +15,86 @@ enum {
   JITOPS__KERNEL_BATCH_THREADS = 8 /* builders at most, the calling thread included */
 };
 
+/* Quick builds. A cold call's wait is its kernels' compile, and most of a compile is NVRTC
+ * optimizing and assembling unrolled loops. NVRTC's fast-compile level "mid" builds the same
+ * source 2 to 7 times faster into slower code. So a call that launches (not a prewarm) and finds
+ * a QUICK kernel nowhere (memory, disk, another runtime) builds it with JITOPS__QUICK_OPTION,
+ * launches that, and queues the full build on the runtime's background thread
+ * (background.h); its later calls find the full kernel in memory, and on disk in the next
+ * process. A quick build is an ordinary kernel under its own cache key (its options differ), so
+ * it is stored and shared like any other, and a warm process that finds only it uses it while
+ * the full one is built again. No quick build while the launch stream is capturing a CUDA graph
+ * (the graph would keep it): the call waits for the full one. $JITOPS_QUICK_BUILDS=0 turns them
+ * off; an NVRTC older than 12.8, or one that refuses the option, never gets them.
+ *
+ * QUICK is the op's promise that the kernel's results are the same bits however it is
+ * optimized: integer and comparison arithmetic, float additions and IEEE divisions in an order
+ * the source fixes, no product that feeds a sum (the one rounding an optimizer may change, by
+ * contracting it into an fma) and no math library call. */
+#define JITOPS__QUICK_OPTION "-Ofc=mid"
+enum { JITOPS__QUICK_MIN_NVRTC = 1208 };
+
+/* What an op says about a kernel it adds. */
+enum {
+  JITOPS__KERNEL_SMALL = 1u, /* compiles in a fraction of the others' time: built after them */
+  JITOPS__KERNEL_QUICK = 2u  /* the same bits at any optimization level: may be a quick build */
+};
+
 typedef struct jitops__kernel_batch_item {
   const char *source; /* a built-in source name (static storage) */
   char expr[JITOPS__KERNEL_BATCH_EXPR];
   jitops_kernel_t **out;
-  int small; /* built after the others (jitops__kernel_batch_add_small) */
+  unsigned flags;
+  int quick; /* being got as a quick build */
 } jitops__kernel_batch_item;
 
 typedef struct jitops__kernel_batch {
   size_t count;
+  int launches;  /* jitops__kernel_batch_for_launch was called */
+  void *stream;  /* the launch stream, when `launches` */
   jitops__kernel_batch_item item[JITOPS__KERNEL_BATCH_MAX];
 } jitops__kernel_batch;
 
+/* An empty batch whose kernels are full builds (a prewarm's). */
 void jitops__kernel_batch_init(jitops__kernel_batch *batch);
+
+/* Marks the batch as an op call's that launches on `stream`: its QUICK kernels may be quick
+ * builds. */
+void jitops__kernel_batch_for_launch(jitops__kernel_batch *batch, void *stream);
 
 /* Adds "source, expr" (no options), to be written to *out by jitops__kernel_batch_get.
  * JITOPS_ERR_INTERNAL when the batch is full or the expression too long. */
 jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *source,
                                        const char *expr, jitops_kernel_t **out);
 
-/* The same for a kernel that compiles in a fraction of the time of the batch's others (a helper
- * pass): the builders take it after them. With fewer cores than kernels, the long compiles then
- * start at once and the small one fills in behind them, instead of delaying one of them (a
- * segment sort's cold call: 0.46-0.55 s -> 0.41-0.50 s on two cores). */
-jitops_status jitops__kernel_batch_add_small(jitops__kernel_batch *batch, const char *source,
-                                             const char *expr, jitops_kernel_t **out);
+/* The same, with JITOPS__KERNEL_* flags. A SMALL kernel is taken by the builders after the
+ * others: with fewer cores than kernels, the long compiles then start at once and the small one
+ * fills in behind them instead of delaying one of them (a segment sort's cold call: 0.46-0.55 s
+ * -> 0.41-0.50 s on two cores). */
+jitops_status jitops__kernel_batch_add_flagged(jitops__kernel_batch *batch, const char *source,
+                                               const char *expr, jitops_kernel_t **out,
+                                               unsigned flags);
 
-/* Every kernel of the batch, as jitops_kernel_get would give it. Kernels in memory, and (for
- * a batch of several) those on disk, are got on the calling thread; the others are built by up
- * to min(their number, the online CPUs, JITOPS__KERNEL_BATCH_THREADS) threads, the calling one
- * included, small ones last; the log may then run on those threads. On failure, the status and
- * message are those of the first failing kernel in the batch's order (small ones included). */
+/* Every kernel of the batch, as jitops_kernel_get would give it, or its quick build (above).
+ * Kernels in memory, and (for a batch of several, or a QUICK kernel) those on disk, are got on
+ * the calling thread; the others are built by up to min(their number, the online CPUs,
+ * JITOPS__KERNEL_BATCH_THREADS) threads, the calling one included, small ones last; the log may
+ * then run on those threads. On failure, the status and message are those of the first failing
+ * kernel in the batch's order (small ones included). */
 jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel_batch *batch);
 
-/* The ready kernel of (source, expr, no options) in the runtime's memory, counted as a memory
+/* The ready kernel of (source, expr, options) in the runtime's memory, counted as a memory
  * hit; NULL when it is not there yet (kernel.c). */
 jitops_kernel_t *jitops__kernel_find_ready(jitops_runtime_t *runtime, const char *source_name,
-                                           const char *name_expression);
+                                           const char *name_expression, const char *const *options,
+                                           size_t num_options);
 
-/* The kernel of (source, expr, no options) from memory, another runtime of the process, or
+/* The kernel of (source, expr, options) from memory, another runtime of the process, or
  * the disk tier, as jitops_kernel_get would give it, without claiming, asking the remote tier
  * or compiling: JITOPS_ERR_NOT_FOUND (no message) when it is in none of them, and at once,
  * without waiting, when another thread of any runtime is building it (kernel.c). */
 jitops_status jitops__kernel_get_stored(jitops_runtime_t *runtime, const char *source_name,
-                                        const char *name_expression, jitops_kernel_t **out);
+                                        const char *name_expression, const char *const *options,
+                                        size_t num_options, jitops_kernel_t **out);
 
 #endif

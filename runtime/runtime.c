@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "runtime/context.h"
 #include "runtime/environment.h"
+#include "runtime/kernel_batch.h"
 #include "runtime/runtime_internal.h"
 
 static const char *const fn_create = "jitops_runtime_create";
@@ -142,6 +143,7 @@ static jitops_status check_config(const jitops_runtime_config *c, int *arch) {
 static jitops_status init_tiers(jitops_runtime_t *rt, const jitops_runtime_config *c) {
   JITOPS__TRY(jitops__target_resolve(rt->props.arch, &rt->target));
   rt->nvrtc_version = jitops__nvrtc_version();
+  rt->quick_builds = jitops__env_quick_builds() && rt->nvrtc_version >= JITOPS__QUICK_MIN_NVRTC;
   JITOPS__TRY(jitops__sources_init(&rt->sources));
   JITOPS__TRY(jitops__registry_init(&rt->registry));
   jitops__store_options store_options = {c->cache_dir, c->cache_mode, c->cache_max_bytes,
@@ -171,6 +173,7 @@ jitops_status jitops_runtime_create(const jitops_runtime_config *config, jitops_
   pthread_mutex_init(&rt->build_lock, NULL);
   pthread_cond_init(&rt->build_done, NULL);
   pthread_mutex_init(&rt->state_lock, NULL);
+  jitops__background_init(&rt->background);
   jitops_status status = JITOPS_SUCCESS;
   if (c->device >= 0)
     status = open_device(rt, c->device, arch);
@@ -236,6 +239,7 @@ static void free_kernels(jitops_runtime_t *rt) {
 void jitops_runtime_destroy(jitops_runtime_t *rt) {
   if (rt == NULL)
     return;
+  jitops__background_destroy(&rt->background); /* its builds use everything below */
   if (rt->registry.slots != NULL) {
     flush_usage(rt);
     free_kernels(rt);
@@ -286,6 +290,13 @@ jitops_status jitops_runtime_get_stats(const jitops_runtime_t *rt, jitops_stats 
   out->remote_misses = __atomic_load_n(&rt->remote_misses, __ATOMIC_RELAXED);
   out->remote_errors = jitops__remote_errors(rt->remote);
   out->shared_hits = __atomic_load_n(&rt->shared_hits, __ATOMIC_RELAXED);
+  out->quick_compiles = __atomic_load_n(&rt->quick_compiles, __ATOMIC_RELAXED);
+  return JITOPS_SUCCESS;
+}
+
+jitops_status jitops_runtime_wait_builds(jitops_runtime_t *rt) {
+  JITOPS__REQUIRE_NONNULL("jitops_runtime_wait_builds", rt);
+  jitops__background_finish(&rt->background);
   return JITOPS_SUCCESS;
 }
 

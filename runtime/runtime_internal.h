@@ -10,6 +10,7 @@
 
 #include "cache/remote.h"
 #include "cache/store.h"
+#include "runtime/background.h"
 #include "runtime/compiler.h"
 #include "runtime/device.h"
 #include "runtime/driver.h"
@@ -45,6 +46,12 @@ struct jitops_runtime {
   jitops_allocator allocator;
   int has_allocator;
 
+  /* Whether an op call may launch a quick build of a kernel found nowhere, its full build
+   * queued in `background` (kernel_batch.h): $JITOPS_QUICK_BUILDS, and an NVRTC that takes
+   * the quick option; cleared for good when a quick build fails where a full one succeeds. */
+  int quick_builds;
+  jitops__background background;
+
   pthread_mutex_t state_lock;
   void *states[JITOPS__SLOT_COUNT];
   void (*state_destroy[JITOPS__SLOT_COUNT])(jitops_runtime_t *, void *);
@@ -53,6 +60,7 @@ struct jitops_runtime {
   uint64_t memory_hits, disk_hits, misses, compiles, compile_errors, waits;
   uint64_t remote_hits, remote_misses, shared_hits;
   uint64_t compile_us;
+  uint64_t quick_compiles;
 };
 
 #endif

@@ -4,7 +4,9 @@
  * empty but one, many empty segments, negative and too-large ids (counted), heavy ties (split
  * and first occurrence), NaNs, 0 rows, 0 segments, 0 columns, rows of 1 to 1024 columns,
  * padded rows, strided ids, host ids and a million rows. Outputs are poisoned before every
- * run, and every run is repeated and compared bit for bit.
+ * run, and every run is repeated and compared bit for bit. The repeat follows
+ * jitops_runtime_wait_builds: on an empty cache a kernel's first run is its quick build and the
+ * repeat its full build, so the comparison holds quick builds to the full builds' bits.
  *
  * Data are multiples of 1/8 in most cases, so that every sum is exact in any order and any
  * lost or doubled row shows; the "random" cases use full-precision values and a tolerance.
@@ -728,6 +730,7 @@ static void run_reduction(run_ctx *x, int r) {
     }
     sync_stream(x);
     to_host(got[run], x->b->out, x->b->out_bytes);
+    CHECK_OK(jitops_runtime_wait_builds(x->rt)); /* the repeat runs full builds */
     if (c->counter_bits != 0) {
       const int64_t counted = read_counter(c, x->b->counter);
       if (counted != 5 + x->p->too_large) {
@@ -759,6 +762,7 @@ static void run_reduction(run_ctx *x, int r) {
       break;
     sync_stream(x);
     to_host(dx[run], x->b->dx, x->b->dx_bytes);
+    CHECK_OK(jitops_runtime_wait_builds(x->rt));
   }
   ref = malloc(((size_t)(N * D) + 1) * sizeof *ref);
   tol = malloc(((size_t)(N * D) + 1) * sizeof *tol);
@@ -885,6 +889,7 @@ static void run_case(jitops_runtime_t *rt, cudaStream_t stream, const seg_case *
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* keep the log when a time limit stops the test */
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   prewarm = argc > 2 && strcmp(argv[1], "--prewarm") == 0;
   const char *match = argc > 2 && strcmp(argv[1], "--match") == 0 ? argv[2] : NULL;
@@ -893,6 +898,7 @@ int main(int argc, char **argv) {
   jitops_runtime_t *rt = NULL;
   cudaStream_t stream = NULL;
   if (prewarm) {
+    setenv("JITOPS_QUICK_BUILDS", "0", 1); /* the full builds only, for the GPU run to find */
     jitops_runtime_config cfg = test_offline_config("sm_90", argv[2]);
     CHECK_OK(jitops_runtime_create(&cfg, &rt));
     if (rt == NULL)
@@ -911,6 +917,11 @@ int main(int argc, char **argv) {
   }
   if (stream != NULL)
     CUDA_OK(cudaStreamDestroy(stream));
+  jitops_stats stats;
+  CHECK_OK(jitops_runtime_get_stats(rt, &stats));
+  printf("%llu kernels compiled, %llu of them quick builds first\n",
+         (unsigned long long)(stats.compiles - stats.quick_compiles),
+         (unsigned long long)stats.quick_compiles);
   jitops_runtime_destroy(rt);
   return test_finish(prewarm ? "test_gpu_segment --prewarm" : "test_gpu_segment");
 }

@@ -85,10 +85,11 @@ static void small_kernels_come_last_in_build_not_in_report(jitops_runtime_t *rt)
   jitops__kernel_batch_init(&batch);
   jitops_kernel_t *small_bad = NULL, *bad = NULL, *small_good = NULL, *good = NULL;
   CHECK_OK(
-      jitops__kernel_batch_add_small(&batch, SOURCE, "jitops::no_such_small<float>", &small_bad));
+      jitops__kernel_batch_add_flagged(&batch, SOURCE, "jitops::no_such_small<float>", &small_bad,
+                                       JITOPS__KERNEL_SMALL));
   CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::no_such_kernel<double>", &bad));
-  CHECK_OK(jitops__kernel_batch_add_small(&batch, SOURCE, "jitops::example_axpy<float, 7>",
-                                          &small_good));
+  CHECK_OK(jitops__kernel_batch_add_flagged(&batch, SOURCE, "jitops::example_axpy<float, 7>",
+                                            &small_good, JITOPS__KERNEL_SMALL));
   CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::example_axpy<double, 7>", &good));
   CHECK_FAILS(jitops__kernel_batch_get(rt, &batch), JITOPS_ERR_COMPILE, "no_such_small");
   CHECK(small_bad == NULL && bad == NULL);
@@ -133,7 +134,7 @@ typedef struct call {
 
 static void *make_call(void *arg) {
   call *c = arg;
-  c->status = c->stored_only ? jitops__kernel_get_stored(c->rt, SOURCE, c->expr, &c->got)
+  c->status = c->stored_only ? jitops__kernel_get_stored(c->rt, SOURCE, c->expr, NULL, 0, &c->got)
                              : jitops_kernel_get(c->rt, SOURCE, c->expr, NULL, 0, &c->got);
   __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
   return NULL;

@@ -76,6 +76,12 @@ int jitops__scan_kop_tensors(jitops__scan_kop kop) {
   }
 }
 
+int jitops__scan_kop_quick(jitops__scan_kop kop) {
+  return kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD ||
+         kop == JITOPS__SCAN_K_CUMMAX || kop == JITOPS__SCAN_K_CUMMIN ||
+         kop == JITOPS__SCAN_K_EXTREMUM_BWD;
+}
+
 int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype) {
   if (kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD)
     return jitops__dtype_is_float(dtype) || jitops__dtype_is_int(dtype);

@@ -59,6 +59,11 @@ typedef struct jitops__scan_plan {
 /* The ops' tensor counts: inputs then outputs, as the templates' Tensors lists. */
 int jitops__scan_kop_tensors(jitops__scan_kop kop);
 
+/* Whether the kernel op's kernels may be quick builds (runtime/kernel_batch.h): their
+ * arithmetic is additions, products that feed only products, or comparisons. The log-domain
+ * ops and the cumprod backward (products that feed sums) may not. */
+int jitops__scan_kop_quick(jitops__scan_kop kop);
+
 /* Whether the kernel op takes `dtype` (cumsum and cumprod take ints). */
 int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype);
 

@@ -87,7 +87,7 @@ static jitops_status compile_forward(jitops_runtime_t *runtime, const entry *e, 
   jitops__segment_forward_plan plan;
   jitops__segment_forward_kernels kernels;
   JITOPS__TRY(jitops__segment_plan_forward(jitops__runtime_props(runtime), &call, &plan));
-  return jitops__segment_get_forward_kernels(runtime, &call, &plan, &kernels);
+  return jitops__segment_get_forward_kernels(runtime, &call, &plan, false, NULL, &kernels);
 }
 
 static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
@@ -109,7 +109,7 @@ static jitops_status segment_compile(jitops_runtime_t *runtime, size_t index) {
   jitops__segment_backward_plan plan;
   jitops__segment_backward_kernels kernels;
   JITOPS__TRY(jitops__segment_plan_backward(jitops__runtime_props(runtime), &call, &plan));
-  return jitops__segment_get_backward_kernels(runtime, &call, &plan, &kernels);
+  return jitops__segment_get_backward_kernels(runtime, &call, &plan, false, NULL, &kernels);
 }
 
 const jitops__catalogue_family jitops__catalogue_segment = {

@@ -18,7 +18,10 @@
 #define SRC_NARROW   "jitops/segment_narrow.cuh"
 #define NS           "jitops::segment::"
 
-/* Adds one kernel to the call's batch (its name expression formatted from `fmt`). */
+/* Adds one kernel to the call's batch (its name expression formatted from `fmt`). Every kernel
+ * of the family may be a quick build (runtime/kernel_batch.h): its arithmetic is integer work,
+ * comparisons, float additions in an order the source fixes, the fixed point's exact scaling,
+ * and divisions (IEEE, or divide_by_count's explicit fmas); no product feeds a sum. */
 static jitops_status get(jitops__kernel_batch *b, const char *source, jitops_kernel_t **out,
                          const char *fmt, ...) JITOPS__PRINTF(4, 5);
 
@@ -29,7 +32,7 @@ static jitops_status get(jitops__kernel_batch *b, const char *source, jitops_ker
   va_start(ap, fmt);
   vsnprintf(expr, sizeof expr, fmt, ap);
   va_end(ap);
-  return jitops__kernel_batch_add(b, source, expr, out);
+  return jitops__kernel_batch_add_flagged(b, source, expr, out, JITOPS__KERNEL_QUICK);
 }
 
 static const char *tf(bool b) {
@@ -49,7 +52,8 @@ static jitops_status get_sort(jitops__kernel_batch *b, const jitops__segment_cal
    * so that on two cores the pass and the reduction start first. */
   char histogram[JITOPS__KERNEL_BATCH_EXPR];
   snprintf(histogram, sizeof histogram, NS "segment_sort_histogram<%s>", I);
-  return jitops__kernel_batch_add_small(b, SRC_SORT, histogram, &k->histogram);
+  return jitops__kernel_batch_add_flagged(b, SRC_SORT, histogram, &k->histogram,
+                                         JITOPS__KERNEL_SMALL | JITOPS__KERNEL_QUICK);
 }
 
 /* chunked reduction and fixup; `key_type` is the ids' type for sorted ids and int (the radix
@@ -204,10 +208,13 @@ static jitops_status add_backward(jitops__kernel_batch *b, const jitops__segment
 jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime,
                                                   const jitops__segment_call *call,
                                                   const jitops__segment_forward_plan *plan,
+                                                  bool launches, void *stream,
                                                   jitops__segment_forward_kernels *out) {
   memset(out, 0, sizeof *out);
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
+  if (launches)
+    jitops__kernel_batch_for_launch(&batch, stream);
   JITOPS__TRY(add_forward(&batch, call, plan, out));
   return jitops__kernel_batch_get(runtime, &batch);
 }
@@ -215,12 +222,15 @@ jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime,
 jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime,
                                                    const jitops__segment_call *call,
                                                    const jitops__segment_backward_plan *plan,
+                                                   bool launches, void *stream,
                                                    jitops__segment_backward_kernels *out) {
   memset(out, 0, sizeof *out);
   if (call->rows == 0 || call->cols == 0)
     return JITOPS_SUCCESS;
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
+  if (launches)
+    jitops__kernel_batch_for_launch(&batch, stream);
   JITOPS__TRY(add_backward(&batch, call, plan, out));
   return jitops__kernel_batch_get(runtime, &batch);
 }

@@ -33,13 +33,17 @@ typedef struct jitops__segment_backward_kernels {
   jitops_kernel_t *runs_mark, *runs_fix; /* max, min by runs */
 } jitops__segment_backward_kernels;
 
+/* The kernels of `plan`, for a call that `launches` them on `stream` (whose cold kernels may
+ * then be quick builds: runtime/kernel_batch.h) or for the prewarm catalogue (full builds). */
 jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime,
                                                   const jitops__segment_call *call,
                                                   const jitops__segment_forward_plan *plan,
+                                                  bool launches, void *stream,
                                                   jitops__segment_forward_kernels *out);
 jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime,
                                                    const jitops__segment_call *call,
                                                    const jitops__segment_backward_plan *plan,
+                                                   bool launches, void *stream,
                                                    jitops__segment_backward_kernels *out);
 
 #endif

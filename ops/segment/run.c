@@ -79,7 +79,7 @@ jitops_status jitops_segment_reduce(jitops_runtime_t *runtime, jitops_segment_re
   jitops__segment_forward_plan plan;
   JITOPS__TRY(jitops__segment_plan_forward(jitops__runtime_props(runtime), &call, &plan));
   jitops__segment_forward_kernels kernels;
-  JITOPS__TRY(jitops__segment_get_forward_kernels(runtime, &call, &plan, &kernels));
+  JITOPS__TRY(jitops__segment_get_forward_kernels(runtime, &call, &plan, true, stream, &kernels));
   if (plan.path == JITOPS__SEGMENT_PATH_EMPTY && kernels.count_too_large == NULL)
     return JITOPS_SUCCESS;
   jitops__scratch scratch;
@@ -120,7 +120,7 @@ jitops_status jitops_segment_reduce_backward(jitops_runtime_t *runtime,
   jitops__segment_backward_plan plan;
   JITOPS__TRY(jitops__segment_plan_backward(jitops__runtime_props(runtime), &call, &plan));
   jitops__segment_backward_kernels kernels;
-  JITOPS__TRY(jitops__segment_get_backward_kernels(runtime, &call, &plan, &kernels));
+  JITOPS__TRY(jitops__segment_get_backward_kernels(runtime, &call, &plan, true, stream, &kernels));
   if (call.rows == 0 || call.cols == 0)
     return JITOPS_SUCCESS; /* grad_data is empty */
   jitops__scratch scratch;

@@ -53,7 +53,7 @@ static PyObject *runtime_info(PyObject *self, PyObject *arg) {
 
 /* runtime_stats(runtime) -> (memory_hits, disk_hits, misses, compiles, compile_errors, waits,
  *                            disk_errors, compile_ms, remote_hits, remote_misses,
- *                            remote_errors, shared_hits) */
+ *                            remote_errors, shared_hits, quick_compiles) */
 static PyObject *runtime_stats(PyObject *self, PyObject *arg) {
   void *runtime;
   jitops_stats s;
@@ -62,12 +62,26 @@ static PyObject *runtime_stats(PyObject *self, PyObject *arg) {
   jitops_status status = jitops_runtime_get_stats(runtime, &s);
   if (status != JITOPS_SUCCESS)
     return jp_raise(status);
-  return Py_BuildValue("(KKKKKKKdKKKK)", (unsigned long long)s.memory_hits,
+  return Py_BuildValue("(KKKKKKKdKKKKK)", (unsigned long long)s.memory_hits,
                        (unsigned long long)s.disk_hits, (unsigned long long)s.misses,
                        (unsigned long long)s.compiles, (unsigned long long)s.compile_errors,
                        (unsigned long long)s.waits, (unsigned long long)s.disk_errors, s.compile_ms,
                        (unsigned long long)s.remote_hits, (unsigned long long)s.remote_misses,
-                       (unsigned long long)s.remote_errors, (unsigned long long)s.shared_hits);
+                       (unsigned long long)s.remote_errors, (unsigned long long)s.shared_hits,
+                       (unsigned long long)s.quick_compiles);
+}
+
+/* runtime_wait_builds(runtime): returns once the runtime's background builds are done. */
+static PyObject *runtime_wait_builds(PyObject *self, PyObject *arg) {
+  void *runtime;
+  if (jp_arg_pointer(arg, "runtime", &runtime) < 0)
+    return NULL;
+  PyThreadState *save = PyEval_SaveThread();
+  jitops_status status = jitops_runtime_wait_builds(runtime);
+  PyEval_RestoreThread(save);
+  if (status != JITOPS_SUCCESS)
+    return jp_raise(status);
+  Py_RETURN_NONE;
 }
 
 /* source_register(runtime, name, source) */
@@ -223,6 +237,7 @@ PyMethodDef jp_core_methods[] = {
     {"runtime_destroy", runtime_destroy, METH_O, NULL},
     {"runtime_info", runtime_info, METH_O, NULL},
     {"runtime_stats", runtime_stats, METH_O, NULL},
+    {"runtime_wait_builds", runtime_wait_builds, METH_O, NULL},
     {"source_register", JP_FASTCALL(source_register), METH_FASTCALL, NULL},
     {"kernel_get", JP_FASTCALL(kernel_get), METH_FASTCALL, NULL},
     {"kernel_launch", JP_FASTCALL(kernel_launch), METH_FASTCALL, NULL},

@@ -60,6 +60,7 @@ class RuntimeStats:
     remote_misses: int
     remote_errors: int  # failed requests, and records refused
     shared_hits: int  # kernels another runtime of this process built (compiled once per arch)
+    quick_compiles: int  # of compiles, quick builds of a cold call's kernels (see Runtime.wait_builds)
 
 
 def device_index(device: Optional[Device]) -> int:
@@ -151,6 +152,18 @@ class Runtime:
     def stats(self) -> RuntimeStats:
         """The cache counters of this runtime."""
         return RuntimeStats(*C.runtime_stats(self._live()))
+
+    def wait_builds(self) -> None:
+        """Returns once the runtime's background builds are done.
+
+        A built-in op's first call on an empty cache may launch a quick build of a kernel whose
+        results do not depend on how it is optimized (the segment reductions; cumsum, cumprod,
+        cummax, cummin, and the backwards of cumsum, cummax and cummin): it compiles in a fraction of the
+        time, and the full build follows on a background thread. Results are the same bits
+        either way; after this call every later launch of those kernels is a full build (call
+        it before timing an op on a cold cache). ``JITOPS_QUICK_BUILDS=0`` turns quick builds
+        off."""
+        C.runtime_wait_builds(self._live())
 
     # ---- the JIT service -------------------------------------------------------------------
 

@@ -1,0 +1,149 @@
+"""Quick builds on a GPU (runtime/kernel_batch.h): on an empty cache, the first call of an op
+whose kernels allow it launches quick builds, and once ``Runtime.wait_builds`` returns the same
+call launches the full builds and gives the same bits, forward and backward. A call captured
+into a CUDA graph while its full builds are pending waits for them instead of keeping the quick
+ones, and the background builds never spoil a capture another thread makes meanwhile.
+
+Each case runs in a process of its own on a cache directory of its own, so that its first call
+is cold whatever ran before."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jitops
+
+pytestmark = pytest.mark.gpu
+
+SCRIPT = r'''
+import sys, threading
+import torch, jitops
+from jitops import ops
+
+dev = torch.device("cuda", 0)
+rt = jitops.Runtime(dev)
+g = torch.Generator(device=dev)
+g.manual_seed(7)
+
+def randn(*shape):
+    return torch.randn(*shape, device=dev, generator=g)
+
+def ids(n, s):
+    return torch.randint(0, s, (n,), device=dev, generator=g)
+
+def bits(t):
+    return t.detach().contiguous().view(torch.uint8).clone()
+
+def forward_backward(fn, x):
+    x = x.detach().clone().requires_grad_(True)
+    y = fn(x)
+    y = y[0] if isinstance(y, tuple) else y
+    y.backward(torch.ones_like(y) * 0.37)
+    torch.cuda.synchronize()
+    return bits(y), bits(x.grad)
+
+CALLS = {
+    "segment_sum_sort": (lambda x: ops.segment_sum(x, I64K, 10000), (1 << 16, 64)),
+    "segment_mean_sorted": (lambda x: ops.segment_mean(x, I64K_SORTED, 10000, sorted=True), (1 << 16, 64)),
+    "segment_max_narrow": (lambda x: ops.segment_max(x, I1M, 1000000), (1 << 20, 3)),
+    "segment_sum_narrow": (lambda x: ops.segment_sum(x, I1M, 1000000), (1 << 20, 3)),
+    "cumsum_rows": (lambda x: ops.cumsum(x, 1), (512, 3000)),
+    "cummax_cols": (lambda x: ops.cummax(x, 0), (3000, 512)),
+    "cumprod_rows": (lambda x: ops.cumprod(x * 0.01 + 1.0, 1), (64, 5000)),
+}
+
+mode = sys.argv[1]
+I64K = ids(1 << 16, 10000)
+I64K_SORTED = torch.sort(I64K).values
+I1M = ids(1 << 20, 1000000)
+
+if mode in CALLS:
+    fn, shape = CALLS[mode]
+    x = randn(*shape)
+    before = rt.stats()
+    first = forward_backward(fn, x)
+    cold = rt.stats()
+    quick = cold.quick_compiles - before.quick_compiles
+    assert quick > 0, f"{mode}: no quick build on a cold cache"
+    rt.wait_builds()
+    built = rt.stats()
+    # Each quick build's full build is done (some may have finished during the first call).
+    assert built.compiles - before.compiles >= 2 * quick, (mode, quick, built.compiles - before.compiles)
+    assert built.quick_compiles == cold.quick_compiles
+    second = forward_backward(fn, x)
+    after = rt.stats()
+    assert after.compiles == built.compiles, f"{mode}: the second call compiled"
+    for a, b, what in zip(first, second, ("output", "gradient")):
+        assert torch.equal(a, b), f"{mode}: the quick and full builds' {what} differ"
+    print(f"{mode}: {quick} quick builds, then full builds: bit-identical")
+
+elif mode == "capture_waits_for_full":
+    x = randn(1 << 16, 64)
+    eager = ops.segment_sum(x, I64K, 10000)  # quick builds; full ones queued
+    cold = rt.stats()
+    assert cold.quick_compiles > 0
+    graph = torch.cuda.CUDAGraph()
+    out = torch.empty_like(eager)
+    with torch.cuda.graph(graph):
+        out.copy_(ops.segment_sum(x, I64K, 10000))
+    captured = rt.stats()
+    assert captured.quick_compiles == cold.quick_compiles
+    assert captured.compiles >= 2 * cold.quick_compiles, "the capture did not wait for the full builds"
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(eager))
+    print("capture: waited for the full builds")
+
+elif mode == "captures_beside_background_builds":
+    x = randn(1 << 16, 64)
+    ops.segment_max(x, I64K, 10000)  # quick builds; their full builds load modules meanwhile
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (rt.wait_builds(), done.set()))
+    waiter.start()
+    a = randn(1024, 1024)
+    captures = 0
+    while not done.is_set() or captures < 3:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            b = a * 2.0 + 1.0
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(b, a * 2.0 + 1.0)
+        captures += 1
+    waiter.join()
+    print(f"captures: {captures} beside the background builds")
+else:
+    raise SystemExit(f"unknown mode {mode}")
+'''
+
+
+def run(mode: str, cache_dir: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JITOPS_CACHE_DIR=cache_dir)
+    env.pop("JITOPS_QUICK_BUILDS", None)
+    package_root = str(Path(jitops.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+@pytest.mark.parametrize("mode", ["segment_sum_sort", "segment_mean_sorted", "segment_max_narrow",
+                                  "segment_sum_narrow", "cumsum_rows", "cummax_cols", "cumprod_rows"])
+def test_quick_then_full_builds_give_the_same_bits(mode, cache_dir):
+    done = run(mode, cache_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "bit-identical" in done.stdout
+
+
+def test_a_capture_waits_for_the_full_builds(cache_dir):
+    done = run("capture_waits_for_full", cache_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_background_builds_leave_other_captures_alone(cache_dir):
+    done = run("captures_beside_background_builds", cache_dir)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,225 @@
+/* Quick builds (runtime/kernel_batch.h), on compile-only sm_90 runtimes: a launching call's
+ * cold QUICK kernel is its quick build, and after jitops_runtime_wait_builds the same call gets
+ * the full build, built once however often it was asked for; a later process finds the full
+ * build on disk and builds nothing; one that finds only the quick build on disk uses it and
+ * builds the full one in the background; a prewarm batch, a kernel without the flag and a
+ * runtime under JITOPS_QUICK_BUILDS=0 build in full; a kernel that does not compile fails as
+ * before and leaves quick builds on; and the segment and scan ops ask for quick builds exactly
+ * where their arithmetic allows. Needs no GPU. */
+#include <stdint.h>
+
+#include "jitops/scan.h"
+#include "jitops/segment.h"
+#include "runtime/kernel_batch.h"
+#include "testutil.h"
+
+static const char *const SOURCE = "jitops/example.cuh";
+static const char *const QUICK[] = {JITOPS__QUICK_OPTION};
+
+static jitops_stats stats_of(jitops_runtime_t *rt) {
+  jitops_stats s;
+  memset(&s, 0, sizeof s);
+  CHECK_OK(jitops_runtime_get_stats(rt, &s));
+  return s;
+}
+
+static jitops_runtime_t *runtime_on(const char *dir) {
+  jitops_runtime_config cfg = test_offline_config("sm_90", dir);
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  return rt;
+}
+
+/* One kernel got as a launching call gets it (`launches`) or as the catalogue does. */
+static jitops_kernel_t *get_one(jitops_runtime_t *rt, const char *expr, unsigned flags,
+                                int launches) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  if (launches)
+    jitops__kernel_batch_for_launch(&batch, NULL);
+  jitops_kernel_t *k = NULL;
+  CHECK_OK(jitops__kernel_batch_add_flagged(&batch, SOURCE, expr, &k, flags));
+  CHECK_OK(jitops__kernel_batch_get(rt, &batch));
+  return k;
+}
+
+static jitops_kernel_t *in_memory(jitops_runtime_t *rt, const char *expr, int quick) {
+  return jitops__kernel_find_ready(rt, SOURCE, expr, quick ? QUICK : NULL, quick ? 1 : 0);
+}
+
+static void a_cold_kernel_runs_quick_then_full(const char *dir) {
+  static const char *const EXPR = "jitops::example_axpy<float, 3>";
+  static const char *const PLAIN = "jitops::example_axpy<double, 3>";
+  jitops_runtime_t *rt = runtime_on(dir);
+  if (rt == NULL)
+    return;
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops__kernel_batch_for_launch(&batch, NULL);
+  jitops_kernel_t *quick = NULL, *plain = NULL;
+  CHECK_OK(jitops__kernel_batch_add_flagged(&batch, SOURCE, EXPR, &quick, JITOPS__KERNEL_QUICK));
+  CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, PLAIN, &plain));
+  CHECK_OK(jitops__kernel_batch_get(rt, &batch));
+  CHECK(stats_of(rt).quick_compiles == 1); /* the QUICK one; the other is a full build */
+  CHECK(quick != NULL && quick == in_memory(rt, EXPR, 1));
+  CHECK(plain != NULL && plain == in_memory(rt, PLAIN, 0));
+
+  /* Asked again before its full build is done: still one full build queued. */
+  CHECK(get_one(rt, EXPR, JITOPS__KERNEL_QUICK, 1) != NULL);
+  CHECK_OK(jitops_runtime_wait_builds(rt));
+  jitops_stats s = stats_of(rt);
+  CHECK(s.compiles == 3 && s.quick_compiles == 1 && s.compile_errors == 0);
+  jitops_kernel_t *full = get_one(rt, EXPR, JITOPS__KERNEL_QUICK, 1);
+  CHECK(full != NULL && full != quick && full == in_memory(rt, EXPR, 0));
+  CHECK(stats_of(rt).compiles == 3);
+  jitops_runtime_destroy(rt);
+}
+
+static void a_later_process_finds_the_full_build(const char *dir) {
+  jitops_runtime_t *rt = runtime_on(dir);
+  if (rt == NULL)
+    return;
+  jitops_kernel_t *k = get_one(rt, "jitops::example_axpy<float, 3>", JITOPS__KERNEL_QUICK, 1);
+  CHECK_OK(jitops_runtime_wait_builds(rt));
+  jitops_stats s = stats_of(rt);
+  CHECK(k != NULL && k == in_memory(rt, "jitops::example_axpy<float, 3>", 0));
+  CHECK(s.compiles == 0 && s.disk_hits == 1);
+  jitops_runtime_destroy(rt);
+}
+
+/* A process stopped before its full build was done left only the quick one on disk. */
+static void only_a_stored_quick_build_is_used_while_the_full_one_builds(void) {
+  static const char *const EXPR = "jitops::example_axpy<float, 4>";
+  char dir[1024];
+  test_fresh_dir("quick-builds-stored", dir, sizeof dir);
+  jitops_runtime_t *first = runtime_on(dir);
+  jitops_kernel_t *k = NULL;
+  if (first != NULL)
+    CHECK_OK(jitops_kernel_get(first, SOURCE, EXPR, QUICK, 1, &k));
+  jitops_runtime_destroy(first);
+
+  jitops_runtime_t *rt = runtime_on(dir);
+  if (rt == NULL)
+    return;
+  k = get_one(rt, EXPR, JITOPS__KERNEL_QUICK, 1);
+  CHECK(k != NULL && k == in_memory(rt, EXPR, 1));
+  CHECK(stats_of(rt).disk_hits == 1);
+  CHECK_OK(jitops_runtime_wait_builds(rt));
+  jitops_stats s = stats_of(rt);
+  CHECK(s.compiles == 1 && s.quick_compiles == 0 && in_memory(rt, EXPR, 0) != NULL);
+  jitops_runtime_destroy(rt);
+}
+
+static void prewarms_and_plain_kernels_build_in_full(void) {
+  jitops_runtime_t *rt = runtime_on(NULL);
+  if (rt == NULL)
+    return;
+  jitops_kernel_t *prewarmed = get_one(rt, "jitops::example_axpy<float, 5>", JITOPS__KERNEL_QUICK, 0);
+  jitops_kernel_t *plain = get_one(rt, "jitops::example_axpy<float, 6>", 0, 1);
+  CHECK(prewarmed != NULL && prewarmed == in_memory(rt, "jitops::example_axpy<float, 5>", 0));
+  CHECK(plain != NULL && plain == in_memory(rt, "jitops::example_axpy<float, 6>", 0));
+  jitops_stats s = stats_of(rt);
+  CHECK(s.compiles == 2 && s.quick_compiles == 0);
+  jitops_runtime_destroy(rt);
+}
+
+static void the_environment_turns_them_off(void) {
+  setenv("JITOPS_QUICK_BUILDS", "0", 1);
+  jitops_runtime_t *rt = runtime_on(NULL);
+  unsetenv("JITOPS_QUICK_BUILDS");
+  if (rt == NULL)
+    return;
+  jitops_kernel_t *k = get_one(rt, "jitops::example_axpy<float, 5>", JITOPS__KERNEL_QUICK, 1);
+  CHECK(k != NULL && k == in_memory(rt, "jitops::example_axpy<float, 5>", 0));
+  CHECK(stats_of(rt).quick_compiles == 0);
+  jitops_runtime_destroy(rt);
+}
+
+static void a_kernel_that_does_not_compile_fails_as_before(void) {
+  jitops_runtime_t *rt = runtime_on(NULL);
+  if (rt == NULL)
+    return;
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops__kernel_batch_for_launch(&batch, NULL);
+  jitops_kernel_t *bad = NULL;
+  CHECK_OK(jitops__kernel_batch_add_flagged(&batch, SOURCE, "jitops::no_such_kernel<float>", &bad,
+                                            JITOPS__KERNEL_QUICK));
+  CHECK_FAILS(jitops__kernel_batch_get(rt, &batch), JITOPS_ERR_COMPILE, "no_such_kernel");
+  CHECK(bad == NULL);
+  CHECK(get_one(rt, "jitops::example_axpy<float, 5>", JITOPS__KERNEL_QUICK, 1) != NULL);
+  CHECK(stats_of(rt).quick_compiles == 1); /* the failure did not turn them off */
+  jitops_runtime_destroy(rt);
+}
+
+/* ---- the ops' requests, through their public entry points ------------------------------- */
+
+static const DLDataType F32 = {kDLFloat, 32, 1}, I64 = {kDLInt, 64, 1};
+
+/* A fake device tensor (compile-only: nothing reads it), 1 TiB from the others. */
+static DLTensor fake(int index, DLDataType dtype, int ndim, int64_t *shape) {
+  return (DLTensor){.data = (void *)(uintptr_t)((uint64_t)(index + 1) << 40),
+                    .device = {kDLCUDA, 0},
+                    .ndim = ndim,
+                    .dtype = dtype,
+                    .shape = shape};
+}
+
+/* The counters an op call moved, with its kernels' full builds done. */
+typedef struct moved {
+  uint64_t compiles, quick_compiles;
+} moved;
+
+static moved after(jitops_runtime_t *rt, jitops_status status, jitops_stats before) {
+  CHECK(status == JITOPS_ERR_NO_DEVICE); /* got its kernels, then found no GPU to launch on */
+  jitops_stats s = stats_of(rt);
+  moved m = {s.compiles - before.compiles, s.quick_compiles - before.quick_compiles};
+  CHECK_OK(jitops_runtime_wait_builds(rt));
+  CHECK(stats_of(rt).compiles - before.compiles == 2 * m.quick_compiles + (m.compiles - m.quick_compiles));
+  return m;
+}
+
+static moved segment_sum(jitops_runtime_t *rt) {
+  int64_t data_shape[2] = {1 << 20, 64}, ids_shape[1] = {1 << 20}, out_shape[2] = {10000, 64};
+  DLTensor data = fake(0, F32, 2, data_shape), ids = fake(1, I64, 1, ids_shape);
+  DLTensor out = fake(2, F32, 2, out_shape);
+  jitops_stats before = stats_of(rt);
+  return after(rt, jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, &data, &ids, 10000, &out, NULL,
+                                         NULL, NULL),
+               before);
+}
+
+static moved scan(jitops_runtime_t *rt, jitops_scan_op op) {
+  int64_t shape[2] = {256, 4096};
+  DLTensor x = fake(0, F32, 2, shape), y = fake(1, F32, 2, shape);
+  jitops_stats before = stats_of(rt);
+  return after(rt, jitops_scan(rt, op, &x, 1, 0, &y, NULL, NULL, NULL), before);
+}
+
+static void the_ops_ask_where_their_arithmetic_allows(void) {
+  jitops_runtime_t *rt = runtime_on(NULL);
+  if (rt == NULL)
+    return;
+  moved m = segment_sum(rt); /* the radix sort's path: four kernels, every one quick */
+  CHECK(m.compiles == 4 && m.quick_compiles == 4);
+  m = scan(rt, JITOPS_SCAN_CUMSUM);
+  CHECK(m.compiles == 1 && m.quick_compiles == 1);
+  m = scan(rt, JITOPS_SCAN_LOGCUMSUMEXP); /* exp and log: built in full */
+  CHECK(m.compiles == 1 && m.quick_compiles == 0);
+  m = segment_sum(rt); /* every kernel now a full build in memory */
+  CHECK(m.compiles == 0 && m.quick_compiles == 0);
+  jitops_runtime_destroy(rt);
+}
+
+int main(void) {
+  char dir[1024];
+  test_fresh_dir("quick-builds", dir, sizeof dir);
+  a_cold_kernel_runs_quick_then_full(dir);
+  a_later_process_finds_the_full_build(dir);
+  only_a_stored_quick_build_is_used_while_the_full_one_builds();
+  prewarms_and_plain_kernels_build_in_full();
+  the_environment_turns_them_off();
+  a_kernel_that_does_not_compile_fails_as_before();
+  the_ops_ask_where_their_arithmetic_allows();
+  return test_finish("test_quick_builds");
+}
