@@ -19,10 +19,14 @@ static jitops_status plan_call(const char *fn, jitops_runtime_t *rt, const jitop
                                 jitops__runtime_props(rt)->sm_count);
 }
 
-/* The plan's kernel, which for the ops that allow it may be a quick build on a cold cache. */
+/* The plan's kernel, which for the ops that allow it may be a quick build on a cold cache. A
+ * call after the kernel's first finds it in memory at once. */
 static jitops_status get_kernel(jitops_runtime_t *rt, jitops__scan_kop kop,
                                 const jitops__scan_plan *plan, void *stream,
                                 jitops_kernel_t **kernel) {
+  *kernel = jitops__kernel_find_ready(rt, JITOPS__SCAN_SOURCE, plan->name, NULL, 0);
+  if (*kernel != NULL)
+    return JITOPS_SUCCESS;
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
   jitops__kernel_batch_for_launch(&batch, stream);
