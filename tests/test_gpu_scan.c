@@ -691,14 +691,15 @@ static void build_cases(void) {
               ->quick = dt == GT_F32 && rev == bw;
         }
   /* 3c. Short rows in bulk: 4096 rows and more of 32 to 1024 positions, which the forward
-   * scans walk in chunks of 4 (up to 768 positions) or 8 positions a lane (ops/scan/plan.c),
-   * whole chunks and a partial last one; f32 also with rows apart in memory. */
-  static const int64_t bulk[3][2] = {{4096, 37}, {4100, 300}, {4096, 1000}};
+   * scans walk in chunks of 4 (up to 768 positions) or 8 positions a lane, and the backwards
+   * of 64 to 600 in chunks of 4 (ops/scan/plan.c), whole chunks and a partial last one; f32
+   * also with rows apart in memory. */
+  static const int64_t bulk[4][2] = {{4096, 37}, {4100, 300}, {4096, 1000}, {4097, 100}};
   static const int bulk_dts[3] = {GT_F32, GT_BF16, GT_F64};
   for (int op = 0; op < OP_COUNT; ++op)
     for (int bw = 0; bw < 2; ++bw)
       for (int t = 0; t < 3; ++t)
-        for (int b = 0; b < 3; ++b) {
+        for (int b = 0; b < 4; ++b) {
           const int dt = bulk_dts[t];
           if (!takes(op, bw, dt))
             continue;

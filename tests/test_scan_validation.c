@@ -392,9 +392,9 @@ static void planning(void) {
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F32, &g, 132));
   CHECK(p.kind == JITOPS__SCAN_COLS && p.lookback && p.tiles == 16 && p.grid == 3 * 132);
 
-  /* Short rows in bulk (a forward scan, 4096 rows or more, 32 to 1024 positions): the walk in
-   * chunks of 4 positions a lane up to 768 positions, of 8 up to 1024; fewer rows, longer or
-   * shorter ones, and the backwards keep their layouts. */
+  /* Short rows in bulk (4096 rows or more; a forward scan of 32 to 1024 positions, a backward
+   * of 64 to 600): the walk in chunks of 4 positions a lane up to 768 positions, of 8 up to
+   * 1024 (a backward: 4); fewer rows, longer or shorter ones keep their layouts. */
   {
     static const struct {
       int64_t rows, len;
@@ -411,8 +411,13 @@ static void planning(void) {
         {4096, 1024, JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_ROWS, 8},
         {4096, 1025, JITOPS__SCAN_K_CUMPROD, JITOPS__SCAN_ROWS, 16},
         {4095, 300, JITOPS__SCAN_K_CUMSUM, JITOPS__SCAN_ROWS, 16},
-        {4096, 300, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__SCAN_ROWS, 8},
-        {4096, 100, JITOPS__SCAN_K_LCSE_BWD, JITOPS__SCAN_COLS, 8},
+        {4096, 300, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__SCAN_ROWS, 4},
+        {4095, 300, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__SCAN_ROWS, 8},
+        {4096, 100, JITOPS__SCAN_K_LCSE_BWD, JITOPS__SCAN_ROWS, 4},
+        {4096, 64, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__SCAN_ROWS, 4},
+        {4096, 63, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__SCAN_COLS, 8},
+        {4096, 600, JITOPS__SCAN_K_LCSE_BWD, JITOPS__SCAN_ROWS, 4},
+        {4096, 601, JITOPS__SCAN_K_LCSE_BWD, JITOPS__SCAN_ROWS, 8},
     };
     for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; ++i) {
       int64_t shape[2] = {bulk[i].rows, bulk[i].len};

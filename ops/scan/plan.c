@@ -17,12 +17,20 @@ enum { ROWS_MIN_LEN = 128 };
  * (cumsum, bf16 cumsum, f64 cumsum, cummax; 128 positions of f32 0.141 -> 0.036 ms, a copy's
  * time), logcumsumexp 0.26-0.81; at 200-768 0.48-0.94; at 1000 (8 a lane) 0.89-0.97; rows of
  * 1100 unchanged. Measured with many rows only (16384 and more): fewer rows keep the usual
- * chunks, which the one-tile rows' and look-back rules were measured with; the backwards too. */
+ * chunks, which the one-tile rows' and look-back rules were measured with.
+ *
+ * The backwards with kernels of their own (cumprod's, cummax's and cummin's, logcumsumexp's;
+ * a cumsum backward is a cumsum) walk rows of 64 to 600 positions in chunks of 4 a lane (their
+ * usual 8 elsewhere). Same GPU and sizes, forward + backward against the layouts before: at
+ * 64-128 positions 0.39-0.67 (f32 and bf16 cumprod and cummax, f32 logcumsumexp), at 300-600
+ * 0.81-0.95; at 32 positions 0.89-1.04 and at 768 0.97-1.09, so those keep their layouts. */
 enum {
   SHORT_ROWS_MIN_CHAINS = 4096,
   SHORT_ROWS_MIN_LEN = 32,
   SHORT_ROWS_ITEMS4_MAX_LEN = 768,
-  SHORT_ROWS_ITEMS8_MAX_LEN = 1024
+  SHORT_ROWS_ITEMS8_MAX_LEN = 1024,
+  SHORT_ROWS_BACKWARD_MIN_LEN = 64,
+  SHORT_ROWS_BACKWARD_MAX_LEN = 600
 };
 /* Fewer independent scans than this many per SM leave the GPU idle, so a long axis is then
  * split into tiles joined by look-back (cols: unless the strips fill one wave exactly, see
@@ -195,20 +203,25 @@ static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                : rows_items(kop, dtype, lookback, *warps);
 }
 
-/* Whether the problem is short rows in bulk of a forward scan (SHORT_ROWS_*). */
+static int backward_kop(jitops__scan_kop kop) {
+  return kop == JITOPS__SCAN_K_CUMPROD_BWD || kop == JITOPS__SCAN_K_EXTREMUM_BWD ||
+         kop == JITOPS__SCAN_K_LCSE_BWD;
+}
+
+/* Whether the problem is short rows in bulk (SHORT_ROWS_*). */
 static int short_rows(jitops__scan_kop kop, const jitops__scan_geom *g) {
-  const int forward = kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD ||
-                      kop == JITOPS__SCAN_K_CUMMAX || kop == JITOPS__SCAN_K_CUMMIN ||
-                      kop == JITOPS__SCAN_K_LCSE;
-  return forward && g->chains >= SHORT_ROWS_MIN_CHAINS && g->len >= SHORT_ROWS_MIN_LEN &&
-         g->len <= SHORT_ROWS_ITEMS8_MAX_LEN;
+  if (g->chains < SHORT_ROWS_MIN_CHAINS)
+    return 0;
+  if (backward_kop(kop))
+    return g->len >= SHORT_ROWS_BACKWARD_MIN_LEN && g->len <= SHORT_ROWS_BACKWARD_MAX_LEN;
+  return g->len >= SHORT_ROWS_MIN_LEN && g->len <= SHORT_ROWS_ITEMS8_MAX_LEN;
 }
 
 /* The positions a lane of the walk takes: the op's `usual`, fewer for short rows in bulk. */
 static int walk_items(jitops__scan_kop kop, const jitops__scan_geom *g, int usual) {
   if (!short_rows(kop, g))
     return usual;
-  const int want = g->len <= SHORT_ROWS_ITEMS4_MAX_LEN ? 4 : 8;
+  const int want = backward_kop(kop) || g->len <= SHORT_ROWS_ITEMS4_MAX_LEN ? 4 : 8;
   return want < usual ? want : usual;
 }
 
