@@ -336,8 +336,9 @@ static void measure(const row *r, int repeat) {
     return;
   }
   printf("| %s | %llu | %llu | %.3f | %.3f | %.2f | %.2f | %llu |\n", r->label,
-         (unsigned long long)c.compiles, (unsigned long long)c.quick_compiles, median(cold, repeat) / 1e3, median(cold_cpu, repeat) / 1e3,
-         median(warm, repeat), median(warm_cpu, repeat), (unsigned long long)w.disk_hits);
+         (unsigned long long)c.compiles, (unsigned long long)c.quick_compiles,
+         median(cold, repeat) / 1e3, median(cold_cpu, repeat) / 1e3, median(warm, repeat),
+         median(warm_cpu, repeat), (unsigned long long)w.disk_hits);
 }
 
 static int wanted(const char *family, int argc, char **argv) {

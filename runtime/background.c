@@ -12,6 +12,7 @@ struct jitops__background_item {
   jitops__background_item *next;
   char *source_name;
   char *name_expression;
+  unsigned long long seq;
 };
 
 void jitops__background_init(jitops__background *bg) {
@@ -20,8 +21,9 @@ void jitops__background_init(jitops__background *bg) {
   pthread_cond_init(&bg->changed, NULL);
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   const long workers = cpus / 4;
-  bg->workers = workers < 1 ? 1 : workers > JITOPS__BACKGROUND_WORKERS ? JITOPS__BACKGROUND_WORKERS
-                                                                         : (int)workers;
+  bg->workers = workers < 1                            ? 1
+                : workers > JITOPS__BACKGROUND_WORKERS ? JITOPS__BACKGROUND_WORKERS
+                                                       : (int)workers;
   bg->owner = getpid();
 }
 
@@ -37,24 +39,33 @@ static int same(const jitops__background_item *item, const char *source_name,
          strcmp(item->name_expression, name_expression) == 0;
 }
 
-/* Whether the pair is queued or being built; the caller holds the lock. */
-static int known(const jitops__background *bg, const char *source_name,
-                 const char *name_expression) {
-  for (int i = 0; i < JITOPS__BACKGROUND_WORKERS; ++i)
-    if (same(bg->slot[i].current, source_name, name_expression))
-      return 1;
-  for (const jitops__background_item *item = bg->head; item != NULL; item = item->next)
+static int listed(const jitops__background_item *list, const char *source_name,
+                  const char *name_expression) {
+  for (const jitops__background_item *item = list; item != NULL; item = item->next)
     if (same(item, source_name, name_expression))
       return 1;
   return 0;
 }
 
-static void build(jitops_runtime_t *rt, const jitops__background_item *item) {
+/* Whether the pair is queued, being built, or failed before; the caller holds the lock. */
+static int known(const jitops__background *bg, const char *source_name,
+                 const char *name_expression) {
+  for (int i = 0; i < JITOPS__BACKGROUND_WORKERS; ++i)
+    if (same(bg->slot[i].current, source_name, name_expression))
+      return 1;
+  return listed(bg->head, source_name, name_expression) ||
+         listed(bg->failed, source_name, name_expression);
+}
+
+/* Builds the item in full; whether that succeeded. */
+static int build(jitops_runtime_t *rt, const jitops__background_item *item) {
   jitops_kernel_t *kernel;
-  if (jitops_kernel_get(rt, item->source_name, item->name_expression, NULL, 0, &kernel) !=
+  if (jitops_kernel_get(rt, item->source_name, item->name_expression, NULL, 0, &kernel) ==
       JITOPS_SUCCESS)
-    jitops__log(JITOPS__LOG_INFO, "the full build of %s failed (its quick build stays): %s",
-                item->name_expression, jitops_last_error());
+    return 1;
+  jitops__log(JITOPS__LOG_WARN, "the full build of %s failed; its quick build stays in use: %s",
+              item->name_expression, jitops_last_error());
+  return 0;
 }
 
 static void *work(void *arg) {
@@ -69,10 +80,15 @@ static void *work(void *arg) {
       bg->tail = NULL;
     slot->current = item;
     pthread_mutex_unlock(&bg->lock);
-    build(rt, item);
+    const int built = build(rt, item);
     pthread_mutex_lock(&bg->lock);
     slot->current = NULL;
-    free_item(item);
+    if (built) {
+      free_item(item);
+    } else {
+      item->next = bg->failed;
+      bg->failed = item;
+    }
     pthread_cond_broadcast(&bg->changed);
   }
   slot->alive = 0;
@@ -116,13 +132,17 @@ static jitops__background_item *new_item(const char *source_name, const char *na
   return item;
 }
 
-static void drop_queue(jitops__background *bg) {
-  while (bg->head != NULL) {
-    jitops__background_item *item = bg->head;
-    bg->head = item->next;
+static void free_list(jitops__background_item *item) {
+  while (item != NULL) {
+    jitops__background_item *next = item->next;
     free_item(item);
+    item = next;
   }
-  bg->tail = NULL;
+}
+
+static void drop_queue(jitops__background *bg) {
+  free_list(bg->head);
+  bg->head = bg->tail = NULL;
 }
 
 /* Starts one more worker for the queue, up to `workers`; where none runs and none can start,
@@ -154,9 +174,11 @@ void jitops__background_request(jitops_runtime_t *rt, const char *source_name,
                                 const char *name_expression) {
   jitops__background *bg = &rt->background;
   pthread_mutex_lock(&bg->lock);
+  forget_the_parents_workers(bg);
   if (!known(bg, source_name, name_expression)) {
     jitops__background_item *item = new_item(source_name, name_expression);
     if (item != NULL) {
+      item->seq = bg->next_seq++;
       if (bg->tail != NULL)
         bg->tail->next = item;
       else
@@ -168,18 +190,36 @@ void jitops__background_request(jitops_runtime_t *rt, const char *source_name,
   pthread_mutex_unlock(&bg->lock);
 }
 
+/* Whether an item numbered below `end` is queued or being built; the caller holds the lock.
+ * The queue is in sequence order, so its head is its lowest. */
+static int pending_before(const jitops__background *bg, unsigned long long end) {
+  if (bg->head != NULL && bg->head->seq < end)
+    return 1;
+  for (int i = 0; i < JITOPS__BACKGROUND_WORKERS; ++i)
+    if (bg->slot[i].current != NULL && bg->slot[i].current->seq < end)
+      return 1;
+  return 0;
+}
+
 void jitops__background_finish(jitops__background *bg) {
   pthread_mutex_lock(&bg->lock);
   forget_the_parents_workers(bg);
-  while (bg->alive > 0)
+  const unsigned long long end = bg->next_seq;
+  while (bg->alive > 0 && pending_before(bg, end))
     pthread_cond_wait(&bg->changed, &bg->lock);
   join_left(bg);
   pthread_mutex_unlock(&bg->lock);
 }
 
 void jitops__background_destroy(jitops__background *bg) {
-  jitops__background_finish(bg);
+  pthread_mutex_lock(&bg->lock);
+  forget_the_parents_workers(bg);
+  while (bg->alive > 0)
+    pthread_cond_wait(&bg->changed, &bg->lock);
+  join_left(bg);
+  pthread_mutex_unlock(&bg->lock);
   drop_queue(bg); /* empty but in a forked child, whose parent's workers held the queue */
+  free_list(bg->failed);
   pthread_mutex_destroy(&bg->lock);
   pthread_cond_destroy(&bg->changed);
 }

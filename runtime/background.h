@@ -7,11 +7,14 @@
  * JITOPS__BACKGROUND_WORKERS, so that the application keeps most of the machine while a cold
  * start's full builds run behind it.
  *
- * Invariants: a (source, expression) pair is queued or being built at most once; a worker runs
- * only while the queue has had work for it, and leaves when it finds the queue empty (no
- * thread lingers in an idle process); a worker that has left is joined before its slot is used
- * again and when the runtime is destroyed, which first waits for the queue. Only the process
- * that started the workers waits for them: a forked child inherits the queue but no thread. */
+ * Invariants: a (source, expression) pair is queued or being built at most once, and one
+ * whose full build failed is not asked for again (its quick build stays; the failure is
+ * logged once); items carry increasing sequence numbers, so a wait covers exactly what was
+ * queued before it; a worker runs only while the queue has had work for it, and leaves when it
+ * finds the queue empty (no thread lingers in an idle process); a worker that has left is
+ * joined before its slot is used again and when the runtime is destroyed, which first waits
+ * for every worker. Only the process that started the workers waits for them: a forked child
+ * inherits the queue but no thread (and must not use the runtime: see jitops.h). */
 #ifndef JITOPS_RUNTIME_BACKGROUND_H
 #define JITOPS_RUNTIME_BACKGROUND_H
 
@@ -36,10 +39,12 @@ typedef struct jitops__background {
   pthread_mutex_t lock;
   pthread_cond_t changed; /* an item finished, or a worker left */
   jitops__background_item *head, *tail;
+  jitops__background_item *failed; /* pairs whose full build failed: not asked for again */
+  unsigned long long next_seq;     /* the sequence number of the next item queued */
   jitops__background_slot slot[JITOPS__BACKGROUND_WORKERS];
-  int workers;  /* the slots in use: from the CPU count, set at init */
-  int alive;    /* workers in their loop */
-  pid_t owner;  /* the process whose threads the slots' are */
+  int workers; /* the slots in use: from the CPU count, set at init */
+  int alive;   /* workers in their loop */
+  pid_t owner; /* the process whose threads the slots' are */
 } jitops__background;
 
 void jitops__background_init(jitops__background *bg);
@@ -50,11 +55,11 @@ void jitops__background_init(jitops__background *bg);
 void jitops__background_request(jitops_runtime_t *runtime, const char *source_name,
                                 const char *name_expression);
 
-/* Returns once every build queued before and during the call is done (and the workers have
- * left). */
+/* Returns once every build queued before the call is done (not those queued meanwhile, so
+ * that threads waiting at once do not wait for each other's later builds). */
 void jitops__background_finish(jitops__background *bg);
 
-/* jitops__background_finish, then frees what init made. */
+/* Waits until every worker has left and is joined, then frees what init made. */
 void jitops__background_destroy(jitops__background *bg);
 
 #endif

@@ -162,8 +162,7 @@ static jitops_status first_failure(builds *b) {
 static int ready_here(jitops_runtime_t *runtime, jitops__kernel_batch_item *item,
                       const char *const *options, size_t num_options, int from_disk) {
   if (!from_disk)
-    *item->out =
-        jitops__kernel_find_ready(runtime, item->source, item->expr, options, num_options);
+    *item->out = jitops__kernel_find_ready(runtime, item->source, item->expr, options, num_options);
   else if (jitops__kernel_get_stored(runtime, item->source, item->expr, options, num_options,
                                      item->out) != JITOPS_SUCCESS)
     *item->out = NULL;
@@ -171,18 +170,26 @@ static int ready_here(jitops_runtime_t *runtime, jitops__kernel_batch_item *item
 }
 
 /* Whether `item` is ready now (above), as its full build or, where it may be one, as its quick
- * build, whose full build it then asks the background for. An item that is not ready and may be
- * a quick build is marked to be built so. */
+ * build, whose full build it then asks the background for. The order: the full build in
+ * memory, the quick build in memory (this process looked for the full one on disk before it
+ * built the quick one, and the calls until the full build lands touch no disk), the full build
+ * on disk, the quick build on disk. An item that is not ready and may be a quick build is
+ * marked to be built so. */
 static int ready(jitops_runtime_t *runtime, const jitops__kernel_batch *batch,
                  jitops__kernel_batch_item *item, int *quick_allowed_memo) {
-  int may_be_quick = (item->flags & JITOPS__KERNEL_QUICK) != 0;
-  if (ready_here(runtime, item, NULL, 0, batch->count > 1 || may_be_quick))
+  if (ready_here(runtime, item, NULL, 0, 0))
     return 1;
-  if (!may_be_quick)
-    return 0;
-  if (*quick_allowed_memo < 0)
+  const int may_be_quick = (item->flags & JITOPS__KERNEL_QUICK) != 0;
+  if (may_be_quick && *quick_allowed_memo < 0)
     *quick_allowed_memo = quick_allowed(runtime, batch);
-  if (!*quick_allowed_memo)
+  const int quick = may_be_quick && *quick_allowed_memo;
+  if (quick && ready_here(runtime, item, quick_options, 1, 0)) {
+    jitops__background_request(runtime, item->source, item->expr);
+    return 1;
+  }
+  if ((batch->count > 1 || may_be_quick) && ready_here(runtime, item, NULL, 0, 1))
+    return 1;
+  if (!quick)
     return 0;
   item->quick = 1;
   if (!ready_here(runtime, item, quick_options, 1, 1))

@@ -50,8 +50,8 @@ typedef struct jitops__kernel_batch_item {
 
 typedef struct jitops__kernel_batch {
   size_t count;
-  int launches;  /* jitops__kernel_batch_for_launch was called */
-  void *stream;  /* the launch stream, when `launches` */
+  int launches; /* jitops__kernel_batch_for_launch was called */
+  void *stream; /* the launch stream, when `launches` */
   jitops__kernel_batch_item item[JITOPS__KERNEL_BATCH_MAX];
 } jitops__kernel_batch;
 

@@ -143,13 +143,16 @@ static jitops_status check_config(const jitops_runtime_config *c, int *arch) {
 static jitops_status init_tiers(jitops_runtime_t *rt, const jitops_runtime_config *c) {
   JITOPS__TRY(jitops__target_resolve(rt->props.arch, &rt->target));
   rt->nvrtc_version = jitops__nvrtc_version();
-  rt->quick_builds = jitops__env_quick_builds() && rt->nvrtc_version >= JITOPS__QUICK_MIN_NVRTC;
   JITOPS__TRY(jitops__sources_init(&rt->sources));
   JITOPS__TRY(jitops__registry_init(&rt->registry));
   jitops__store_options store_options = {c->cache_dir, c->cache_mode, c->cache_max_bytes,
                                          c->shipped_cache};
   rt->store = jitops__store_open(&store_options);
   rt->remote = jitops__remote_open(c->remote_cache, c->remote_cache_key);
+  /* A fleet's remote tier serves full builds in milliseconds, and the quick builds a node made
+   * would spread through it to the others: with one, cold calls build in full. */
+  rt->quick_builds = jitops__env_quick_builds() && rt->nvrtc_version >= JITOPS__QUICK_MIN_NVRTC &&
+                     rt->remote == NULL;
   jitops__log(JITOPS__LOG_DEBUG, "runtime for %s (%s): disk cache %s%s", rt->target.name,
               rt->device >= 0 ? rt->device_name : "compile-only",
               rt->store && jitops__store_path(rt->store)[0] ? jitops__store_path(rt->store) : "off",

@@ -84,9 +84,8 @@ static void small_kernels_come_last_in_build_not_in_report(jitops_runtime_t *rt)
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
   jitops_kernel_t *small_bad = NULL, *bad = NULL, *small_good = NULL, *good = NULL;
-  CHECK_OK(
-      jitops__kernel_batch_add_flagged(&batch, SOURCE, "jitops::no_such_small<float>", &small_bad,
-                                       JITOPS__KERNEL_SMALL));
+  CHECK_OK(jitops__kernel_batch_add_flagged(&batch, SOURCE, "jitops::no_such_small<float>",
+                                            &small_bad, JITOPS__KERNEL_SMALL));
   CHECK_OK(jitops__kernel_batch_add(&batch, SOURCE, "jitops::no_such_kernel<double>", &bad));
   CHECK_OK(jitops__kernel_batch_add_flagged(&batch, SOURCE, "jitops::example_axpy<float, 7>",
                                             &small_good, JITOPS__KERNEL_SMALL));

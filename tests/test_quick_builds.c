@@ -2,10 +2,11 @@
  * cold QUICK kernel is its quick build, and after jitops_runtime_wait_builds the same call gets
  * the full build, built once however often it was asked for; a later process finds the full
  * build on disk and builds nothing; one that finds only the quick build on disk uses it and
- * builds the full one in the background; a prewarm batch, a kernel without the flag and a
- * runtime under JITOPS_QUICK_BUILDS=0 build in full; a kernel that does not compile fails as
- * before and leaves quick builds on; and the segment and scan ops ask for quick builds exactly
- * where their arithmetic allows. Needs no GPU. */
+ * builds the full one in the background; a prewarm batch, a kernel without the flag, a
+ * runtime under JITOPS_QUICK_BUILDS=0 and one with a remote tier build in full; a kernel that
+ * does not compile fails as before and leaves quick builds on; and the segment and scan ops
+ * ask for quick builds exactly where their arithmetic allows. Needs no GPU; skipped with an
+ * NVRTC older than 12.8, which has no quick builds. */
 #include <stdint.h>
 
 #include "jitops/scan.h"
@@ -64,7 +65,8 @@ static void a_cold_kernel_runs_quick_then_full(const char *dir) {
   CHECK(quick != NULL && quick == in_memory(rt, EXPR, 1));
   CHECK(plain != NULL && plain == in_memory(rt, PLAIN, 0));
 
-  /* Asked again before its full build is done: still one full build queued. */
+  /* Asked again, the background done or not: the quick build or the full one, never a new
+   * compile but the one full build. */
   CHECK(get_one(rt, EXPR, JITOPS__KERNEL_QUICK, 1) != NULL);
   CHECK_OK(jitops_runtime_wait_builds(rt));
   jitops_stats s = stats_of(rt);
@@ -114,7 +116,8 @@ static void prewarms_and_plain_kernels_build_in_full(void) {
   jitops_runtime_t *rt = runtime_on(NULL);
   if (rt == NULL)
     return;
-  jitops_kernel_t *prewarmed = get_one(rt, "jitops::example_axpy<float, 5>", JITOPS__KERNEL_QUICK, 0);
+  jitops_kernel_t *prewarmed =
+      get_one(rt, "jitops::example_axpy<float, 5>", JITOPS__KERNEL_QUICK, 0);
   jitops_kernel_t *plain = get_one(rt, "jitops::example_axpy<float, 6>", 0, 1);
   CHECK(prewarmed != NULL && prewarmed == in_memory(rt, "jitops::example_axpy<float, 5>", 0));
   CHECK(plain != NULL && plain == in_memory(rt, "jitops::example_axpy<float, 6>", 0));
@@ -127,6 +130,19 @@ static void the_environment_turns_them_off(void) {
   setenv("JITOPS_QUICK_BUILDS", "0", 1);
   jitops_runtime_t *rt = runtime_on(NULL);
   unsetenv("JITOPS_QUICK_BUILDS");
+  if (rt == NULL)
+    return;
+  jitops_kernel_t *k = get_one(rt, "jitops::example_axpy<float, 5>", JITOPS__KERNEL_QUICK, 1);
+  CHECK(k != NULL && k == in_memory(rt, "jitops::example_axpy<float, 5>", 0));
+  CHECK(stats_of(rt).quick_compiles == 0);
+  jitops_runtime_destroy(rt);
+}
+
+static void a_remote_tier_turns_them_off(void) {
+  jitops_runtime_config cfg = test_offline_config("sm_90", NULL);
+  cfg.remote_cache = "redis://127.0.0.1:1"; /* refused at once: every request compiles */
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&cfg, &rt));
   if (rt == NULL)
     return;
   jitops_kernel_t *k = get_one(rt, "jitops::example_axpy<float, 5>", JITOPS__KERNEL_QUICK, 1);
@@ -175,7 +191,8 @@ static moved after(jitops_runtime_t *rt, jitops_status status, jitops_stats befo
   jitops_stats s = stats_of(rt);
   moved m = {s.compiles - before.compiles, s.quick_compiles - before.quick_compiles};
   CHECK_OK(jitops_runtime_wait_builds(rt));
-  CHECK(stats_of(rt).compiles - before.compiles == 2 * m.quick_compiles + (m.compiles - m.quick_compiles));
+  CHECK(stats_of(rt).compiles - before.compiles ==
+        2 * m.quick_compiles + (m.compiles - m.quick_compiles));
   return m;
 }
 
@@ -184,9 +201,9 @@ static moved segment_sum(jitops_runtime_t *rt) {
   DLTensor data = fake(0, F32, 2, data_shape), ids = fake(1, I64, 1, ids_shape);
   DLTensor out = fake(2, F32, 2, out_shape);
   jitops_stats before = stats_of(rt);
-  return after(rt, jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, &data, &ids, 10000, &out, NULL,
-                                         NULL, NULL),
-               before);
+  return after(
+      rt, jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, &data, &ids, 10000, &out, NULL, NULL, NULL),
+      before);
 }
 
 static moved scan(jitops_runtime_t *rt, jitops_scan_op op) {
@@ -211,7 +228,23 @@ static void the_ops_ask_where_their_arithmetic_allows(void) {
   jitops_runtime_destroy(rt);
 }
 
+/* Whether this NVRTC takes the quick option (kernel_batch.h). */
+static int nvrtc_has_quick_builds(void) {
+  jitops_runtime_t *rt = runtime_on(NULL);
+  jitops_runtime_info info;
+  const int has = rt != NULL && jitops_runtime_get_info(rt, &info) == JITOPS_SUCCESS &&
+                  info.nvrtc_version >= JITOPS__QUICK_MIN_NVRTC;
+  jitops_runtime_destroy(rt);
+  return has;
+}
+
 int main(void) {
+  unsetenv("JITOPS_QUICK_BUILDS");
+  unsetenv("JITOPS_CACHE_REMOTE");
+  if (!nvrtc_has_quick_builds()) {
+    printf("test_quick_builds: skipped (NVRTC older than 12.8)\n");
+    return TEST_SKIP;
+  }
   char dir[1024];
   test_fresh_dir("quick-builds", dir, sizeof dir);
   a_cold_kernel_runs_quick_then_full(dir);
@@ -219,6 +252,7 @@ int main(void) {
   only_a_stored_quick_build_is_used_while_the_full_one_builds();
   prewarms_and_plain_kernels_build_in_full();
   the_environment_turns_them_off();
+  a_remote_tier_turns_them_off();
   a_kernel_that_does_not_compile_fails_as_before();
   the_ops_ask_where_their_arithmetic_allows();
   return test_finish("test_quick_builds");

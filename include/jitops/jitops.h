@@ -104,9 +104,11 @@ typedef void (*jitops_log_callback)(void *user, int level, const char *message);
  * above the threshold of $JITOPS_LOG (default warn; "off" sends none).
  *
  * Contract for `callback`:
- *   - It runs synchronously on the thread whose call into the library logs (or on a thread
- *     that call started to compile an op's kernels in parallel, while the call waits), and
- *     may run on several threads at once: it must be thread-safe.
+ *   - It runs synchronously on the thread whose call into the library logs, on a thread that
+ *     call started to compile an op's kernels in parallel (while the call waits), or on a
+ *     runtime's background thread (full builds after quick builds, see jitops_runtime_wait_builds,
+ *     until the runtime is destroyed), and may run on several threads at once: it must be
+ *     thread-safe.
  *   - It may run while the library holds internal locks: it must return promptly and must not
  *     call any jitops_ function (jitops_set_log_callback included), which may deadlock.
  *   - Warnings given once per process are not repeated for a callback installed later.
@@ -301,12 +303,15 @@ JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtim
  * launch the full build once it is ready, and later processes find it on disk. Results are
  * identical either way; only the first calls' speed differs. Never while the call's stream is
  * capturing a graph (the graph would keep the quick build): such a call waits for the full
- * build. $JITOPS_QUICK_BUILDS=0 turns quick builds off; the prewarm catalogue
- * (jitops_catalogue_compile) and jitops_kernel_get always build in full.
+ * build. $JITOPS_QUICK_BUILDS=0 turns quick builds off, and a runtime with a remote tier has
+ * none (the fleet serves full builds); the prewarm catalogue (jitops_catalogue_compile) and
+ * jitops_kernel_get always build in full.
  *
- * jitops_runtime_wait_builds returns once the runtime's background builds are done, so that
- * every later launch of those kernels is a full build (before timing an op, say).
- * jitops_runtime_destroy waits for them too. */
+ * jitops_runtime_wait_builds returns once the background builds queued before it are done, so
+ * that every later launch of those kernels is a full build (before timing an op, say).
+ * jitops_runtime_destroy waits for all of them: destroy a runtime before the process exits
+ * (a background thread inside NVRTC when exit() runs may crash the exit), and do not use a
+ * runtime in a child forked from its process (its background threads are not there). */
 JITOPS_API jitops_status jitops_runtime_wait_builds(jitops_runtime_t *runtime);
 
 /* ------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ static jitops_status get_sort(jitops__kernel_batch *b, const jitops__segment_cal
   char histogram[JITOPS__KERNEL_BATCH_EXPR];
   snprintf(histogram, sizeof histogram, NS "segment_sort_histogram<%s>", I);
   return jitops__kernel_batch_add_flagged(b, SRC_SORT, histogram, &k->histogram,
-                                         JITOPS__KERNEL_SMALL | JITOPS__KERNEL_QUICK);
+                                          JITOPS__KERNEL_SMALL | JITOPS__KERNEL_QUICK);
 }
 
 /* chunked reduction and fixup; `key_type` is the ids' type for sorted ids and int (the radix

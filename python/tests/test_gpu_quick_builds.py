@@ -87,6 +87,9 @@ elif mode == "capture_waits_for_full":
     eager = ops.segment_sum(x, I64K, 10000)  # quick builds; full ones queued
     cold = rt.stats()
     assert cold.quick_compiles > 0
+    if cold.compiles >= 2 * cold.quick_compiles:  # every full build already landed
+        print("INCONCLUSIVE: the full builds landed before the capture")
+        raise SystemExit(0)
     graph = torch.cuda.CUDAGraph()
     out = torch.empty_like(eager)
     with torch.cuda.graph(graph):
@@ -106,8 +109,9 @@ elif mode == "captures_beside_background_builds":
     waiter = threading.Thread(target=lambda: (rt.wait_builds(), done.set()))
     waiter.start()
     a = randn(1024, 1024)
-    captures = 0
+    captures = beside = 0
     while not done.is_set() or captures < 3:
+        beside += not done.is_set()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             b = a * 2.0 + 1.0
@@ -116,10 +120,28 @@ elif mode == "captures_beside_background_builds":
         assert torch.equal(b, a * 2.0 + 1.0)
         captures += 1
     waiter.join()
-    print(f"captures: {captures} beside the background builds")
+    if beside == 0:
+        print("INCONCLUSIVE: the full builds landed before the first capture")
+        raise SystemExit(0)
+    print(f"captures: {captures}, {beside} of them beside the background builds")
 else:
     raise SystemExit(f"unknown mode {mode}")
 '''
+
+
+def _nvrtc_has_quick_builds() -> bool:
+    with jitops.Runtime(arch="sm_90", cache_mode="off") as runtime:
+        return runtime.info.nvrtc_version >= 1208
+
+
+if not _nvrtc_has_quick_builds():
+    pytest.skip("NVRTC older than 12.8 has no quick builds", allow_module_level=True)
+
+
+def conclusive(done: subprocess.CompletedProcess) -> None:
+    """Skips a timing-dependent case whose background finished before it could look."""
+    if "INCONCLUSIVE" in done.stdout:
+        pytest.skip(done.stdout.strip())
 
 
 def run(mode: str, cache_dir: str) -> subprocess.CompletedProcess:
@@ -142,8 +164,10 @@ def test_quick_then_full_builds_give_the_same_bits(mode, cache_dir):
 def test_a_capture_waits_for_the_full_builds(cache_dir):
     done = run("capture_waits_for_full", cache_dir)
     assert done.returncode == 0, done.stdout + done.stderr
+    conclusive(done)
 
 
 def test_background_builds_leave_other_captures_alone(cache_dir):
     done = run("captures_beside_background_builds", cache_dir)
     assert done.returncode == 0, done.stdout + done.stderr
+    conclusive(done)
