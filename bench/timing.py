@@ -4,11 +4,22 @@ after a warm-up) and peak memory, all through PyTorch."""
 from __future__ import annotations
 
 import statistics
+import sys
 from typing import Any, Callable, Sequence
 
 import torch
 
 Fn = Callable[[], Any]
+
+
+def _settle() -> None:
+    """After a warm-up: wait for the GPU, and for the full builds of any quick builds the
+    warm-up launched on a cold cache (jitops's background), so that only full builds are
+    timed."""
+    torch.cuda.synchronize()
+    jitops = sys.modules.get("jitops")
+    if jitops is not None:
+        jitops.Runtime().wait_builds()
 
 
 def _elapsed_ms(fn: Fn, calls: int) -> float:
@@ -34,7 +45,7 @@ def time_queued_ms(fn: Fn, inner: int, reps: int, warmup: int = 3) -> float:
     device work, as in a training loop. ``warmup`` calls come first."""
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+    _settle()
     return statistics.median(_elapsed_ms(fn, inner) / inner for _ in range(reps))
 
 
@@ -47,7 +58,7 @@ def time_interleaved(fns: Sequence[Fn], warmup: int = 3, iters: int = 10) -> lis
         try:
             for _ in range(warmup):
                 fn()
-            torch.cuda.synchronize()
+            _settle()
             alive.append(True)
         except torch.cuda.OutOfMemoryError:
             alive.append(False)
