@@ -19,13 +19,14 @@ enum {
  * optimizing and assembling unrolled loops. NVRTC's fast-compile level "mid" builds the same
  * source 2 to 7 times faster into slower code. So a call that launches (not a prewarm) and finds
  * a QUICK kernel nowhere (memory, disk, another runtime) builds it with JITOPS__QUICK_OPTION,
- * launches that, and queues the full build on the runtime's background thread
+ * launches that, and queues the full build on the runtime's background workers
  * (background.h); its later calls find the full kernel in memory, and on disk in the next
  * process. A quick build is an ordinary kernel under its own cache key (its options differ), so
  * it is stored and shared like any other, and a warm process that finds only it uses it while
  * the full one is built again. No quick build while the launch stream is capturing a CUDA graph
  * (the graph would keep it): the call waits for the full one. $JITOPS_QUICK_BUILDS=0 turns them
- * off; an NVRTC older than 12.8, or one that refuses the option, never gets them.
+ * off; a runtime with a remote tier (whose fleet serves full builds), and an NVRTC older than
+ * 12.8 or one that refuses the option, never gets them.
  *
  * QUICK is the op's promise that the kernel's results are the same bits however it is
  * optimized: integer and comparison arithmetic, float additions and IEEE divisions in an order

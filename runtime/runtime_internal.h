@@ -47,8 +47,9 @@ struct jitops_runtime {
   int has_allocator;
 
   /* Whether an op call may launch a quick build of a kernel found nowhere, its full build
-   * queued in `background` (kernel_batch.h): $JITOPS_QUICK_BUILDS, and an NVRTC that takes
-   * the quick option; cleared for good when a quick build fails where a full one succeeds. */
+   * queued in `background` (kernel_batch.h): $JITOPS_QUICK_BUILDS, no remote tier, and an
+   * NVRTC that takes the quick option; cleared for good when a quick build fails where a full
+   * one succeeds. */
   int quick_builds;
   jitops__background background;
 
