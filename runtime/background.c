@@ -146,10 +146,10 @@ static void drop_queue(jitops__background *bg) {
 }
 
 /* Starts one more worker for the queue, up to `workers`; where none runs and none can start,
- * empties the queue again. The caller holds the lock. */
+ * empties the queue again. The caller holds the lock and has forgotten a forked parent's
+ * workers. */
 static void start(jitops_runtime_t *rt) {
   jitops__background *bg = &rt->background;
-  forget_the_parents_workers(bg);
   join_left(bg);
   if (bg->alive >= bg->workers)
     return;
