@@ -170,16 +170,7 @@ static void a_kernel_that_does_not_compile_fails_as_before(void) {
 
 /* ---- the ops' requests, through their public entry points ------------------------------- */
 
-static const DLDataType F32 = {kDLFloat, 32, 1}, I64 = {kDLInt, 64, 1};
-
-/* A fake device tensor (compile-only: nothing reads it), 1 TiB from the others. */
-static DLTensor fake(int index, DLDataType dtype, int ndim, int64_t *shape) {
-  return (DLTensor){.data = (void *)(uintptr_t)((uint64_t)(index + 1) << 40),
-                    .device = {kDLCUDA, 0},
-                    .ndim = ndim,
-                    .dtype = dtype,
-                    .shape = shape};
-}
+static const DLDataType F32 = {kDLFloat, 32, 1}, F64 = {kDLFloat, 64, 1}, I64 = {kDLInt, 64, 1};
 
 /* The counters an op call moved, with its kernels' full builds done. */
 typedef struct moved {
@@ -198,17 +189,18 @@ static moved after(jitops_runtime_t *rt, jitops_status status, jitops_stats befo
 
 static moved segment_sum(jitops_runtime_t *rt) {
   int64_t data_shape[2] = {1 << 20, 64}, ids_shape[1] = {1 << 20}, out_shape[2] = {10000, 64};
-  DLTensor data = fake(0, F32, 2, data_shape), ids = fake(1, I64, 1, ids_shape);
-  DLTensor out = fake(2, F32, 2, out_shape);
+  DLTensor data = test_fake_tensor(0, F32, 2, data_shape),
+           ids = test_fake_tensor(1, I64, 1, ids_shape);
+  DLTensor out = test_fake_tensor(2, F32, 2, out_shape);
   jitops_stats before = stats_of(rt);
   return after(
       rt, jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, &data, &ids, 10000, &out, NULL, NULL, NULL),
       before);
 }
 
-static moved scan(jitops_runtime_t *rt, jitops_scan_op op) {
+static moved scan(jitops_runtime_t *rt, jitops_scan_op op, DLDataType dtype) {
   int64_t shape[2] = {256, 4096};
-  DLTensor x = fake(0, F32, 2, shape), y = fake(1, F32, 2, shape);
+  DLTensor x = test_fake_tensor(0, dtype, 2, shape), y = test_fake_tensor(1, dtype, 2, shape);
   jitops_stats before = stats_of(rt);
   return after(rt, jitops_scan(rt, op, &x, 1, 0, &y, NULL, NULL, NULL), before);
 }
@@ -219,32 +211,20 @@ static void the_ops_ask_where_their_arithmetic_allows(void) {
     return;
   moved m = segment_sum(rt); /* the radix sort's path: four kernels, every one quick */
   CHECK(m.compiles == 4 && m.quick_compiles == 4);
-  m = scan(rt, JITOPS_SCAN_CUMSUM);
+  m = scan(rt, JITOPS_SCAN_CUMSUM, F32);
   CHECK(m.compiles == 1 && m.quick_compiles == 1);
-  m = scan(rt, JITOPS_SCAN_LOGCUMSUMEXP); /* exp and log: built in full */
+  m = scan(rt, JITOPS_SCAN_LOGCUMSUMEXP, F32); /* its fmas spelled out */
+  CHECK(m.compiles == 1 && m.quick_compiles == 1);
+  m = scan(rt, JITOPS_SCAN_LOGCUMSUMEXP, F64); /* the math library's exp and log1p: in full */
   CHECK(m.compiles == 1 && m.quick_compiles == 0);
   m = segment_sum(rt); /* every kernel now a full build in memory */
   CHECK(m.compiles == 0 && m.quick_compiles == 0);
   jitops_runtime_destroy(rt);
 }
 
-/* Whether this NVRTC takes the quick option (kernel_batch.h). */
-static int nvrtc_has_quick_builds(void) {
-  jitops_runtime_t *rt = runtime_on(NULL);
-  jitops_runtime_info info;
-  const int has = rt != NULL && jitops_runtime_get_info(rt, &info) == JITOPS_SUCCESS &&
-                  info.nvrtc_version >= JITOPS__QUICK_MIN_NVRTC;
-  jitops_runtime_destroy(rt);
-  return has;
-}
-
 int main(void) {
-  unsetenv("JITOPS_QUICK_BUILDS");
-  unsetenv("JITOPS_CACHE_REMOTE");
-  if (!nvrtc_has_quick_builds()) {
-    printf("test_quick_builds: skipped (NVRTC older than 12.8)\n");
+  if (!test_quick_builds_available("test_quick_builds"))
     return TEST_SKIP;
-  }
   char dir[1024];
   test_fresh_dir("quick-builds", dir, sizeof dir);
   a_cold_kernel_runs_quick_then_full(dir);

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "runtime/kernel_batch.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
@@ -103,6 +105,29 @@ jitops_runtime_config test_offline_config(const char *arch, const char *dir) {
   cfg.cache_mode = dir ? JITOPS_CACHE_MODE_READWRITE : JITOPS_CACHE_MODE_OFF;
   cfg.shipped_cache = NULL;
   return cfg;
+}
+
+DLTensor test_fake_tensor(int index, DLDataType dtype, int ndim, int64_t *shape) {
+  return (DLTensor){.data = (void *)(uintptr_t)((uint64_t)(index + 1) << 40),
+                    .device = {kDLCUDA, 0},
+                    .ndim = ndim,
+                    .dtype = dtype,
+                    .shape = shape};
+}
+
+int test_quick_builds_available(const char *name) {
+  unsetenv("JITOPS_QUICK_BUILDS");
+  unsetenv("JITOPS_CACHE_REMOTE");
+  jitops_runtime_config cfg = test_offline_config("sm_90", NULL);
+  jitops_runtime_t *rt = NULL;
+  jitops_runtime_info info;
+  const int has = jitops_runtime_create(&cfg, &rt) == JITOPS_SUCCESS &&
+                  jitops_runtime_get_info(rt, &info) == JITOPS_SUCCESS &&
+                  info.nvrtc_version >= JITOPS__QUICK_MIN_NVRTC;
+  jitops_runtime_destroy(rt);
+  if (!has)
+    printf("%s: skipped (NVRTC older than 12.8)\n", name);
+  return has;
 }
 
 jitops_stats test_request_examples(const jitops_runtime_config *config, const char *const *exprs,

@@ -57,6 +57,15 @@ void test_remove_tree(const char *path);
  * (NULL: no disk tier). */
 jitops_runtime_config test_offline_config(const char *arch, const char *dir);
 
+/* A fake device tensor for a compile-only runtime (nothing reads it), 1 TiB from the others
+ * of other indexes; `shape` is kept by reference. */
+DLTensor test_fake_tensor(int index, DLDataType dtype, int ndim, int64_t *shape);
+
+/* Prepares a test of quick builds (runtime/kernel_batch.h): clears what would turn them off
+ * ($JITOPS_QUICK_BUILDS, $JITOPS_CACHE_REMOTE) and returns 1, or 0 having printed that `name`
+ * is skipped when this NVRTC has none (older than 12.8). */
+int test_quick_builds_available(const char *name);
+
 /* Creates a runtime from `config`, requests each example-template instance in `exprs`
  * `rounds` times (each request must succeed), and returns the runtime's counters (and its
  * info, when `info` is not NULL) just before destroying it. */

@@ -84,10 +84,9 @@ int jitops__scan_kop_tensors(jitops__scan_kop kop) {
   }
 }
 
-int jitops__scan_kop_quick(jitops__scan_kop kop) {
-  return kop == JITOPS__SCAN_K_CUMSUM || kop == JITOPS__SCAN_K_CUMPROD ||
-         kop == JITOPS__SCAN_K_CUMMAX || kop == JITOPS__SCAN_K_CUMMIN ||
-         kop == JITOPS__SCAN_K_EXTREMUM_BWD;
+int jitops__scan_kop_quick(jitops__scan_kop kop, jitops__dtype dtype) {
+  const int log_domain = kop == JITOPS__SCAN_K_LCSE || kop == JITOPS__SCAN_K_LCSE_BWD;
+  return !log_domain || jitops__dtype_accumulator(dtype) != JITOPS__DTYPE_F64;
 }
 
 int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype) {
@@ -459,6 +458,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
   if (sm_count <= 0)
     sm_count = 132;
   p->state_bytes = state_bytes(kop, dtype);
+  p->quick = jitops__scan_kop_quick(kop, dtype);
   if (is_inner(g) && (g->len >= ROWS_MIN_LEN || short_rows(kop, g))) {
     p->kind = JITOPS__SCAN_ROWS;
     /* A one-tile row is a look-back tile that looks back at nothing: it takes no scratch. */

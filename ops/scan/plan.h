@@ -49,6 +49,7 @@ typedef struct jitops__scan_plan {
   uint32_t block_x, block_y;
   uint32_t shared_bytes; /* dynamic shared memory (cols: the staged tile) */
   size_t state_bytes;    /* sizeof(Op::State) */
+  int quick;             /* the kernel may be a quick build (jitops__scan_kop_quick) */
   size_t scratch_bytes;
   size_t zero_words; /* 32-bit words at the start of the scratch to zero: ticket and flags */
   size_t flags_offset, agg_offset, inc_offset; /* agg, inc: 0 for rows (their words hold states) */
@@ -59,10 +60,11 @@ typedef struct jitops__scan_plan {
 /* The ops' tensor counts: inputs then outputs, as the templates' Tensors lists. */
 int jitops__scan_kop_tensors(jitops__scan_kop kop);
 
-/* Whether the kernel op's kernels may be quick builds (runtime/kernel_batch.h): their
- * arithmetic is additions, products that feed only products, or comparisons. The log-domain
- * ops and the cumprod backward (products that feed sums) may not. */
-int jitops__scan_kop_quick(jitops__scan_kop kop);
+/* Whether the kernel op's kernels in `dtype` may be quick builds (runtime/kernel_batch.h):
+ * every product that feeds a sum is an explicit fma in scan_ops.cuh, so their bits cannot
+ * depend on the optimization level, except where an f64 log-domain op calls the math library
+ * (exp, log, log1p), whose code the optimizer may contract. */
+int jitops__scan_kop_quick(jitops__scan_kop kop, jitops__dtype dtype);
 
 /* Whether the kernel op takes `dtype` (cumsum and cumprod take ints). */
 int jitops__scan_kop_takes(jitops__scan_kop kop, jitops__dtype dtype);

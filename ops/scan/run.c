@@ -21,8 +21,7 @@ static jitops_status plan_call(const char *fn, jitops_runtime_t *rt, const jitop
 
 /* The plan's kernel, which for the ops that allow it may be a quick build on a cold cache. A
  * call after the kernel's first finds it in memory at once. */
-static jitops_status get_kernel(jitops_runtime_t *rt, jitops__scan_kop kop,
-                                const jitops__scan_plan *plan, void *stream,
+static jitops_status get_kernel(jitops_runtime_t *rt, const jitops__scan_plan *plan, void *stream,
                                 jitops_kernel_t **kernel) {
   *kernel = jitops__kernel_find_ready(rt, JITOPS__SCAN_SOURCE, plan->name, NULL, 0);
   if (*kernel != NULL)
@@ -30,17 +29,17 @@ static jitops_status get_kernel(jitops_runtime_t *rt, jitops__scan_kop kop,
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
   jitops__kernel_batch_for_launch(&batch, stream);
-  unsigned flags = jitops__scan_kop_quick(kop) ? JITOPS__KERNEL_QUICK : 0;
+  unsigned flags = plan->quick ? JITOPS__KERNEL_QUICK : 0;
   JITOPS__TRY(
       jitops__kernel_batch_add_flagged(&batch, JITOPS__SCAN_SOURCE, plan->name, kernel, flags));
   return jitops__kernel_batch_get(rt, &batch);
 }
 
-static jitops_status launch(jitops_runtime_t *rt, jitops__scan_kop kop,
-                            const jitops__scan_geom *geom, const jitops__scan_plan *plan,
-                            const jitops_workspace *workspace, void *stream) {
+static jitops_status launch(jitops_runtime_t *rt, const jitops__scan_geom *geom,
+                            const jitops__scan_plan *plan, const jitops_workspace *workspace,
+                            void *stream) {
   jitops_kernel_t *kernel;
-  JITOPS__TRY(get_kernel(rt, kop, plan, stream, &kernel));
+  JITOPS__TRY(get_kernel(rt, plan, stream, &kernel));
   jitops__scan_args args;
   memset(&args, 0, sizeof args);
   args.geom = *geom;
@@ -74,7 +73,7 @@ static jitops_status run(const char *fn, jitops_runtime_t *rt, const jitops__sca
   jitops__scan_plan plan;
   bool empty;
   JITOPS__TRY(plan_call(fn, rt, call, &geom, &plan, &empty));
-  return empty ? JITOPS_SUCCESS : launch(rt, call->kop, &geom, &plan, workspace, stream);
+  return empty ? JITOPS_SUCCESS : launch(rt, &geom, &plan, workspace, stream);
 }
 
 static jitops_status workspace_of(const char *fn, jitops_runtime_t *rt,

@@ -56,6 +56,18 @@ __device__ __forceinline__ long long mul(long long a, long long b) {
   return (long long)((u64)a * (u64)b);
 }
 
+// A product that feeds a sum, rounded once. Every such pair in these ops is spelled out, so that
+// no optimization level can decide the rounding instead (contracting a product into the sum
+// that follows is the one freedom NVRTC has over IEEE arithmetic without fast-math): an op's
+// bits are then those of its source at any level, which lets its kernels be quick builds
+// (runtime/kernel_batch.h; tests/test_quick_kernels_contract_nothing.c checks it).
+__device__ __forceinline__ float fma_acc(float a, float b, float c) {
+  return fmaf(a, b, c);
+}
+__device__ __forceinline__ double fma_acc(double a, double b, double c) {
+  return fma(a, b, c);
+}
+
 // exp of a non-positive argument, as log-sum-exp combines need it. In f32 it is one ex2 after
 // a multiply: the multiply's rounding costs |x|·2^-24 relative, which, weighted by
 // exp(x) ≤ 1, stays below 2^-25 absolute against terms of order 1. logcumsumexp stays
@@ -73,20 +85,20 @@ __device__ __forceinline__ float exp_acc(float x) {
 __device__ __forceinline__ double exp_acc(double x) {
   return exp(x);
 }
-// log(1 + t) for t ≥ 0 (a log-sum-exp's scaled remainder): absolute error below 2^-22 in f32,
-// which is the output's own rounding for |y| ≥ 1/4.
-__device__ __forceinline__ float log1p_acc(float x) {
-  return lg2_approx(1.0f + x) * 0.6931471805599453f;
+// m + log(1 + t) for t ≥ 0 (a log-sum-exp's maximum plus its scaled remainder): absolute error
+// below 2^-22 in f32, which is the output's own rounding for |y| ≥ 1/4.
+__device__ __forceinline__ float plus_log1p(float m, float t) {
+  return fma_acc(lg2_approx(1.0f + t), 0.6931471805599453f, m);
 }
-__device__ __forceinline__ double log1p_acc(double x) {
-  return log1p(x);
+__device__ __forceinline__ double plus_log1p(double m, double t) {
+  return m + log1p(t);
 }
-// log of a positive value, relative error ~2^-22 in f32.
-__device__ __forceinline__ float log_acc(float x) {
-  return lg2_approx(x) * 0.6931471805599453f;
+// log(x) - y for a positive x: the log's relative error ~2^-22 in f32.
+__device__ __forceinline__ float log_minus(float x, float y) {
+  return fma_acc(lg2_approx(x), 0.6931471805599453f, -y);
 }
-__device__ __forceinline__ double log_acc(double x) {
-  return log(x);
+__device__ __forceinline__ double log_minus(double x, double y) {
+  return log(x) - y;
 }
 __device__ __forceinline__ float abs_acc(float x) {
   return fabsf(x);
@@ -186,7 +198,7 @@ __device__ __forceinline__ LogSumExp<A> lse_combine(const LogSumExp<A> &a, const
   const A lm = a_hi ? b.m : a.m, lt = a_hi ? b.t : a.t;
   const A e = exp_nonpos(lm - hm);
   const bool finite = abs_acc(hm) < limits<A>::infinity();
-  return LogSumExp<A>{hm, finite ? ht + (lt * e + e) : A(0)};
+  return LogSumExp<A>{hm, finite ? ht + fma_acc(lt, e, e) : A(0)};
 }
 
 // Tensors: x, y.
@@ -206,7 +218,7 @@ template <class T> struct Lcse {
     return State{f.template get<0>(0, A(0)), A(0)};
   }
   template <class O> __device__ static void emit(O &o, const State &s, const Keep &, i64, i64) {
-    o.template put<0>(s.m + log1p_acc(s.t));
+    o.template put<0>(plus_log1p(s.m, s.t));
   }
 };
 
@@ -230,7 +242,7 @@ template <class T> struct CumprodBackward {
     return State{A(1), A(0)};
   }
   __device__ static State combine(const State &x, const State &y) {
-    return State{y.a * x.a, y.a * x.b + y.b};
+    return State{y.a * x.a, fma_acc(y.a, x.b, y.b)};
   }
   template <class F> __device__ static State make(const F &f, i64, i64, Keep &k) {
     k.l = f.template get<2>(1, A(1));
@@ -286,7 +298,7 @@ __device__ __forceinline__ SignedLogSum<A> sls_combine(const SignedLogSum<A> &a,
   const A hm = a_hi ? a.m : b.m, hs = a_hi ? a.s : b.s;
   const A lm = a_hi ? b.m : a.m, ls = a_hi ? b.s : a.s;
   const A e = lm == hm ? A(1) : exp_nonpos(lm - hm);
-  return SignedLogSum<A>{hm, hs + ls * e};
+  return SignedLogSum<A>{hm, fma_acc(ls, e, hs)};
 }
 
 // logcumsumexp backward: dx_j = Σ_{i ≥ j} dy_i·exp(x_j − y_i), computed stably as a reverse
@@ -314,7 +326,7 @@ template <class T> struct LcseBackward {
     const A y = f.template get<2>(0, A(0));
     k.x = f.template get<1>(0, A(0));
     const bool term = y != -limits<A>::infinity() && g != A(0);
-    return State{term ? log_acc(abs_acc(g)) - y : -limits<A>::infinity(),
+    return State{term ? log_minus(abs_acc(g), y) : -limits<A>::infinity(),
                  term ? (g > A(0) ? A(1) : A(-1)) : A(0)};
   }
   template <class O> __device__ static void emit(O &o, const State &s, const Keep &k, i64, i64) {

@@ -55,6 +55,9 @@ CALLS = {
     "cumsum_rows": (lambda x: ops.cumsum(x, 1), (512, 3000)),
     "cummax_cols": (lambda x: ops.cummax(x, 0), (3000, 512)),
     "cumprod_rows": (lambda x: ops.cumprod(x * 0.01 + 1.0, 1), (64, 5000)),
+    "cumprod_cols": (lambda x: ops.cumprod(x * 0.01 + 1.0, 0), (3000, 512)),
+    "logcumsumexp_rows": (lambda x: ops.logcumsumexp(x, 1), (512, 3000)),
+    "logcumsumexp_cols": (lambda x: ops.logcumsumexp(x, 0), (3000, 512)),
 }
 
 mode = sys.argv[1]
@@ -154,7 +157,8 @@ def run(mode: str, cache_dir: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("mode", ["segment_sum_sort", "segment_mean_sorted", "segment_max_narrow",
-                                  "segment_sum_narrow", "cumsum_rows", "cummax_cols", "cumprod_rows"])
+                                  "segment_sum_narrow", "cumsum_rows", "cummax_cols", "cumprod_rows",
+                                  "cumprod_cols", "logcumsumexp_rows", "logcumsumexp_cols"])
 def test_quick_then_full_builds_give_the_same_bits(mode, cache_dir):
     done = run(mode, cache_dir)
     assert done.returncode == 0, done.stdout + done.stderr
