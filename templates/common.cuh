@@ -36,6 +36,26 @@ __device__ __forceinline__ float lg2_approx(float x) {
 }
 #endif
 
+// A product that feeds a sum, rounded once (fma_acc) or on its own (mul_rn). Without fast-math,
+// contracting such a pair into an fma is the one freedom NVRTC has over the source's IEEE
+// roundings, and its choice may change with the optimization level; a kernel whose every such
+// pair is spelled out has the same bits at any level, which lets it be a quick build
+// (runtime/kernel_batch.h; tests/test_quick_kernels_contract_nothing.c checks it).
+__device__ __forceinline__ float fma_acc(float a, float b, float c) {
+  return fmaf(a, b, c);
+}
+__device__ __forceinline__ double fma_acc(double a, double b, double c) {
+  return fma(a, b, c);
+}
+#ifndef JITOPS_HOST_EMULATION
+__device__ __forceinline__ float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double mul_rn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+#endif
+
 // Storage-only 16-bit floats. Arithmetic happens in the accumulation type (float).
 struct half {
   unsigned short bits;

@@ -105,6 +105,12 @@ static inline float ex2_approx(float x) {
 static inline float lg2_approx(float x) {
   return log2f(x);
 }
+static inline float mul_rn(float a, float b) {
+  return a * b;
+}
+static inline double mul_rn(double a, double b) {
+  return a * b;
+}
 static inline float max_nan(float a, float b) {
   return (a != a || b != b) ? a + b : fmaxf(a, b);
 }

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "jitops/ctc.h"
 #include "jitops/scan.h"
 #include "jitops/segment.h"
 #include "runtime/embedded.h"
@@ -105,6 +106,39 @@ static void segments(jitops_runtime_t *rt) {
     segment_both_ways(rt, all[i], 4096, 8, 64, 0);          /* a small call */
   }
   segment_both_ways(rt, JITOPS_SEGMENT_MAX, 1 << 20, 1024, 10000, 0); /* the runs backward */
+}
+
+/* CTC's loss and its backward (with the loss) for T x N x C log_probs and padded targets of S
+ * labels, lengths on the device. */
+static void ctc_both_ways(jitops_runtime_t *rt, DLDataType dtype, int64_t T, int64_t N, int64_t C,
+                          int64_t S, jitops_ctc_gradient gradient, jitops_ctc_reduction reduction) {
+  int64_t lp_shape[3] = {T, N, C}, targets_shape[2] = {N, S}, n_shape[1] = {N};
+  const DLDataType loss_type = dtype.bits == 64 ? dtype : F32;
+  const int none = reduction == JITOPS_CTC_REDUCTION_NONE;
+  DLTensor lp = test_fake_tensor(0, dtype, 3, lp_shape),
+           grad = test_fake_tensor(1, dtype, 3, lp_shape);
+  DLTensor targets = test_fake_tensor(2, I64, 2, targets_shape);
+  DLTensor in_len = test_fake_tensor(3, I64, 1, n_shape),
+           tg_len = test_fake_tensor(4, I64, 1, n_shape);
+  DLTensor loss = test_fake_tensor(5, loss_type, none ? 1 : 0, n_shape);
+  DLTensor grad_loss = test_fake_tensor(6, loss_type, none ? 1 : 0, n_shape);
+  jitops_ctc_options options;
+  jitops_ctc_options_init(&options);
+  options.gradient = gradient;
+  options.reduction = reduction;
+  got_kernels(jitops_ctc_loss(rt, &lp, &targets, &in_len, &tg_len, &options, &loss, NULL, NULL),
+              "ctc");
+  got_kernels(jitops_ctc_loss_backward(rt, &lp, &targets, &in_len, &tg_len, &grad_loss, &options,
+                                       &grad, &loss, NULL, NULL),
+              "ctc backward");
+}
+
+static void ctcs(jitops_runtime_t *rt) {
+  ctc_both_ways(rt, F32, 500, 64, 64, 100, JITOPS_CTC_GRADIENT_EXACT, JITOPS_CTC_REDUCTION_MEAN);
+  ctc_both_ways(rt, F32, 500, 64, 64, 100, JITOPS_CTC_GRADIENT_PYTORCH, JITOPS_CTC_REDUCTION_NONE);
+  ctc_both_ways(rt, BF16, 500, 64, 64, 100, JITOPS_CTC_GRADIENT_PYTORCH, JITOPS_CTC_REDUCTION_SUM);
+  ctc_both_ways(rt, F32, 2400, 4, 64, 2000, JITOPS_CTC_GRADIENT_EXACT, JITOPS_CTC_REDUCTION_MEAN);
+  ctc_both_ways(rt, F32, 100, 2, 50000, 50, JITOPS_CTC_GRADIENT_PYTORCH, JITOPS_CTC_REDUCTION_MEAN);
 }
 
 /* ---- the quick builds they asked for ---------------------------------------------------- */
@@ -239,6 +273,7 @@ static void quick_kernels_contract_nothing(const char *dir) {
     return;
   scans(rt);
   segments(rt);
+  ctcs(rt);
   CHECK_OK(jitops_runtime_wait_builds(rt));
   jitops_stats stats;
   CHECK_OK(jitops_runtime_get_stats(rt, &stats));
@@ -252,7 +287,7 @@ static void quick_kernels_contract_nothing(const char *dir) {
   CHECK(r.count == stats.quick_compiles);
   CHECK(r.count >= 100); /* the calls above reach at least this many quick kernels */
   compare_all(rt, &r);
-  size_t scans_seen = 0, segments_seen = 0;
+  size_t scans_seen = 0, segments_seen = 0, ctcs_seen = 0;
   for (size_t i = 0; i < r.count; ++i) {
     const request *q = &r.item[i];
     if (q->same_full != 1 || q->same_quick != 1)
@@ -261,11 +296,12 @@ static void quick_kernels_contract_nothing(const char *dir) {
     CHECK(q->same_full == 1 && q->same_quick == 1);
     scans_seen += strstr(q->source, "scan") != NULL;
     segments_seen += strstr(q->source, "segment") != NULL;
+    ctcs_seen += strstr(q->source, "ctc") != NULL;
     free(q->expr);
   }
-  printf("%zu quick kernels compared (%zu scan, %zu segment), %llu compiles in all\n", r.count,
-         scans_seen, segments_seen, (unsigned long long)stats.compiles);
-  CHECK(scans_seen > 0 && segments_seen > 0);
+  printf("%zu quick kernels compared (%zu scan, %zu segment, %zu ctc), %llu compiles in all\n",
+         r.count, scans_seen, segments_seen, ctcs_seen, (unsigned long long)stats.compiles);
+  CHECK(scans_seen > 0 && segments_seen > 0 && ctcs_seen > 0);
   jitops_runtime_destroy(rt);
 }
 

@@ -36,7 +36,7 @@ template <bool FR, class M, class A>
 __device__ __forceinline__ A posterior(A ab, A f, A rest, A lp, A nll) {
   A x;
   if constexpr (FR)
-    x = ab + ((f - rest) - lp * M::to_log2);
+    x = ab + fma_acc(-lp, M::to_log2, f - rest);
   else
     x = (ab - lp + nll) * M::to_log2;
   return ab == M::ninf() ? A(0) : M::ex(x);
@@ -137,13 +137,11 @@ __device__ __forceinline__ void row_classes(const grad_args &a, const grad_sampl
       const int c = c0 + 32 * u;
       if (c >= a.C)
         continue;
-      const A e = TORCH ? sm.g * M::ex(v[u] * M::to_log2) : A(0);
+      const A e = TORCH ? mul_rn(sm.g, M::ex(v[u] * M::to_log2)) : A(0);
       A out = e;
       if (c == a.blank || h[u] != LINK_END) {
         const A sum = c == a.blank ? blank_sum : chain_sum(link, gamma, 0, h[u]);
-        out = -sm.g * sum;
-        if (TORCH)
-          out += e;
+        out = TORCH ? fma_acc(-sm.g, sum, e) : mul_rn(-sm.g, sum);
       }
       store(grow + (long long)c * a.g_st_c, out);
     }
@@ -180,15 +178,15 @@ __device__ __forceinline__ void row_classes_global(const grad_args &a, const gra
     if (!(w >> LINK_FIRST_BIT))
       continue;
     int c = link[LINK_INTS * j];
-    A v = -sm.g * chain_sum(link, gamma, 1, j);
-    if (TORCH)
-      v += sm.g * M::ex(cvt(lrow[(long long)c * a.lp_st_c]) * M::to_log2);
+    const A e =
+        TORCH ? mul_rn(sm.g, M::ex(cvt(lrow[(long long)c * a.lp_st_c]) * M::to_log2)) : A(0);
+    const A sum = chain_sum(link, gamma, 1, j);
+    const A v = TORCH ? fma_acc(-sm.g, sum, e) : mul_rn(-sm.g, sum);
     store(grow + (long long)c * a.g_st_c, v);
   }
   if (lane == 0) {
-    A v = -sm.g * blank_sum;
-    if (TORCH)
-      v += sm.g * M::ex(lpb * M::to_log2);
+    const A e = TORCH ? mul_rn(sm.g, M::ex(lpb * M::to_log2)) : A(0);
+    const A v = TORCH ? fma_acc(-sm.g, blank_sum, e) : mul_rn(-sm.g, blank_sum);
     store(grow + (long long)a.blank * a.g_st_c, v);
   }
 }

@@ -256,6 +256,13 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, bool
   // fr: this thread's frame; hf: its left neighbour's; up_fr: hf after the last move.
   static_assert(PF >= 2, "frames move at p == 0 and the neighbours' are taken at p == 1");
   float fr = 0, hf = 0, dh = 0, up_fr = 0;
+  // A state's new value from its emission `e` (scaled here to the log space) and its
+  // predecessors' combined value `sum`: where the frame moves (f32, place 0), the emission less
+  // the shift, then the sum; elsewhere the scaling fused with the sum. Each an explicit fma, so
+  // that every build rounds alike (common.cuh, fma_acc).
+  auto emit = [](A e, bool first, A shift, A sum) {
+    return FR && first ? fma_acc(e, M::to_log2, -shift) + sum : fma_acc(e, M::to_log2, sum);
+  };
   // One time step, reading its emissions from `slot` and refilling it for step t + PF; `first`
   // and `second` say whether its place in the ring is 0 or 1 (constants once unrolled), where
   // the f32 frames move.
@@ -267,11 +274,11 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, bool
     // This step's emissions, then the loads for step t + PF into the freed slot (clamped to
     // the last row, so that no branch splits the step): issued before the halo wait, they
     // cost no time on the step's critical path.
-    const A eb = cvt(slot[0]) * M::to_log2;
+    const A eb = cvt(slot[0]);
     A em[H];
 #pragma unroll
     for (int h = 0; h < H; ++h)
-      em[h] = cvt(slot[1 + h]) * M::to_log2;
+      em[h] = cvt(slot[1 + h]);
     fetch(t + PF < in_len ? t + PF : in_len - 1, slot);
     // Halo: the previous row's state s0 - 1 (shuffled at the end of the previous step).
     A h1 = up;
@@ -306,12 +313,12 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, bool
       A p0 = st[k];
       A p1 = k >= 1 ? st[k - 1] : h1;
       if ((k & 1) == 0) {
-        nx[k] = (FR && first ? eb - shift : eb) + lae2(p0, p1);
+        nx[k] = emit(eb, first, shift, lae2(p0, p1));
       } else {
         A p2 = k >= 2 ? st[k - 2] : h1;
         if (!((skipmask >> (k / 2)) & 1u))
           p2 = M::ninf();
-        nx[k] = (FR && first ? em[k / 2] - shift : em[k / 2]) + lae3(p0, p1, p2);
+        nx[k] = emit(em[k / 2], first, shift, lae3(p0, p1, p2));
       }
     }
 #pragma unroll
@@ -473,7 +480,7 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, bool re
       fr = nf;
       mx = M::ninf();
     }
-    const A eb = cvt(row[blank_off]) * M::to_log2 - shift;
+    const A eb = fma_acc(cvt(row[blank_off]), M::to_log2, -shift);
     A *orow = MODE == MODE_AB ? out + tt * a.ab_st_t : nullptr;
     for (int h0 = 0; h0 < H; h0 += B) {
       F e[B];
@@ -495,7 +502,7 @@ __device__ void run_memory(const alpha_args &a, int n, const sample &sm, bool re
         A nb = eb + lae2(p0, o1);
         A q0 = st[(k + 1) * NT + tid];
         A p2 = w[b] < 0 ? o1 : M::ninf();
-        A nl = (cvt(e[b]) * M::to_log2 - shift) + lae3(q0, p0, p2);
+        A nl = fma_acc(cvt(e[b]), M::to_log2, -shift) + lae3(q0, p0, p2);
         st[k * NT + tid] = nb;
         st[(k + 1) * NT + tid] = nl;
         o1 = q0;

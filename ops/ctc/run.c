@@ -18,10 +18,15 @@
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 /* A pass's kernels are added to one batch and got together (runtime/kernel_batch.h), so that
- * a cold call compiles its alpha, gradient and reduction kernels in parallel. */
+ * a cold call compiles its alpha, gradient and reduction kernels in parallel. In f32 (and
+ * f16/bf16, which accumulate in it) they may be quick builds: every product that feeds a sum is
+ * an explicit fma and the logs and exponentials are the SFU's (ctc_common.cuh); f64 calls the
+ * math library's exp and log1p, whose code the optimizer contracts, so it is built in full. */
 
-static jitops_status add_kernel(jitops__kernel_batch *b, const char *name, jitops_kernel_t **k) {
-  return jitops__kernel_batch_add(b, JITOPS__CTC_SOURCE, name, k);
+static jitops_status add_kernel(jitops__kernel_batch *b, const jitops__ctc_call *call,
+                                const char *name, jitops_kernel_t **k) {
+  const unsigned flags = call->acc == JITOPS__DTYPE_F64 ? 0 : JITOPS__KERNEL_QUICK;
+  return jitops__kernel_batch_add_flagged(b, JITOPS__CTC_SOURCE, name, k, flags);
 }
 
 static jitops_status add_alpha(jitops__kernel_batch *b, const jitops__ctc_call *call,
@@ -30,7 +35,7 @@ static jitops_status add_alpha(jitops__kernel_batch *b, const jitops__ctc_call *
   char name[256];
   const jitops__ctc_alpha_kernel spec = jitops__ctc_alpha_kernel_of(call, plan, mode, out);
   jitops__ctc_alpha_name(&spec, name, sizeof name);
-  return add_kernel(b, name, k);
+  return add_kernel(b, call, name, k);
 }
 
 static jitops_status add_grad(jitops__kernel_batch *b, const jitops__ctc_call *call,
@@ -40,14 +45,14 @@ static jitops_status add_grad(jitops__kernel_batch *b, const jitops__ctc_call *c
   jitops__ctc_grad_name(call->f, jitops__dtype_of(grad_loss->dtype),
                         call->opt.gradient == JITOPS_CTC_GRADIENT_PYTORCH, geometry->tables, name,
                         sizeof name);
-  return add_kernel(b, name, k);
+  return add_kernel(b, call, name, k);
 }
 
 static jitops_status add_reduce(jitops__kernel_batch *b, const jitops__ctc_call *call,
                                 const DLTensor *out, jitops_kernel_t **k) {
   char name[128];
   jitops__ctc_reduce_name(call->acc, jitops__dtype_of(out->dtype), name, sizeof name);
-  return add_kernel(b, name, k);
+  return add_kernel(b, call, name, k);
 }
 
 /* ---- scratch ------------------------------------------------------------------------------- */
@@ -235,6 +240,7 @@ static jitops_status loss_run(const jitops__ctc_call *call, const jitops__ctc_pl
   jitops_kernel_t *ka, *kr = NULL;
   jitops__kernel_batch b;
   jitops__kernel_batch_init(&b);
+  jitops__kernel_batch_for_launch(&b, stream);
   JITOPS__TRY(
       add_alpha(&b, call, plan, mode, none ? jitops__dtype_of(loss->dtype) : call->acc, &ka));
   if (!none)
@@ -267,6 +273,7 @@ static jitops_status backward_run(const jitops__ctc_call *call, const jitops__ct
   jitops_kernel_t *ka, *kg, *kr = NULL;
   jitops__kernel_batch b;
   jitops__kernel_batch_init(&b);
+  jitops__kernel_batch_for_launch(&b, stream);
   JITOPS__TRY(add_alpha(&b, call, plan, JITOPS__CTC_MODE_AB, call->acc, &ka));
   JITOPS__TRY(add_grad(&b, call, &geometry, grad_loss, &kg));
   if (loss != NULL)
@@ -295,6 +302,7 @@ static jitops_status alpha_beta_run(const jitops__ctc_call *call, const jitops__
   jitops_kernel_t *ka;
   jitops__kernel_batch b;
   jitops__kernel_batch_init(&b);
+  jitops__kernel_batch_for_launch(&b, stream);
   JITOPS__TRY(add_alpha(&b, call, plan, JITOPS__CTC_MODE_AB, call->acc, &ka));
   JITOPS__TRY(jitops__kernel_batch_get(rt, &b));
   jitops__scratch s;

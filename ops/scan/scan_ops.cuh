@@ -56,18 +56,6 @@ __device__ __forceinline__ long long mul(long long a, long long b) {
   return (long long)((u64)a * (u64)b);
 }
 
-// A product that feeds a sum, rounded once. Every such pair in these ops is spelled out, so that
-// no optimization level can decide the rounding instead (contracting a product into the sum
-// that follows is the one freedom NVRTC has over IEEE arithmetic without fast-math): an op's
-// bits are then those of its source at any level, which lets its kernels be quick builds
-// (runtime/kernel_batch.h; tests/test_quick_kernels_contract_nothing.c checks it).
-__device__ __forceinline__ float fma_acc(float a, float b, float c) {
-  return fmaf(a, b, c);
-}
-__device__ __forceinline__ double fma_acc(double a, double b, double c) {
-  return fma(a, b, c);
-}
-
 // exp of a non-positive argument, as log-sum-exp combines need it. In f32 it is one ex2 after
 // a multiply: the multiply's rounding costs |x|·2^-24 relative, which, weighted by
 // exp(x) ≤ 1, stays below 2^-25 absolute against terms of order 1. logcumsumexp stays

@@ -37,7 +37,7 @@ def ids(n, s):
     return torch.randint(0, s, (n,), device=dev, generator=g)
 
 def bits(t):
-    return t.detach().contiguous().view(torch.uint8).clone()
+    return t.detach().reshape(-1).contiguous().view(torch.uint8).clone()
 
 def forward_backward(fn, x):
     x = x.detach().clone().requires_grad_(True)
@@ -58,12 +58,17 @@ CALLS = {
     "cumprod_cols": (lambda x: ops.cumprod(x * 0.01 + 1.0, 0), (3000, 512)),
     "logcumsumexp_rows": (lambda x: ops.logcumsumexp(x, 1), (512, 3000)),
     "logcumsumexp_cols": (lambda x: ops.logcumsumexp(x, 0), (3000, 512)),
+    "ctc_f32": (lambda x: ops.ctc_loss(x.log_softmax(2), TG, IL, TL), (200, 16, 32)),
+    "ctc_bf16": (lambda x: ops.ctc_loss(x.log_softmax(2).to(torch.bfloat16), TG, IL, TL), (200, 16, 32)),
 }
 
 mode = sys.argv[1]
 I64K = ids(1 << 16, 10000)
 I64K_SORTED = torch.sort(I64K).values
 I1M = ids(1 << 20, 1000000)
+TG = torch.randint(1, 32, (16, 40), device=dev, generator=g)
+IL = torch.full((16,), 200, device=dev, dtype=torch.long)
+TL = torch.randint(20, 41, (16,), device=dev, generator=g)
 
 if mode in CALLS:
     fn, shape = CALLS[mode]
@@ -158,7 +163,8 @@ def run(mode: str, cache_dir: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("mode", ["segment_sum_sort", "segment_mean_sorted", "segment_max_narrow",
                                   "segment_sum_narrow", "cumsum_rows", "cummax_cols", "cumprod_rows",
-                                  "cumprod_cols", "logcumsumexp_rows", "logcumsumexp_cols"])
+                                  "cumprod_cols", "logcumsumexp_rows", "logcumsumexp_cols", "ctc_f32",
+                                  "ctc_bf16"])
 def test_quick_then_full_builds_give_the_same_bits(mode, cache_dir):
     done = run(mode, cache_dir)
     assert done.returncode == 0, done.stdout + done.stderr
