@@ -39,6 +39,26 @@ elif name == "cumsum 8192^2, axis 1":
 elif name == "cummax 8192^2, axis 0":
     x = torch.randn(8192, 8192, device=dev, generator=g)
     f = lambda: ops.cummax(x, 0)
+elif name == "logcumsumexp 8192^2, axis 1":
+    x = torch.randn(8192, 8192, device=dev, generator=g)
+    f = lambda: ops.logcumsumexp(x, 1)
+elif name == "cumprod backward 8192^2, axis 0":
+    x = (torch.rand(8192, 8192, device=dev, generator=g) * 0.02 + 0.99).requires_grad_(True)
+    y = ops.cumprod(x, 0)
+    rt.wait_builds()  # the forward's full build: only the backward's first call is timed quick
+    dy = torch.randn_like(x)
+    f = lambda: torch.autograd.grad(y, x, dy, retain_graph=True)
+elif name.startswith("ctc_loss"):  # T 500, N 64, C 64, S 100
+    lp = torch.randn(500, 64, 64, device=dev, generator=g).log_softmax(2).requires_grad_(True)
+    tg = torch.randint(1, 64, (64, 100), device=dev, generator=g)
+    il = torch.full((64,), 500, device=dev, dtype=torch.long)
+    tl = torch.randint(50, 101, (64,), device=dev, generator=g)
+    if name.endswith("backward"):
+        loss = ops.ctc_loss(lp, tg, il, tl)
+        rt.wait_builds()
+        f = lambda: torch.autograd.grad(loss, lp, retain_graph=True)
+    else:
+        f = lambda: ops.ctc_loss(lp.detach(), tg, il, tl)
 
 def queued_ms(calls=20):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -62,7 +82,8 @@ print(f"| {name} | {quick_builds} | {quick:.4f} | {full:.4f} | {quick / full:.2f
 '''
 
 NAMES = ["segment_sum D 64, S 10^4", "segment_max D 3, S 10^6", "cumsum 8192^2, axis 1",
-         "cummax 8192^2, axis 0"]
+         "cummax 8192^2, axis 0", "logcumsumexp 8192^2, axis 1", "cumprod backward 8192^2, axis 0",
+         "ctc_loss T 500, N 64, C 64, S 100", "ctc_loss T 500, N 64, C 64, S 100 backward"]
 
 
 def main() -> None:
