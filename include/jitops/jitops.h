@@ -295,17 +295,17 @@ JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtim
                                                   jitops_stats *out);
 
 /* Quick builds. A built-in op's first call on an empty cache waits for its kernels' compile.
- * Where a kernel's results are the same bits however NVRTC optimizes it (integer, comparison
- * and addition arithmetic, products that feed only products: the segment reductions, cumsum,
- * cumprod, cummax, cummin and the backwards of cumsum, cummax and cummin), that first call
- * compiles it at NVRTC's fast-compile level instead, in a fraction of the time, and launches
- * that build while the full build runs on background threads of the runtime; later calls
- * launch the full build once it is ready, and later processes find it on disk. Results are
- * identical either way; only the first calls' speed differs. Never while the call's stream is
- * capturing a graph (the graph would keep the quick build): such a call waits for the full
- * build. $JITOPS_QUICK_BUILDS=0 turns quick builds off, and a runtime with a remote tier has
- * none (the fleet serves full builds); the prewarm catalogue (jitops_catalogue_compile) and
- * jitops_kernel_get always build in full.
+ * Where a kernel's results are the same bits however NVRTC optimizes it (no product that NVRTC
+ * may contract into a sum, and no math library call: the segment reductions, every scan and
+ * its backward but the f64 logcumsumexp, and CTC but in f64), that first call compiles it at
+ * NVRTC's fast-compile level instead, in a fraction of the time, and launches that build while
+ * the full build runs on background threads of the runtime; later calls launch the full build
+ * once it is ready, and later processes find it on disk. Results are identical either way; only
+ * the first calls' speed differs. Never while the call's stream is capturing a graph (the graph
+ * would keep the quick build): such a call waits for the full build. $JITOPS_QUICK_BUILDS=0
+ * turns quick builds off, and a runtime with a remote tier has none (the fleet serves full
+ * builds); the prewarm catalogue (jitops_catalogue_compile) and jitops_kernel_get always build
+ * in full.
  *
  * jitops_runtime_wait_builds returns once the background builds queued before it are done, so
  * that every later launch of those kernels is a full build (before timing an op, say).
