@@ -265,10 +265,25 @@ static void compare_all(jitops_runtime_t *rt, requests *r) {
 
 /* ---- the checks --------------------------------------------------------------------------- */
 
-static void quick_kernels_contract_nothing(const char *dir) {
+static jitops_runtime_t *runtime_on(const char *dir) {
   jitops_runtime_config cfg = test_offline_config("sm_90", dir);
   jitops_runtime_t *rt = NULL;
   CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  return rt;
+}
+
+/* Calls `visit` for each entry of the cache in `dir`. */
+static void list_cache(const char *dir, int (*visit)(const jitops_cache_entry *, void *),
+                       void *user) {
+  jitops_cache_t *cache = NULL;
+  CHECK_OK(jitops_cache_open(dir, 0, &cache));
+  if (cache != NULL)
+    CHECK_OK(jitops_cache_list(cache, NULL, NULL, visit, user));
+  jitops_cache_close(cache);
+}
+
+static void quick_kernels_contract_nothing(const char *dir) {
+  jitops_runtime_t *rt = runtime_on(dir);
   if (rt == NULL)
     return;
   scans(rt);
@@ -279,11 +294,7 @@ static void quick_kernels_contract_nothing(const char *dir) {
   CHECK_OK(jitops_runtime_get_stats(rt, &stats));
 
   static requests r;
-  jitops_cache_t *cache = NULL;
-  CHECK_OK(jitops_cache_open(dir, 0, &cache));
-  if (cache != NULL)
-    CHECK_OK(jitops_cache_list(cache, NULL, NULL, collect_quick, &r));
-  jitops_cache_close(cache);
+  list_cache(dir, collect_quick, &r);
   CHECK(r.count == stats.quick_compiles);
   CHECK(r.count >= 100); /* the calls above reach at least this many quick kernels */
   compare_all(rt, &r);
@@ -312,9 +323,7 @@ static int take_first(const jitops_cache_entry *e, void *user) {
 
 /* The f64 logcumsumexp: built in full, and its code does change under --fmad=false. */
 static void a_contracting_kernel_is_seen_and_not_quick(const char *dir) {
-  jitops_runtime_config cfg = test_offline_config("sm_90", dir);
-  jitops_runtime_t *rt = NULL;
-  CHECK_OK(jitops_runtime_create(&cfg, &rt));
+  jitops_runtime_t *rt = runtime_on(dir);
   if (rt == NULL)
     return;
   int64_t shape[2] = {256, 4096};
@@ -324,13 +333,9 @@ static void a_contracting_kernel_is_seen_and_not_quick(const char *dir) {
   CHECK_OK(jitops_runtime_get_stats(rt, &stats));
   CHECK(stats.compiles == 1 && stats.quick_compiles == 0);
   char expr[256] = "";
-  jitops_cache_t *cache = NULL;
-  CHECK_OK(jitops_cache_open(dir, 0, &cache));
-  if (cache != NULL)
-    CHECK_OK(jitops_cache_list(cache, NULL, NULL, take_first, expr));
-  jitops_cache_close(cache);
+  list_cache(dir, take_first, expr);
   CHECK(strstr(expr, "Lcse<double>") != NULL);
-  request q = {"jitops/scan.cuh", expr, -1, -1};
+  request q = {source_of("scan", expr), expr, -1, -1};
   CHECK(!pair_is_same(rt, &q, 0));
   jitops_runtime_destroy(rt);
 }
