@@ -11,8 +11,25 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@"
 # that is already installed is used as it is); what is missing is installed into it.
 VENV=${BUILD_DIR}-venv
 [ -x "$VENV/bin/python" ] || python3 -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -c "import torch, pytest, numpy" 2>/dev/null ||
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch pytest numpy
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$ROOT"
+PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir)
+
+# PyTorch from PyPI is about 5 GB installed, most of it CUDA libraries. pip's usual way (every
+# wheel downloaded, and a cached copy kept, before anything is installed) needs twice that free,
+# more than a CI machine sometimes has. Installed one requirement at a time without the cache,
+# the peak is what stays plus one download. Triton (1 GB) is only torch.compile's GPU code
+# generator, so it is left out where there is no GPU (no nvidia-smi).
+# (Until the last requirement is in, pip would report torch's missing ones at every step: its
+# conflict warnings are off here.)
+install_torch() {
+  echo "installing PyTorch into $VENV ($(df -h --output=avail "$VENV" | tail -1 | tr -d ' ') free)"
+  "${PIP[@]}" --no-warn-conflicts --no-deps torch
+  local requirement
+  "$VENV/bin/python" -c 'from importlib.metadata import requires; print(*requires("torch"), sep="\n")' |
+    grep -v 'extra ==' | { command -v nvidia-smi >/dev/null && cat || grep -v '^triton'; } |
+    while IFS= read -r requirement; do "${PIP[@]}" --no-warn-conflicts "$requirement"; done
+}
+"$VENV/bin/python" -c "import torch" 2>/dev/null || install_torch
+"$VENV/bin/python" -c "import pytest, numpy" 2>/dev/null || "${PIP[@]}" pytest numpy
+"${PIP[@]}" "$ROOT"
 cd "$BUILD_DIR" # not the source tree, whose python/jitops has no compiled extension
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$ROOT/python/tests"
