@@ -27,7 +27,7 @@ static int name_is_valid(const char *name) {
 }
 
 /* Caller holds the lock. */
-static const jitops__source *find(const jitops__source_set *set, const char *name, size_t len) {
+static jitops__source *find(const jitops__source_set *set, const char *name, size_t len) {
   for (size_t i = 0; i < set->count; ++i)
     if (strlen(set->items[i]->name) == len && memcmp(set->items[i]->name, name, len) == 0)
       return set->items[i];
@@ -73,6 +73,7 @@ void jitops__sources_free(jitops__source_set *set) {
       free(set->items[i]->name);
       free(set->items[i]->text);
     }
+    free(set->items[i]->includes);
     free(set->items[i]);
   }
   free(set->items);
@@ -101,7 +102,7 @@ static jitops_status add_locked(jitops__source_set *set, const char *name, const
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "jitops_source_register: out of host memory");
   }
   memcpy(text_copy, text, length + 1);
-  *s = (jitops__source){name_copy, text_copy, length, content, 1};
+  *s = (jitops__source){name_copy, text_copy, length, content, 1, NULL};
   return JITOPS_SUCCESS;
 }
 
@@ -159,13 +160,20 @@ static int parse_include(const char *line, include_directive *out) {
   return 1;
 }
 
-/* Finds the next #include directive at or after the line start `p`; returns the start of the
- * line after it, or NULL. Directives are recognized by the text alone, so one inside a block
- * comment or a skipped #if counts too. */
+/* The end of the line starting at `p`: its '\n', or the text's NUL. */
+static const char *line_end(const char *p) {
+  const char *newline = strchr(p, '\n');
+  return newline != NULL ? newline : p + strlen(p);
+}
+
+/* Finds the next #include directive at or after the line start `p`; returns the end of its
+ * line, or NULL. Directives are recognized by the text alone, so one inside a block comment
+ * or a skipped #if counts too. */
 static const char *next_include(const char *p, include_directive *out) {
-  for (; *p != 0; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] == '\n')) {
+  for (const char *end; *p != 0; p = *end == '\n' ? end + 1 : end) {
+    end = line_end(p);
     if (parse_include(p, out))
-      return p + strcspn(p, "\n");
+      return end;
   }
   return NULL;
 }
@@ -206,7 +214,7 @@ static jitops_status refuse_include(const jitops__source *s, const include_direc
                       d->form == INCLUDE_QUOTED ? '"' : '>');
 }
 
-static int contains(const jitops__source **list, size_t count, const jitops__source *s) {
+static int contains(jitops__source *const *list, size_t count, const jitops__source *s) {
   for (size_t i = 0; i < count; ++i)
     if (list[i] == s)
       return 1;
@@ -214,12 +222,12 @@ static int contains(const jitops__source **list, size_t count, const jitops__sou
 }
 
 /* Appends `s` to the list unless it is there; grows it as needed. */
-static jitops_status add_once(const jitops__source ***list, size_t *count, size_t *capacity,
-                              const jitops__source *s) {
+static jitops_status add_once(jitops__source ***list, size_t *count, size_t *capacity,
+                              jitops__source *s) {
   if (contains(*list, *count, s))
     return JITOPS_SUCCESS;
   if (*count == *capacity) {
-    const jitops__source **bigger = realloc(*list, 2 * *capacity * sizeof **list);
+    jitops__source **bigger = realloc(*list, 2 * *capacity * sizeof **list);
     if (bigger == NULL)
       return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "jitops_kernel_get: out of host memory");
     *list = bigger;
@@ -229,27 +237,69 @@ static jitops_status add_once(const jitops__source ***list, size_t *count, size_
   return JITOPS_SUCCESS;
 }
 
-/* Adds the registered sources `s` includes; refuses an include of a file on disk. */
-static jitops_status scan_includes(jitops__source_set *set, const jitops__source *s,
-                                   const jitops__source ***list, size_t *count, size_t *capacity) {
+/* A source's directives: its __has_include of an absolute path, if any, then every #include
+ * in the order of the text. */
+struct jitops__include_list {
+  int has_absolute; /* an __has_include of an absolute path, in absolute_operand */
+  include_directive absolute_operand;
+  size_t count;
+  include_directive items[];
+};
+
+/* Parses `s`'s directives once; NULL when out of host memory. Caller holds the lock. */
+static const struct jitops__include_list *includes_of(jitops__source *s) {
+  if (s->includes != NULL)
+    return s->includes;
+  size_t capacity = 8;
+  struct jitops__include_list *list = malloc(sizeof *list + capacity * sizeof list->items[0]);
+  if (list == NULL)
+    return NULL;
+  list->has_absolute = has_absolute_has_include(s->text, &list->absolute_operand);
+  list->count = 0;
   include_directive d;
-  if (has_absolute_has_include(s->text, &d))
-    return refuse_include(s, &d);
   for (const char *p = s->text; (p = next_include(p, &d)) != NULL;) {
-    const jitops__source *dep = d.form == INCLUDE_COMPUTED ? NULL : find(set, d.name, d.length);
+    if (list->count == capacity) {
+      capacity *= 2;
+      struct jitops__include_list *bigger =
+          realloc(list, sizeof *list + capacity * sizeof list->items[0]);
+      if (bigger == NULL) {
+        free(list);
+        return NULL;
+      }
+      list = bigger;
+    }
+    list->items[list->count++] = d;
+  }
+  s->includes = list;
+  return list;
+}
+
+/* Adds the registered sources `s` includes; refuses an include of a file on disk. */
+static jitops_status scan_includes(jitops__source_set *set, jitops__source *s,
+                                   jitops__source ***list, size_t *count, size_t *capacity) {
+  const struct jitops__include_list *includes = includes_of(s);
+  if (includes == NULL)
+    return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "jitops_kernel_get: out of host memory");
+  if (includes->has_absolute)
+    return refuse_include(s, &includes->absolute_operand);
+  for (size_t i = 0; i < includes->count; ++i) {
+    const include_directive *d = &includes->items[i];
+    jitops__source *dep = d->form == INCLUDE_COMPUTED ? NULL : find(set, d->name, d->length);
     if (dep != NULL)
       JITOPS__TRY(add_once(list, count, capacity, dep));
-    else if (d.form == INCLUDE_COMPUTED || (d.length > 0 && d.name[0] == '/'))
-      return refuse_include(s, &d);
+    else if (d->form == INCLUDE_COMPUTED || (d->length > 0 && d->name[0] == '/'))
+      return refuse_include(s, d);
   }
   return JITOPS_SUCCESS;
 }
 
-/* Breadth-first over includes; the list doubles as the queue. Caller holds the lock. */
-static jitops_status closure_locked(jitops__source_set *set, const jitops__source *root,
+/* Breadth-first over includes; the list doubles as the queue. Caller holds the lock. The list
+ * holds the set's own (writable) sources, whose include lists it fills in; the caller gets it
+ * read-only. */
+static jitops_status closure_locked(jitops__source_set *set, jitops__source *root,
                                     const jitops__source ***out, size_t *count) {
   size_t capacity = 8, n = 0;
-  const jitops__source **list = malloc(capacity * sizeof *list);
+  jitops__source **list = malloc(capacity * sizeof *list);
   if (list == NULL)
     return jitops__fail(JITOPS_ERR_OUT_OF_MEMORY, "jitops_kernel_get: out of host memory");
   list[n++] = root;
@@ -260,7 +310,7 @@ static jitops_status closure_locked(jitops__source_set *set, const jitops__sourc
       return status;
     }
   }
-  *out = list;
+  *out = (const jitops__source **)list;
   *count = n;
   return JITOPS_SUCCESS;
 }
@@ -269,7 +319,7 @@ jitops_status jitops__sources_closure(jitops__source_set *set, const char *name,
                                       const jitops__source ***closure, size_t *count,
                                       jitops__key *closure_hash) {
   pthread_mutex_lock(&set->lock);
-  const jitops__source *root = find(set, name, strlen(name));
+  jitops__source *root = find(set, name, strlen(name));
   jitops_status status = JITOPS_SUCCESS;
   if (root == NULL)
     status = jitops__fail(JITOPS_ERR_NOT_FOUND,

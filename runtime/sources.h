@@ -22,6 +22,11 @@ typedef struct jitops__source {
   size_t length;
   jitops__key content;
   int owned; /* 0 for embedded templates, whose text lives in the library */
+  /* Its #include directives, parsed at its first closure and kept: they depend on the text
+   * alone, which never changes. Which registered source each names is looked up at every
+   * closure, since a header may be registered after the source that includes it. Guarded by
+   * the set's lock; NULL until parsed. */
+  struct jitops__include_list *includes;
 } jitops__source;
 
 typedef struct jitops__source_set {

@@ -90,9 +90,45 @@ static void source_closures(void) {
       base, closure_of(header, "#include \"user/h.cuh\"\n__global__ void k() { }\n")));
 }
 
+/* The closure of `name` in `set`: its size, and its hash in *hash. */
+static size_t closure_size(jitops__source_set *set, const char *name, jitops__key *hash) {
+  const jitops__source **closure = NULL;
+  size_t count = 0;
+  CHECK_OK(jitops__sources_closure(set, name, &closure, &count, hash));
+  free(closure);
+  return count;
+}
+
+/* A source's includes are parsed once, but which registered source each names is looked up
+ * at every closure: a header registered after the source that includes it (and after a
+ * closure of that source) joins its closure and changes its key, and a refused include stays
+ * refused. */
+static void closures_follow_later_registrations(void) {
+  jitops__source_set set;
+  CHECK_OK(jitops__sources_init(&set));
+  CHECK_OK(jitops__sources_register(&set, "user/main.cuh",
+                                    "#include \"user/late.cuh\"\n__global__ void k() {}\n"));
+  jitops__key before, again, after;
+  CHECK(closure_size(&set, "user/main.cuh", &before) == 1);
+  CHECK(closure_size(&set, "user/main.cuh", &again) == 1);
+  CHECK(jitops__key_equal(before, again));
+  CHECK_OK(jitops__sources_register(&set, "user/late.cuh", "#define LATE 1\n"));
+  CHECK(closure_size(&set, "user/main.cuh", &after) == 2);
+  CHECK(!jitops__key_equal(before, after));
+
+  CHECK_OK(jitops__sources_register(&set, "user/disk.cuh", "#include \"/etc/hostname\"\n"));
+  const jitops__source **closure = NULL;
+  size_t count = 0;
+  for (int i = 0; i < 2; ++i)
+    CHECK_FAILS(jitops__sources_closure(&set, "user/disk.cuh", &closure, &count, &after),
+                JITOPS_ERR_INVALID_ARGUMENT, "/etc/hostname");
+  jitops__sources_free(&set);
+}
+
 int main(void) {
   cache_key_inputs();
   lookup_keys();
   source_closures();
+  closures_follow_later_registrations();
   return test_finish("test_key_sensitivity");
 }
