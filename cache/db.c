@@ -155,6 +155,8 @@ jitops_status jitops__db_open(const char *path, jitops__db_mode mode, int busy_m
 }
 
 void jitops__db_close(jitops__db *db) {
+  sqlite3_finalize(db->read_row);
+  db->read_row = NULL;
   if (db->handle != NULL)
     sqlite3_close_v2(db->handle);
   db->handle = NULL;

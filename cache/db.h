@@ -33,6 +33,10 @@ typedef struct jitops__db {
   int last_rc; /* the SQLite result behind the latest failure */
   int damaged; /* the latest failure means the file is damaged (see damage.h) */
   int busy_ms; /* the longest wait for another connection's lock */
+  /* The kernel-row SELECT (store_read.c), prepared at the first read and kept until close:
+   * preparing it took a third of a warm lookup. Reset after every use, so it never holds a
+   * read transaction open between lookups. */
+  sqlite3_stmt *read_row;
   int64_t busy_since_ms;
   char path[4096];
 } jitops__db;

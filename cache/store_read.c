@@ -35,11 +35,20 @@ static int take_verified(sqlite3_stmt *stmt, jitops__blob *out) {
   return 1;
 }
 
+/* The connection's kernel-row SELECT, prepared once (see jitops__db.read_row). */
+static int read_row_statement(jitops__db *db, sqlite3_stmt **stmt) {
+  int rc = SQLITE_OK;
+  if (db->read_row == NULL)
+    rc = jitops__db_prepare(
+        db->handle, "SELECT " JITOPS__ENTRY_COLUMNS " FROM kernels WHERE key = ?", &db->read_row);
+  *stmt = db->read_row;
+  return rc;
+}
+
 jitops__row_result jitops__store_read_row(jitops__db *db, const uint8_t key[16], jitops__blob *out,
                                           int *rc) {
   sqlite3_stmt *stmt = NULL;
-  *rc = jitops__db_prepare(db->handle,
-                           "SELECT " JITOPS__ENTRY_COLUMNS " FROM kernels WHERE key = ?", &stmt);
+  *rc = read_row_statement(db, &stmt);
   if (*rc != SQLITE_OK)
     return JITOPS__ROW_ERROR;
   sqlite3_bind_blob(stmt, 1, key, 16, SQLITE_STATIC);
@@ -49,9 +58,11 @@ jitops__row_result jitops__store_read_row(jitops__db *db, const uint8_t key[16],
     result = take_verified(stmt, out) ? JITOPS__ROW_FOUND : JITOPS__ROW_BAD;
   else if (*rc != SQLITE_DONE)
     result = JITOPS__ROW_ERROR;
-  *rc = sqlite3_finalize(stmt) == SQLITE_OK ? SQLITE_OK : *rc;
-  if (result == JITOPS__ROW_ERROR && *rc == SQLITE_OK)
-    *rc = SQLITE_ERROR;
+  /* Ends the statement's read; its result repeats a failed step's, already in *rc. */
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (result != JITOPS__ROW_ERROR)
+    *rc = SQLITE_OK;
   return result;
 }
 
