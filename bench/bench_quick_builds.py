@@ -59,6 +59,13 @@ elif name.startswith("ctc_loss"):  # T 500, N 64, C 64, S 100
         f = lambda: torch.autograd.grad(loss, lp, retain_graph=True)
     else:
         f = lambda: ops.ctc_loss(lp.detach(), tg, il, tl)
+elif name.startswith("flce"):  # BT 4096, H 4096, V 128256, bf16, gradients for input and weight
+    x = (torch.randn(4096, 4096, device=dev, generator=g) * 0.05).to(torch.bfloat16)
+    w = (torch.randn(128256, 4096, device=dev, generator=g) * 0.02).to(torch.bfloat16)
+    y = torch.randint(0, 128256, (4096,), device=dev, generator=g)
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    f = lambda: ops.fused_linear_cross_entropy(x, w, y)
 
 def queued_ms(calls=20):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -83,7 +90,8 @@ print(f"| {name} | {quick_builds} | {quick:.4f} | {full:.4f} | {quick / full:.2f
 
 NAMES = ["segment_sum D 64, S 10^4", "segment_max D 3, S 10^6", "cumsum 8192^2, axis 1",
          "cummax 8192^2, axis 0", "logcumsumexp 8192^2, axis 1", "cumprod backward 8192^2, axis 0",
-         "ctc_loss T 500, N 64, C 64, S 100", "ctc_loss T 500, N 64, C 64, S 100 backward"]
+         "ctc_loss T 500, N 64, C 64, S 100", "ctc_loss T 500, N 64, C 64, S 100 backward",
+         "flce 4096 x 4096 x 128256 bf16, with gradients (the row kernel quick, GEMMs the same)"]
 
 
 def main() -> None:

@@ -31,9 +31,11 @@ enum {
  * QUICK is the op's promise that the kernel's results are the same bits however it is
  * optimized: integer and comparison arithmetic, float additions and IEEE divisions in an order
  * the source fixes, every product that feeds a sum an explicit fma (the one rounding an
- * optimizer may otherwise change, by contracting it or not) and no math library call (whose
- * code it may contract). tests/test_quick_kernels_contract_nothing.c checks the promise for
- * every kernel the ops flag: its code must not change under --fmad=false, in full or quick. */
+ * optimizer may otherwise change, by contracting it or not), and a math library call's result
+ * (whose code may end in a product) added with an explicit rounding (add_rn), or no such call.
+ * tests/test_quick_kernels_contract_nothing.c checks the promise for every kernel the ops flag:
+ * its code must not change under --fmad=false, in full or quick, or else its PTX must show
+ * nothing contracted and nothing left to contract. */
 #define JITOPS__QUICK_OPTION "-Ofc=mid"
 enum { JITOPS__QUICK_MIN_NVRTC = 1208 };
 

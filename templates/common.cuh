@@ -54,6 +54,14 @@ __device__ __forceinline__ float mul_rn(float a, float b) {
 __device__ __forceinline__ double mul_rn(double a, double b) {
   return __dmul_rn(a, b);
 }
+// A sum of a math-library result (expf, logf): the library's code may end in a product, which
+// the optimizer would otherwise be free to contract into the sum.
+__device__ __forceinline__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
 #endif
 
 // Storage-only 16-bit floats. Arithmetic happens in the accumulation type (float).

@@ -10,17 +10,28 @@
  * reach their kernels' layouts (scans of every op along both axes in f32 and bf16, the f64 and
  * long-axis and short-row variants, their backwards, and the segment reductions' paths), then
  * every kernel they asked for as a quick build is built again with --fmad=false in full and at
- * the quick level, and each pair's code (the CUBINs' .text sections) must be the same. The f64
- * logcumsumexp, whose math library calls (exp, log1p) do contract, must not be a quick build,
- * and its full build must change under --fmad=false: the check can see a contraction. Needs no
- * GPU; skipped with an NVRTC older than 12.8, which has no quick builds. */
+ * the quick level, and each pair's code (the CUBINs' .text sections) must be the same.
+ *
+ * Same code is sufficient but strict: ptxas may schedule a rounded operation (mul.rn) otherwise
+ * than a plain one where there was nothing to contract, as it does in FLCE's row kernel, whose
+ * expf and logf are plain multiplies and adds. A kernel whose code differs passes when its PTX,
+ * at both levels, shows that nothing was and nothing could be contracted: NVVM contracted
+ * nothing (the PTX under --fmad=false is the same but for the .rn it writes on every add, sub
+ * and mul), and ptxas has nothing to contract (no plain product reaches a plain add or sub,
+ * directly or through a neg or mov: ptx_can_contract, itself tested on PTX written here).
+ *
+ * The f64 logcumsumexp, whose math library calls (exp, log1p) do contract, must not be a quick
+ * build, and both checks must see its contractions. Needs no GPU; skipped with an NVRTC older
+ * than 12.8, which has no quick builds. */
 #include <elf.h>
 #include <pthread.h>
 #include <stdint.h>
 
 #include "jitops/ctc.h"
+#include "jitops/flce.h"
 #include "jitops/scan.h"
 #include "jitops/segment.h"
+#include "runtime/compiler.h"
 #include "runtime/embedded.h"
 #include "runtime/images.h"
 #include "runtime/kernel_batch.h"
@@ -30,7 +41,7 @@
 #define NO_FMAD "--fmad=false"
 
 static const DLDataType F32 = {kDLFloat, 32, 1}, BF16 = {kDLBfloat, 16, 1}, F64 = {kDLFloat, 64, 1},
-                        I64 = {kDLInt, 64, 1};
+                        F16 = {kDLFloat, 16, 1}, I64 = {kDLInt, 64, 1};
 
 /* ---- the ops' cold calls ---------------------------------------------------------------- */
 
@@ -141,12 +152,75 @@ static void ctcs(jitops_runtime_t *rt) {
   ctc_both_ways(rt, F32, 100, 2, 50000, 50, JITOPS_CTC_GRADIENT_PYTORCH, JITOPS_CTC_REDUCTION_MEAN);
 }
 
+/* FLCE over BT 256 rows, H 128 and a vocabulary of V rows (V picks the row kernel's block size)
+ * in `dtype`: the forward with every gradient, the backward's rescaling, and a vocabulary
+ * shard's two phases (the shard holding the vocabulary's first V rows of 2V). */
+static void flce_calls(jitops_runtime_t *rt, DLDataType dtype, int64_t V, int bias,
+                       const jitops_flce_options *options) {
+  int64_t input_shape[2] = {256, 128}, weight_shape[2] = {V, 128}, rows[1] = {256}, cols[1] = {V};
+  const int none = options->reduction == JITOPS_FLCE_REDUCTION_NONE;
+  DLTensor input = test_fake_tensor(0, dtype, 2, input_shape),
+           weight = test_fake_tensor(1, dtype, 2, weight_shape);
+  DLTensor bias_t = test_fake_tensor(2, dtype, 1, cols), target = test_fake_tensor(3, I64, 1, rows);
+  DLTensor loss = test_fake_tensor(4, F32, none, rows), lse = test_fake_tensor(5, F32, 1, rows);
+  DLTensor dy = test_fake_tensor(6, F32, none, rows);
+  DLTensor grad_input = test_fake_tensor(7, dtype, 2, input_shape),
+           grad_weight = test_fake_tensor(8, dtype, 2, weight_shape),
+           grad_bias = test_fake_tensor(9, dtype, 1, cols);
+  DLTensor linear = test_fake_tensor(10, F32, 1, rows);
+  jitops_flce_tensors t = {.input = &input,
+                           .weight = &weight,
+                           .bias = bias ? &bias_t : NULL,
+                           .target = &target,
+                           .grad_output = none ? &dy : NULL,
+                           .loss = &loss,
+                           .lse = &lse,
+                           .grad_input = &grad_input,
+                           .grad_weight = &grad_weight,
+                           .grad_bias = bias ? &grad_bias : NULL};
+  got_kernels(jitops_flce_forward(rt, &t, options, NULL, NULL), "flce");
+  if (!none)
+    got_kernels(
+        jitops_flce_backward(rt, &dy, &grad_input, &grad_weight, bias ? &grad_bias : NULL, NULL),
+        "flce backward");
+
+  jitops_flce_options sharded = *options;
+  sharded.vocab_start = 0;
+  sharded.vocab_size = 2 * V;
+  jitops_flce_tensors stats = {
+      .input = &input, .weight = &weight, .bias = t.bias, .target = &target};
+  got_kernels(jitops_flce_shard_stats(rt, &stats, &sharded, &lse, &linear, NULL, NULL),
+              "flce shard stats");
+  jitops_flce_tensors back = t;
+  back.loss = back.lse = NULL;
+  got_kernels(jitops_flce_shard_backward(rt, &back, &sharded, &lse, NULL, NULL),
+              "flce shard backward");
+}
+
+static void flces(jitops_runtime_t *rt) {
+  jitops_flce_options plain, every, none;
+  jitops_flce_options_init(&plain);
+  jitops_flce_options_init(&every);
+  every.reduction = JITOPS_FLCE_REDUCTION_SUM;
+  every.label_smoothing = 0.1;
+  every.softcap = 30;
+  every.z_loss_scale = 1e-4;
+  jitops_flce_options_init(&none);
+  none.reduction = JITOPS_FLCE_REDUCTION_NONE;
+  none.label_smoothing = 0.05;
+  flce_calls(rt, BF16, 32000, 0, &plain); /* the benchmarks' */
+  flce_calls(rt, F32, 2000, 1, &every);
+  flce_calls(rt, F16, 600, 0, &none);
+  flce_calls(rt, BF16, 2000, 1, &every);
+}
+
 /* ---- the quick builds they asked for ---------------------------------------------------- */
 
 typedef struct request {
   const char *source;
   char *expr;
   int same_full, same_quick; /* the pair's code matched; -1 until built */
+  int ptx_clean;             /* where it did not: the PTX shows no contraction; -1 until read */
 } request;
 
 typedef struct requests {
@@ -184,7 +258,7 @@ static int collect_quick(const jitops_cache_entry *e, void *user) {
   const char *source = source_of(e->op, e->name_expression);
   CHECK(r->count < sizeof r->item / sizeof r->item[0]);
   if (source != NULL && r->count < sizeof r->item / sizeof r->item[0])
-    r->item[r->count++] = (request){source, strdup(e->name_expression), -1, -1};
+    r->item[r->count++] = (request){source, strdup(e->name_expression), -1, -1, -1};
   return 0;
 }
 
@@ -233,6 +307,156 @@ static int pair_is_same(jitops_runtime_t *rt, const request *q, int quick) {
   jitops_kernel_t *a = build(rt, q, quick, 0), *b = build(rt, q, quick, 1);
   return a != NULL && b != NULL && a->image != NULL && b->image != NULL &&
          same_code(a->image, b->image);
+}
+
+/* ---- the PTX check ------------------------------------------------------------------------ */
+
+static jitops__source_set sources; /* the embedded templates, for compiling to PTX */
+
+/* The PTX of `q` for sm_90 with the runtime's options, at the quick level or in full, with or
+ * without --fmad=false; NULL (having failed a check) when it does not compile. */
+static char *ptx_of(const request *q, int quick, int no_fmad) {
+  const char *options[16];
+  size_t n = 0;
+  for (size_t i = 0; i < jitops__default_option_count && n < 12; ++i)
+    options[n++] = jitops__default_options[i];
+  options[n++] = "--gpu-architecture=compute_90";
+  if (quick)
+    options[n++] = JITOPS__QUICK_OPTION;
+  if (no_fmad)
+    options[n++] = NO_FMAD;
+  const jitops__source **closure = NULL;
+  size_t count = 0;
+  jitops__key hash;
+  jitops__compiled compiled;
+  memset(&compiled, 0, sizeof compiled);
+  CHECK_OK(jitops__sources_closure(&sources, q->source, &closure, &count, &hash));
+  if (closure != NULL)
+    CHECK_OK(jitops__compile(closure, count, q->expr, options, n, &compiled));
+  free(closure);
+  char *ptx = compiled.image;
+  compiled.image = NULL;
+  jitops__compiled_free(&compiled);
+  return ptx;
+}
+
+/* One PTX instruction: its opcode and up to 4 operands, without the predicate. */
+typedef struct instruction {
+  char opcode[32], operand[4][32];
+  int operands;
+} instruction;
+
+/* Parses the instruction on the line at `p`; 0 for a line that holds none. */
+static int parse_instruction(const char *p, instruction *out) {
+  memset(out, 0, sizeof *out);
+  p += strspn(p, " \t");
+  if (*p == '@')
+    p += strcspn(p, " \t"), p += strspn(p, " \t");
+  size_t length = strcspn(p, " \t;\n");
+  if (length == 0 || length >= sizeof out->opcode || !(*p >= 'a' && *p <= 'z'))
+    return 0;
+  memcpy(out->opcode, p, length);
+  p += length;
+  while (out->operands < 4 && *p != ';' && *p != '\n' && *p != 0) {
+    p += strspn(p, " \t,");
+    length = strcspn(p, " \t,;\n");
+    if (length == 0)
+      break;
+    snprintf(out->operand[out->operands++], sizeof out->operand[0], "%.*s", (int)length, p);
+    p += length;
+  }
+  return 1;
+}
+
+/* Whether `i` is `name` on a float type without an explicit rounding: "mul.f32", not
+ * "mul.rn.f32" or "mul.lo.s32". */
+static int plain_float(const instruction *i, const char *name) {
+  const size_t n = strlen(name);
+  if (strncmp(i->opcode, name, n) != 0 || i->opcode[n] != '.' || strstr(i->opcode, ".rn") != NULL)
+    return 0;
+  const char *type = strrchr(i->opcode, '.') + 1;
+  return type[0] == 'f' || strncmp(type, "bf16", 4) == 0;
+}
+
+typedef struct names {
+  char item[4096][32];
+  size_t count;
+} names;
+
+static int has_name(const names *set, const char *name) {
+  for (size_t i = 0; i < set->count; ++i)
+    if (strcmp(set->item[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+/* Whether ptxas could contract something in `ptx`: a plain float product whose register (or a
+ * neg or mov of it) an unrounded add or sub reads. By register names, not data flow, and to a
+ * fixed point over the whole text (loops define registers after their uses): a register that
+ * ever holds a plain product counts, so the answer errs towards yes. */
+static int ptx_can_contract(const char *ptx) {
+  static names products; /* one caller at a time: the comparisons' threads do not use it */
+  products.count = 0;
+  instruction in;
+  for (size_t before = (size_t)-1; before != products.count;) {
+    before = products.count;
+    for (const char *p = ptx; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+      if (!parse_instruction(p, &in) || in.operands < 2 || has_name(&products, in.operand[0]))
+        continue;
+      const int product = plain_float(&in, "mul");
+      const int copy = (strncmp(in.opcode, "neg.", 4) == 0 || strncmp(in.opcode, "mov.", 4) == 0) &&
+                       has_name(&products, in.operand[1]);
+      if ((product || copy) && products.count < sizeof products.item / sizeof products.item[0])
+        snprintf(products.item[products.count++], sizeof products.item[0], "%s", in.operand[0]);
+      CHECK(products.count < sizeof products.item / sizeof products.item[0]);
+    }
+  }
+  for (const char *p = ptx; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (parse_instruction(p, &in) && (plain_float(&in, "add") || plain_float(&in, "sub")))
+      for (int k = 1; k < in.operands; ++k)
+        if (has_name(&products, in.operand[k]))
+          return 1;
+  return 0;
+}
+
+/* `ptx` with the ".rn" of every add, sub and mul taken out, in place. */
+static void drop_rounding(char *ptx) {
+  static const char *const rounded[] = {"add.rn.", "sub.rn.", "mul.rn."};
+  for (size_t i = 0; i < sizeof rounded / sizeof rounded[0]; ++i)
+    for (char *p = ptx; (p = strstr(p, rounded[i])) != NULL;)
+      memmove(p + 3, p + 6, strlen(p + 6) + 1);
+}
+
+/* Whether `q`'s PTX at one level shows no contraction: NVVM made none, ptxas can make none. */
+static int ptx_is_clean(const request *q, int quick) {
+  char *plain = ptx_of(q, quick, 0), *no_fmad = ptx_of(q, quick, 1);
+  int clean = plain != NULL && no_fmad != NULL && !ptx_can_contract(plain);
+  if (clean) {
+    drop_rounding(plain);
+    drop_rounding(no_fmad);
+    clean = strcmp(plain, no_fmad) == 0;
+  }
+  free(plain);
+  free(no_fmad);
+  return clean;
+}
+
+/* ptx_can_contract on PTX written to show each case. */
+static void the_ptx_check_sees_contractions(void) {
+  CHECK(ptx_can_contract("\tmul.f32 \t%f3, %f1, %f2;\n\tadd.f32 \t%f4, %f3, %f5;\n"));
+  CHECK(ptx_can_contract("\tmul.f64 \t%fd3, %fd1, %fd2;\n\tsub.f64 \t%fd4, %fd5, %fd3;\n"));
+  CHECK(ptx_can_contract("\tmul.f32 \t%f3, %f1, %f2;\n\tneg.f32 \t%f6, %f3;\n"
+                         "\tmov.f32 \t%f7, %f6;\n\t@%p1 add.f32 \t%f8, %f5, %f7;\n"));
+  /* A loop: the product is defined below the add that reads it. */
+  CHECK(ptx_can_contract("$L__BB0_1:\n\tadd.f32 \t%f4, %f4, %f3;\n\tmul.f32 \t%f3, %f1, %f2;\n"
+                         "\tbra.uni \t$L__BB0_1;\n"));
+  CHECK(!ptx_can_contract("\tmul.rn.f32 \t%f3, %f1, %f2;\n\tadd.f32 \t%f4, %f3, %f5;\n"));
+  CHECK(!ptx_can_contract("\tmul.f32 \t%f3, %f1, %f2;\n\tadd.rn.f32 \t%f4, %f3, %f5;\n"));
+  CHECK(!ptx_can_contract("\tmul.f32 \t%f3, %f1, %f2;\n\tfma.rn.f32 \t%f4, %f3, %f5, %f6;\n"));
+  CHECK(!ptx_can_contract("\tmul.lo.s32 \t%r3, %r1, %r2;\n\tadd.s32 \t%r4, %r3, %r5;\n"));
+  char ptx[] = "\tadd.rn.f32 \t%f4, %f3, %f5;\n\tmul.rn.f64 \t%fd1, %fd2, %fd3;\n";
+  drop_rounding(ptx);
+  CHECK(strcmp(ptx, "\tadd.f32 \t%f4, %f3, %f5;\n\tmul.f64 \t%fd1, %fd2, %fd3;\n") == 0);
 }
 
 typedef struct work {
@@ -289,6 +513,7 @@ static void quick_kernels_contract_nothing(const char *dir) {
   scans(rt);
   segments(rt);
   ctcs(rt);
+  flces(rt);
   CHECK_OK(jitops_runtime_wait_builds(rt));
   jitops_stats stats;
   CHECK_OK(jitops_runtime_get_stats(rt, &stats));
@@ -298,21 +523,28 @@ static void quick_kernels_contract_nothing(const char *dir) {
   CHECK(r.count == stats.quick_compiles);
   CHECK(r.count >= 100); /* the calls above reach at least this many quick kernels */
   compare_all(rt, &r);
-  size_t scans_seen = 0, segments_seen = 0, ctcs_seen = 0;
+  size_t scans_seen = 0, segments_seen = 0, ctcs_seen = 0, flces_seen = 0, by_ptx = 0;
   for (size_t i = 0; i < r.count; ++i) {
-    const request *q = &r.item[i];
-    if (q->same_full != 1 || q->same_quick != 1)
-      fprintf(stderr, "%s: --fmad=false changes its code (full: %s, quick: %s)\n", q->expr,
-              q->same_full == 1 ? "no" : "yes", q->same_quick == 1 ? "no" : "yes");
-    CHECK(q->same_full == 1 && q->same_quick == 1);
+    request *q = &r.item[i];
+    if (q->same_full != 1 || q->same_quick != 1) {
+      q->ptx_clean = ptx_is_clean(q, 0) && ptx_is_clean(q, 1);
+      by_ptx += q->ptx_clean == 1;
+      if (q->ptx_clean != 1)
+        fprintf(stderr, "%s: --fmad=false changes its code (full: %s, quick: %s) and its PTX\n",
+                q->expr, q->same_full == 1 ? "no" : "yes", q->same_quick == 1 ? "no" : "yes");
+    }
+    CHECK((q->same_full == 1 && q->same_quick == 1) || q->ptx_clean == 1);
     scans_seen += strstr(q->source, "scan") != NULL;
     segments_seen += strstr(q->source, "segment") != NULL;
     ctcs_seen += strstr(q->source, "ctc") != NULL;
+    flces_seen += strstr(q->source, "flce") != NULL;
     free(q->expr);
   }
-  printf("%zu quick kernels compared (%zu scan, %zu segment, %zu ctc), %llu compiles in all\n",
-         r.count, scans_seen, segments_seen, ctcs_seen, (unsigned long long)stats.compiles);
-  CHECK(scans_seen > 0 && segments_seen > 0 && ctcs_seen > 0);
+  printf("%zu quick kernels compared (%zu scan, %zu segment, %zu ctc, %zu flce; %zu by their PTX), "
+         "%llu compiles in all\n",
+         r.count, scans_seen, segments_seen, ctcs_seen, flces_seen, by_ptx,
+         (unsigned long long)stats.compiles);
+  CHECK(scans_seen > 0 && segments_seen > 0 && ctcs_seen > 0 && flces_seen > 0);
   jitops_runtime_destroy(rt);
 }
 
@@ -321,7 +553,7 @@ static int take_first(const jitops_cache_entry *e, void *user) {
   return 1;
 }
 
-/* The f64 logcumsumexp: built in full, and its code does change under --fmad=false. */
+/* The f64 logcumsumexp: built in full, and its code and its PTX do change under --fmad=false. */
 static void a_contracting_kernel_is_seen_and_not_quick(const char *dir) {
   jitops_runtime_t *rt = runtime_on(dir);
   if (rt == NULL)
@@ -335,18 +567,22 @@ static void a_contracting_kernel_is_seen_and_not_quick(const char *dir) {
   char expr[256] = "";
   list_cache(dir, take_first, expr);
   CHECK(strstr(expr, "Lcse<double>") != NULL);
-  request q = {source_of("scan", expr), expr, -1, -1};
+  request q = {source_of("scan", expr), expr, -1, -1, -1};
   CHECK(!pair_is_same(rt, &q, 0));
+  CHECK(!ptx_is_clean(&q, 0) && !ptx_is_clean(&q, 1));
   jitops_runtime_destroy(rt);
 }
 
 int main(void) {
   if (!test_quick_builds_available("test_quick_kernels_contract_nothing"))
     return TEST_SKIP;
+  CHECK_OK(jitops__sources_init(&sources));
+  the_ptx_check_sees_contractions();
   char dir[1024];
   test_fresh_dir("contracting", dir, sizeof dir);
   a_contracting_kernel_is_seen_and_not_quick(dir);
   test_fresh_dir("contract-nothing", dir, sizeof dir);
   quick_kernels_contract_nothing(dir);
+  jitops__sources_free(&sources);
   return test_finish("test_quick_kernels_contract_nothing");
 }

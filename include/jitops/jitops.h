@@ -296,9 +296,9 @@ JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtim
 
 /* Quick builds. A built-in op's first call on an empty cache waits for its kernels' compile.
  * Where a kernel's results are the same bits however NVRTC optimizes it (no product that NVRTC
- * may contract into a sum, and no math library call: the segment reductions, every scan and
- * its backward but the f64 logcumsumexp, and CTC but in f64), that first call compiles it at
- * NVRTC's fast-compile level instead, in a fraction of the time, and launches that build while
+ * or ptxas may contract into a sum: the segment reductions, every scan and its backward but the
+ * f64 logcumsumexp, and CTC and fused linear cross-entropy but in f64), that first call compiles it
+ * at NVRTC's fast-compile level instead, in a fraction of the time, and launches that build while
  * the full build runs on background threads of the runtime; later calls launch the full build
  * once it is ready, and later processes find it on disk. Results are identical either way; only
  * the first calls' speed differs. Never while the call's stream is capturing a graph (the graph

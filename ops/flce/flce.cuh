@@ -44,7 +44,7 @@ template <class A> __device__ __forceinline__ void merge(A &m, A &s, A m2, A s2)
   A mx = m > m2 ? m : m2;
   if (mx == -limits<A>::infinity())
     return;
-  s = s * fexp(m - mx) + s2 * fexp(m2 - mx);
+  s = fma_acc(s, fexp(m - mx), mul_rn(s2, fexp(m2 - mx)));
   m = mx;
 }
 
@@ -82,8 +82,24 @@ __device__ __forceinline__ acc_t<T> logit(acc_t<T> raw, const T *bias, long long
   if (BIAS)
     raw += load(bias + v * bias_stride);
   if (SOFTCAP)
-    raw = cap * ftanh(raw * inv_cap);
+    raw = mul_rn(cap, ftanh(mul_rn(raw, inv_cap)));
   return raw;
+}
+
+// p_j (1 + 2 zl lse) - eps / V, with p_j = e, pfac = 1 + 2 zl lse and eps_v = eps / V; the
+// terms that are 1 and 0 without a z-loss or smoothing are left out, not multiplied in. (e is
+// expf's, whose code ends in a product: hence add_rn.)
+template <bool ZLOSS, bool SMOOTH, class A>
+__device__ __forceinline__ A gradient_term(A e, A pfac, A eps_v) {
+  if (ZLOSS)
+    return fma_acc(e, pfac, -eps_v);
+  return SMOOTH ? add_rn(e, -eps_v) : e;
+}
+
+// The softcap's derivative at the capped logit z, over cap: 1 - (z / cap)^2.
+template <class A> __device__ __forceinline__ A softcap_slope(A z, A inv_cap) {
+  const A q = mul_rn(z, inv_cap);
+  return fma_acc(-q, q, (A)1);
 }
 
 // The target's logit as a vocabulary shard's statistics see it: read from the shard's buffer
@@ -176,12 +192,12 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
           zsum += z[k];
       }
       if (vm > m) {
-        s *= fexp(m - vm);
+        s = mul_rn(s, fexp(m - vm));
         m = vm;
       }
 #pragma unroll
       for (int k = 0; k < VEC; ++k)
-        s += fexp(z[k] - m);
+        s = add_rn(s, fexp(z[k] - m));
     }
     for (long long j = nvec * VEC + threadIdx.x; j < a.ncols; j += BLOCK) {
       const A z = logit<T, BIAS, SOFTCAP>(load(row + j), bias, a.bias_stride, j, cap, inv_cap);
@@ -190,19 +206,17 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
         zsum += z;
     }
     block_reduce_stats<A, BLOCK>(m, s, zsum);
-    lse = m + flog(s);
+    lse = add_rn(m, flog(s));
     if (SHARD && threadIdx.x == 0) {
-      A linear = ((A)1 - eps) * zy;
-      if (SMOOTH)
-        linear += eps_v * zsum;
+      const A linear = SMOOTH ? fma_acc((A)1 - eps, zy, mul_rn(eps_v, zsum)) : zy;
       lse_rows[t] = lse;
       loss_rows[t] = linear;
     } else if (threadIdx.x == 0) {
-      A loss = lse - ((A)1 - eps) * zy;
+      A loss = SMOOTH ? fma_acc(eps - (A)1, zy, lse) : lse - zy;
       if (SMOOTH)
-        loss -= eps_v * zsum;
+        loss = fma_acc(-eps_v, zsum, loss);
       if (ZLOSS)
-        loss += (A)a.z_loss_scale * lse * lse;
+        loss = fma_acc(mul_rn((A)a.z_loss_scale, lse), lse, loss);
       lse_rows[t] = lse;
       loss_rows[t] = loss;
     }
@@ -217,7 +231,7 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
     scale = load(static_cast<const DY *>(a.dy) + t * a.dy_stride);
   if (MEAN)
     scale /= (A)*a.count; // count >= 1: this row is not ignored
-  const A pfac = ZLOSS ? (A)1 + (A)2 * (A)a.z_loss_scale * lse : (A)1;
+  const A pfac = ZLOSS ? fma_acc((A)2 * (A)a.z_loss_scale, lse, (A)1) : (A)1;
   // The target's column in this buffer, if it is here (a wrapped difference is no column).
   const long long yl = (long long)((unsigned long long)y - (unsigned long long)(a.vocab0 + a.col0));
   const A hit = (A)1 - eps;
@@ -227,22 +241,22 @@ __global__ void __launch_bounds__(BLOCK) rows(jitops__flce_rows_args a) {
     for (int k = 0; k < VEC; ++k) {
       const long long j = i * VEC + k;
       const A z = logit<T, BIAS, SOFTCAP>(load(&p.v[k]), bias, a.bias_stride, j, cap, inv_cap);
-      A g = fexp(z - lse) * pfac - eps_v;
+      A g = gradient_term<ZLOSS, SMOOTH>(fexp(z - lse), pfac, eps_v);
       if (j == yl)
-        g -= hit;
+        g = add_rn(g, -hit);
       if (SOFTCAP)
-        g *= (A)1 - (z * inv_cap) * (z * inv_cap);
+        g *= softcap_slope(z, inv_cap);
       p.v[k] = from_acc<T>(g * scale);
     }
     reinterpret_cast<P *>(row)[i] = p;
   }
   for (long long j = nvec * VEC + threadIdx.x; j < a.ncols; j += BLOCK) {
     const A z = logit<T, BIAS, SOFTCAP>(load(row + j), bias, a.bias_stride, j, cap, inv_cap);
-    A g = fexp(z - lse) * pfac - eps_v;
+    A g = gradient_term<ZLOSS, SMOOTH>(fexp(z - lse), pfac, eps_v);
     if (j == yl)
-      g -= hit;
+      g = add_rn(g, -hit);
     if (SOFTCAP)
-      g *= (A)1 - (z * inv_cap) * (z * inv_cap);
+      g *= softcap_slope(z, inv_cap);
     store(row + j, g * scale);
   }
 }

@@ -49,16 +49,23 @@ static jitops_status require_device(const char *fn, jitops_runtime_t *runtime) {
 }
 
 /* Every kernel the plan names, compiled (in parallel, when several are new) or loaded before
- * any device work. */
-static jitops_status get_kernels(jitops_runtime_t *runtime, const jitops__flce_kernel_plan *plan,
+ * any device work. They may be quick builds (runtime/kernel_batch.h) unless the call
+ * accumulates in f64, whose row kernel calls the math library's exp and log: in f32 the row
+ * kernel spells out its products that feed sums, and adds expf's and logf's results with an
+ * explicit rounding, so its bits do not depend on the optimization level; the other kernels
+ * have no product that feeds a sum. */
+static jitops_status get_kernels(jitops_runtime_t *runtime, const jitops__flce_call *call,
+                                 const jitops__flce_kernel_plan *plan, void *stream,
                                  jitops_kernel_t *kernels[JITOPS__FLCE_K_ROLES]) {
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
+  jitops__kernel_batch_for_launch(&batch, stream);
+  const unsigned flags = call->acc == JITOPS__DTYPE_F64 ? 0 : JITOPS__KERNEL_QUICK;
   for (int role = 0; role < JITOPS__FLCE_K_ROLES; ++role) {
     kernels[role] = NULL;
     if (plan->name[role][0] != '\0')
-      JITOPS__TRY(
-          jitops__kernel_batch_add(&batch, JITOPS__FLCE_SOURCE, plan->name[role], &kernels[role]));
+      JITOPS__TRY(jitops__kernel_batch_add_flagged(&batch, JITOPS__FLCE_SOURCE, plan->name[role],
+                                                   &kernels[role], flags));
   }
   return jitops__kernel_batch_get(runtime, &batch);
 }
@@ -84,7 +91,7 @@ static jitops_status run_call(const char *fn, jitops_runtime_t *runtime,
   /* The kernels before the device check, as the other ops do: a compile-only runtime compiles
    * (and caches) what this call would launch with its plan, which is the least automatic
    * budget's unless the call sets one. */
-  JITOPS__TRY(get_kernels(runtime, &kernel_plan, forward.kernels));
+  JITOPS__TRY(get_kernels(runtime, call, &kernel_plan, stream, forward.kernels));
   JITOPS__TRY(require_device(fn, runtime));
   jitops__scratch scratch;
   JITOPS__TRY(jitops__scratch_acquire(runtime, stream, workspace, plan.workspace_bytes, &scratch));
@@ -158,18 +165,22 @@ jitops_status jitops_flce_shard_backward(jitops_runtime_t *runtime,
   return run_call(fn, runtime, &call, workspace, stream);
 }
 
-/* The scale kernel of each gradient to scale (NULL for the others), got together. */
+/* The scale kernel of each gradient to scale (NULL for the others), got together; quick builds
+ * in any dtype, since a scale is one product, rounded on its own. */
 static jitops_status scale_kernels(jitops_runtime_t *runtime, const jitops__flce_grad grads[3],
-                                   jitops__dtype dy_dtype, jitops_kernel_t *kernels[3]) {
+                                   jitops__dtype dy_dtype, void *stream,
+                                   jitops_kernel_t *kernels[3]) {
   jitops__kernel_batch batch;
   jitops__kernel_batch_init(&batch);
+  jitops__kernel_batch_for_launch(&batch, stream);
   for (int i = 0; i < 3; ++i) {
     kernels[i] = NULL;
     if (grads[i].data == NULL || grads[i].rows == 0 || grads[i].cols == 0)
       continue;
     char name[JITOPS__FLCE_NAME_SIZE];
     jitops__flce_scale_name(&grads[i], dy_dtype, name, sizeof name);
-    JITOPS__TRY(jitops__kernel_batch_add(&batch, JITOPS__FLCE_SOURCE, name, &kernels[i]));
+    JITOPS__TRY(jitops__kernel_batch_add_flagged(&batch, JITOPS__FLCE_SOURCE, name, &kernels[i],
+                                                 JITOPS__KERNEL_QUICK));
   }
   return jitops__kernel_batch_get(runtime, &batch);
 }
@@ -195,7 +206,7 @@ jitops_status jitops_flce_backward(jitops_runtime_t *runtime, const DLTensor *gr
   JITOPS__TRY(jitops__flce_check_backward(fn, runtime, grad_output, grad_input, grad_weight,
                                           grad_bias, &dy_dtype, grads));
   jitops_kernel_t *kernels[3];
-  JITOPS__TRY(scale_kernels(runtime, grads, dy_dtype, kernels));
+  JITOPS__TRY(scale_kernels(runtime, grads, dy_dtype, stream, kernels));
   JITOPS__TRY(require_device(fn, runtime));
   const void *dy = jitops__tensor_ptr(grad_output);
   for (int i = 0; i < 3; ++i)

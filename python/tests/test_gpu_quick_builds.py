@@ -60,6 +60,11 @@ CALLS = {
     "logcumsumexp_cols": (lambda x: ops.logcumsumexp(x, 0), (3000, 512)),
     "ctc_f32": (lambda x: ops.ctc_loss(x.log_softmax(2), TG, IL, TL), (200, 16, 32)),
     "ctc_bf16": (lambda x: ops.ctc_loss(x.log_softmax(2).to(torch.bfloat16), TG, IL, TL), (200, 16, 32)),
+    "flce_bf16": (lambda x: ops.fused_linear_cross_entropy(x.to(torch.bfloat16), W_BF16, Y32K),
+                  (512, 256)),
+    "flce_f32_every_option": (lambda x: ops.fused_linear_cross_entropy(
+        x, W_F32, Y2K, bias=B_F32, label_smoothing=0.1, softcap=30.0, z_loss_scale=1e-4,
+        reduction="sum"), (256, 128)),
 }
 
 mode = sys.argv[1]
@@ -69,6 +74,10 @@ I1M = ids(1 << 20, 1000000)
 TG = torch.randint(1, 32, (16, 40), device=dev, generator=g)
 IL = torch.full((16,), 200, device=dev, dtype=torch.long)
 TL = torch.randint(20, 41, (16,), device=dev, generator=g)
+W_BF16 = (randn(32000, 256) * 0.05).to(torch.bfloat16)
+Y32K = ids(512, 32000)
+W_F32, B_F32, Y2K = randn(2000, 128) * 0.1, randn(2000) * 0.1, ids(256, 2000)
+Y2K[::17] = -100  # ignored rows
 
 if mode in CALLS:
     fn, shape = CALLS[mode]
@@ -164,7 +173,7 @@ def run(mode: str, cache_dir: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("mode", ["segment_sum_sort", "segment_mean_sorted", "segment_max_narrow",
                                   "segment_sum_narrow", "cumsum_rows", "cummax_cols", "cumprod_rows",
                                   "cumprod_cols", "logcumsumexp_rows", "logcumsumexp_cols", "ctc_f32",
-                                  "ctc_bf16"])
+                                  "ctc_bf16", "flce_bf16", "flce_f32_every_option"])
 def test_quick_then_full_builds_give_the_same_bits(mode, cache_dir):
     done = run(mode, cache_dir)
     assert done.returncode == 0, done.stdout + done.stderr
