@@ -7,7 +7,7 @@ builds; 20 back-to-back calls are timed with CUDA events right after it (they fi
 before a full build can land, which the last column checks), then, after
 ``Runtime.wait_builds()``, 20 more on the full builds.
 
-Usage: PYTHONPATH=build/python python3 bench/bench_quick_builds.py
+Usage: PYTHONPATH=build/python python3 bench/bench_quick_builds.py [CASE PREFIX ...]
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ NAMES = ["segment_sum D 64, S 10^4", "segment_max D 3, S 10^6", "cumsum 8192^2, 
 def main() -> None:
     print("| case | quick builds | quick ms | full ms | ratio | full builds landed meanwhile |")
     print("|---|---:|---:|---:|---:|---|")
-    for name in NAMES:
+    for name in [n for n in NAMES if any(n.startswith(p) for p in sys.argv[1:])] or NAMES:
         with tempfile.TemporaryDirectory() as cache:
             os.chmod(cache, 0o700)
             env = dict(os.environ, JITOPS_CACHE_DIR=cache)
