@@ -18,7 +18,8 @@
  * at both levels, shows that nothing was and nothing could be contracted: NVVM contracted
  * nothing (the PTX under --fmad=false is the same but for the .rn it writes on every add, sub
  * and mul), and ptxas has nothing to contract (no plain product reaches a plain add or sub,
- * directly or through a neg or mov: ptx_can_contract, itself tested on PTX written here).
+ * directly or through a neg, mov or select: ptx_can_contract, itself tested on PTX written
+ * here).
  *
  * The f64 logcumsumexp, whose math library calls (exp, log1p) do contract, must not be a quick
  * build, and both checks must see its contractions. Needs no GPU; skipped with an NVRTC older
@@ -390,10 +391,19 @@ static int has_name(const names *set, const char *name) {
   return 0;
 }
 
+/* Whether `i` passes a product on (a neg, a mov or a select of one). */
+static int passes_product_on(const names *products, const instruction *i) {
+  if (strncmp(i->opcode, "neg.", 4) == 0 || strncmp(i->opcode, "mov.", 4) == 0)
+    return has_name(products, i->operand[1]);
+  if (strncmp(i->opcode, "selp.", 5) == 0 && i->operands >= 3)
+    return has_name(products, i->operand[1]) || has_name(products, i->operand[2]);
+  return 0;
+}
+
 /* Whether ptxas could contract something in `ptx`: a plain float product whose register (or a
- * neg or mov of it) an unrounded add or sub reads. By register names, not data flow, and to a
- * fixed point over the whole text (loops define registers after their uses): a register that
- * ever holds a plain product counts, so the answer errs towards yes. */
+ * neg, mov or select of it) an unrounded add or sub reads. By register names, not data flow, and
+ * to a fixed point over the whole text (loops define registers after their uses): a register
+ * that ever holds a plain product counts, so the answer errs towards yes. */
 static int ptx_can_contract(const char *ptx) {
   static names products; /* one caller at a time: the comparisons' threads do not use it */
   products.count = 0;
@@ -403,10 +413,8 @@ static int ptx_can_contract(const char *ptx) {
     for (const char *p = ptx; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
       if (!parse_instruction(p, &in) || in.operands < 2 || has_name(&products, in.operand[0]))
         continue;
-      const int product = plain_float(&in, "mul");
-      const int copy = (strncmp(in.opcode, "neg.", 4) == 0 || strncmp(in.opcode, "mov.", 4) == 0) &&
-                       has_name(&products, in.operand[1]);
-      if ((product || copy) && products.count < sizeof products.item / sizeof products.item[0])
+      const int product = plain_float(&in, "mul") || passes_product_on(&products, &in);
+      if (product && products.count < sizeof products.item / sizeof products.item[0])
         snprintf(products.item[products.count++], sizeof products.item[0], "%s", in.operand[0]);
       CHECK(products.count < sizeof products.item / sizeof products.item[0]);
     }
@@ -447,6 +455,8 @@ static void the_ptx_check_sees_contractions(void) {
   CHECK(ptx_can_contract("\tmul.f64 \t%fd3, %fd1, %fd2;\n\tsub.f64 \t%fd4, %fd5, %fd3;\n"));
   CHECK(ptx_can_contract("\tmul.f32 \t%f3, %f1, %f2;\n\tneg.f32 \t%f6, %f3;\n"
                          "\tmov.f32 \t%f7, %f6;\n\t@%p1 add.f32 \t%f8, %f5, %f7;\n"));
+  CHECK(ptx_can_contract("\tmul.f32 \t%f3, %f1, %f2;\n\tselp.f32 \t%f6, %f5, %f3, %p1;\n"
+                         "\tsub.f32 \t%f8, %f6, %f7;\n"));
   /* A loop: the product is defined below the add that reads it. */
   CHECK(ptx_can_contract("$L__BB0_1:\n\tadd.f32 \t%f4, %f4, %f3;\n\tmul.f32 \t%f3, %f1, %f2;\n"
                          "\tbra.uni \t$L__BB0_1;\n"));
