@@ -15,7 +15,8 @@
 #include "runtime/context.h"
 #include "runtime/runtime_internal.h"
 
-static const char *const quick_options[] = {JITOPS__QUICK_OPTION};
+const char *const jitops__quick_options[JITOPS__QUICK_OPTION_COUNT] = {JITOPS__QUICK_OPTION,
+                                                                       JITOPS__QUICK_DEFINE};
 
 void jitops__kernel_batch_init(jitops__kernel_batch *batch) {
   batch->count = 0;
@@ -75,13 +76,14 @@ static int quick_allowed(jitops_runtime_t *runtime, const jitops__kernel_batch *
 /* Gets `item` as a quick build, or as a full one where NVRTC refuses the quick option (which
  * then stays off for the runtime). */
 static jitops_status get_quick(jitops_runtime_t *runtime, jitops__kernel_batch_item *item) {
-  jitops_status status =
-      jitops_kernel_get(runtime, item->source, item->expr, quick_options, 1, item->out);
+  jitops_status status = jitops_kernel_get(runtime, item->source, item->expr, jitops__quick_options,
+                                           JITOPS__QUICK_OPTION_COUNT, item->out);
   if (status == JITOPS_SUCCESS || status != JITOPS_ERR_COMPILE)
     return status;
   jitops_status full = jitops_kernel_get(runtime, item->source, item->expr, NULL, 0, item->out);
   if (full == JITOPS_SUCCESS) {
-    jitops__log(JITOPS__LOG_INFO, "quick builds off: NVRTC refused \"%s\"", quick_options[0]);
+    jitops__log(JITOPS__LOG_INFO, "quick builds off: NVRTC refused \"%s %s\"",
+                jitops__quick_options[0], jitops__quick_options[1]);
     __atomic_store_n(&runtime->quick_builds, 0, __ATOMIC_RELAXED);
     item->quick = 0;
   }
@@ -183,7 +185,7 @@ static int ready(jitops_runtime_t *runtime, const jitops__kernel_batch *batch,
   if (may_be_quick && *quick_allowed_memo < 0)
     *quick_allowed_memo = quick_allowed(runtime, batch);
   const int quick = may_be_quick && *quick_allowed_memo;
-  if (quick && ready_here(runtime, item, quick_options, 1, 0)) {
+  if (quick && ready_here(runtime, item, jitops__quick_options, JITOPS__QUICK_OPTION_COUNT, 0)) {
     jitops__background_request(runtime, item->source, item->expr);
     return 1;
   }
@@ -192,7 +194,7 @@ static int ready(jitops_runtime_t *runtime, const jitops__kernel_batch *batch,
   if (!quick)
     return 0;
   item->quick = 1;
-  if (!ready_here(runtime, item, quick_options, 1, 1))
+  if (!ready_here(runtime, item, jitops__quick_options, JITOPS__QUICK_OPTION_COUNT, 1))
     return 0;
   jitops__background_request(runtime, item->source, item->expr);
   return 1;

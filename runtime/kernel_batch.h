@@ -18,7 +18,7 @@ enum {
 /* Quick builds. A cold call's wait is its kernels' compile, and most of a compile is NVRTC
  * optimizing and assembling unrolled loops. NVRTC's fast-compile level "mid" builds the same
  * source 2 to 7 times faster into slower code. So a call that launches (not a prewarm) and finds
- * a QUICK kernel nowhere (memory, disk, another runtime) builds it with JITOPS__QUICK_OPTION,
+ * a QUICK kernel nowhere (memory, disk, another runtime) builds it with jitops__quick_options,
  * launches that, and queues the full build on the runtime's background workers
  * (background.h); its later calls find the full kernel in memory, and on disk in the next
  * process. A quick build is an ordinary kernel under its own cache key (its options differ), so
@@ -35,9 +35,19 @@ enum {
  * (whose code may end in a product) added with an explicit rounding (add_rn), or no such call.
  * tests/test_quick_kernels_contract_nothing.c checks the promise for every kernel the ops flag:
  * its code must not change under --fmad=false, in full or quick, or else its PTX must show
- * nothing contracted and nothing left to contract. */
+ * nothing contracted and nothing left to contract. A template that compiles a shorter path in
+ * quick builds (JITOPS__QUICK_DEFINE) promises the same of that path: the same values combined
+ * in the same order, which the GPU suites check by comparing every case's quick and full runs. */
 #define JITOPS__QUICK_OPTION "-Ofc=mid"
 enum { JITOPS__QUICK_MIN_NVRTC = 1208 };
+
+/* A quick build's options: the fast-compile level, and JITOPS_QUICK_BUILD defined, with which a
+ * template compiles only the general path where it has a specialized copy of it that computes
+ * the same values in the same order (common.cuh, QUICK_BUILD): the scans' kernels compile in
+ * about 0.7 of the time that level alone takes. */
+#define JITOPS__QUICK_DEFINE "-DJITOPS_QUICK_BUILD"
+enum { JITOPS__QUICK_OPTION_COUNT = 2 };
+extern const char *const jitops__quick_options[JITOPS__QUICK_OPTION_COUNT];
 
 /* What an op says about a kernel it adds. */
 enum {

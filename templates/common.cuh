@@ -20,6 +20,19 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 
+// Quick builds (runtime/kernel_batch.h) compile with JITOPS_QUICK_BUILD defined. Where a kernel
+// has a specialized copy of a general path that computes the same values in the same order
+// (a whole tile without range checks beside the tile with them), a quick build compiles the
+// general path alone: `if (!QUICK_BUILD && whole) specialized; else general;`. It runs slower
+// until the full build lands, and its first compile does not pay for the copy.
+// (An enumerator, not a constexpr variable: NVRTC gave the variable 8 bytes of constant memory
+// in every kernel of a file that reads it.)
+#ifdef JITOPS_QUICK_BUILD
+enum { QUICK_BUILD = 1 };
+#else
+enum { QUICK_BUILD = 0 };
+#endif
+
 // The SFU's base-2 exponential and logarithm: one instruction each, relative error about
 // 2^-22, subnormals flushed. tests/test_ctc_emulated.cpp runs kernels on the CPU with its own
 // definitions and defines JITOPS_HOST_EMULATION; NVRTC builds never define it.

@@ -15,7 +15,6 @@
 #include "testutil.h"
 
 static const char *const SOURCE = "jitops/example.cuh";
-static const char *const QUICK[] = {JITOPS__QUICK_OPTION};
 
 static jitops_stats stats_of(jitops_runtime_t *rt) {
   jitops_stats s;
@@ -45,7 +44,8 @@ static jitops_kernel_t *get_one(jitops_runtime_t *rt, const char *expr, unsigned
 }
 
 static jitops_kernel_t *in_memory(jitops_runtime_t *rt, const char *expr, int quick) {
-  return jitops__kernel_find_ready(rt, SOURCE, expr, quick ? QUICK : NULL, quick ? 1 : 0);
+  return jitops__kernel_find_ready(rt, SOURCE, expr, quick ? jitops__quick_options : NULL,
+                                   quick ? JITOPS__QUICK_OPTION_COUNT : 0);
 }
 
 static void a_cold_kernel_runs_quick_then_full(const char *dir) {
@@ -97,7 +97,8 @@ static void only_a_stored_quick_build_is_used_while_the_full_one_builds(void) {
   jitops_runtime_t *first = runtime_on(dir);
   jitops_kernel_t *k = NULL;
   if (first != NULL)
-    CHECK_OK(jitops_kernel_get(first, SOURCE, EXPR, QUICK, 1, &k));
+    CHECK_OK(jitops_kernel_get(first, SOURCE, EXPR, jitops__quick_options,
+                               JITOPS__QUICK_OPTION_COUNT, &k));
   jitops_runtime_destroy(first);
 
   jitops_runtime_t *rt = runtime_on(dir);

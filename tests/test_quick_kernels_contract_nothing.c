@@ -292,10 +292,10 @@ static int same_code(const jitops__image *a, const jitops__image *b) {
 }
 
 static jitops_kernel_t *build(jitops_runtime_t *rt, const request *q, int quick, int no_fmad) {
-  const char *options[2];
+  const char *options[3];
   size_t n = 0;
-  if (quick)
-    options[n++] = JITOPS__QUICK_OPTION;
+  for (size_t i = 0; quick && i < JITOPS__QUICK_OPTION_COUNT; ++i)
+    options[n++] = jitops__quick_options[i];
   if (no_fmad)
     options[n++] = NO_FMAD;
   jitops_kernel_t *k = NULL;
@@ -322,8 +322,8 @@ static char *ptx_of(const request *q, int quick, int no_fmad) {
   for (size_t i = 0; i < jitops__default_option_count && n < 12; ++i)
     options[n++] = jitops__default_options[i];
   options[n++] = "--gpu-architecture=compute_90";
-  if (quick)
-    options[n++] = JITOPS__QUICK_OPTION;
+  for (size_t i = 0; quick && i < JITOPS__QUICK_OPTION_COUNT; ++i)
+    options[n++] = jitops__quick_options[i];
   if (no_fmad)
     options[n++] = NO_FMAD;
   const jitops__source **closure = NULL;
