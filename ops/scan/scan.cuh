@@ -487,19 +487,19 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     if (row >= g.chains)
       return;
     chain_offsets<NB>(g, row, off);
-    if (CHUNK <= g.len)
+    if (!QUICK_BUILD && CHUNK <= g.len)
       rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, 0, lane);
     else
       rows_fetch<Op, 0, NB, ITEMS, false>(regs, g, off, 0, lane);
     Prefix<State> carry{Op::identity(), false};
     for (i64 base = 0; base < g.len; base += CHUNK) {
-      const bool full = base + CHUNK <= g.len;
+      const bool full = !QUICK_BUILD && base + CHUNK <= g.len;
       __syncwarp(); // the previous chunk's staging has been read
       if (full)
         rows_put<Op, 0, ITEMS, true>(regs, stage, base, g.len, lane);
       else
         rows_put<Op, 0, ITEMS, false>(regs, stage, base, g.len, lane);
-      if (base + 2 * CHUNK <= g.len)
+      if (!QUICK_BUILD && base + 2 * CHUNK <= g.len)
         rows_fetch<Op, 0, NB, ITEMS, true>(regs, g, off, base + CHUNK, lane);
       else if (base + CHUNK < g.len)
         rows_fetch<Op, 0, NB, ITEMS, false>(regs, g, off, base + CHUNK, lane);
@@ -522,7 +522,7 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     i64 off[Op::NTENS];
     const i64 tile = s_ticket / g.chains, row = s_ticket % g.chains;
     const i64 base = (tile * WARPS + warp) * CHUNK;
-    const bool full = base + CHUNK <= g.len;
+    const bool full = !QUICK_BUILD && base + CHUNK <= g.len;
     chain_offsets<NB>(g, row, off);
     if constexpr (ASYNC) {
       if (full)
@@ -817,7 +817,7 @@ cols_scan_tile(const Geom &g, const Scratch &scratch, const i64 (&off)[Op::NTENS
 #pragma unroll
   for (int k = 0; k < COLS_Q; ++k)
     part[k] = Prefix<State>{Op::identity(), false};
-  if (valid == R)
+  if (!QUICK_BUILD && valid == R)
     cols_pass_full<Op, NB, R, false>(t, part);
   else
     cols_pass_partial<Op, NB, R, false>(t, valid, part);
@@ -857,7 +857,7 @@ cols_scan_tile(const Geom &g, const Scratch &scratch, const i64 (&off)[Op::NTENS
 #pragma unroll
   for (int k = 1; k < COLS_Q; ++k)
     run[k] = part[k - 1].ok ? extend<Op>(run[k - 1], part[k - 1].s) : run[k - 1];
-  if (valid == R)
+  if (!QUICK_BUILD && valid == R)
     cols_pass_full<Op, NB, R, true>(t, run);
   else
     cols_pass_partial<Op, NB, R, true>(t, valid, run);
@@ -880,7 +880,7 @@ __device__ __forceinline__ void cols_prefetch(const Geom &g, const ColsItem &w, 
     i64 off[Op::NTENS];
     chain_offsets<NB>(g, c, off);
     const i64 q0 = w.tile * SPAN;
-    if (q0 + SPAN <= g.len)
+    if (!QUICK_BUILD && q0 + SPAN <= g.len)
       cols_stage<Op, 0, NB, R, true>(g, off, buf, q0, tx, ty);
     else
       cols_stage<Op, 0, NB, R, false>(g, off, buf, q0, tx, ty);
