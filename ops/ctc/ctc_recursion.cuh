@@ -349,37 +349,64 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, bool
       __syncwarp();
     }
   };
-  int t0 = 0;
-  for (; t0 + PF <= in_len; t0 += PF) {
-#pragma unroll
-    for (int p = 0; p < PF; ++p)
-      step(t0 + p, ring[p], p == 0, p == 1);
-  }
-  // The last in_len % PF steps. For the loss, unrolled like the loop. For MODE_AB, whose
-  // kernel runs the recursion in both directions and compiles for a backward's first call, place
-  // 0 is peeled and places 1 and on run one rolled copy of the step, its slot picked out of the
-  // ring by selects (indexed, the ring would leave its registers): PF + 2 copies of the step
-  // rather than 2 PF. `first` stays a constant in every copy, so each step's arithmetic, and
-  // its rounding, is the unrolled loop's.
-  if constexpr (MODE == MODE_AB) {
-    if (t0 < in_len)
-      step(t0, ring[0], true, false);
+  if constexpr (QUICK_BUILD && MODE == MODE_AB) {
+    // A backward's quick build (common.cuh) runs every step through one rolled copy, its slot
+    // taken out of the ring and put back by selects, with `first` and `second` as the unrolled
+    // copies have them: the same arithmetic, step by step, in one copy of the step instead of
+    // PF + 2 (this kernel's quick compile 0.7-0.8 of the unrolled one's; it runs about 1.5
+    // times slower until the full build lands). The loss kernels, which compile in less, keep
+    // their unrolled loop.
 #pragma unroll 1
-    for (int p = 1; t0 + p < in_len; ++p) {
+    for (int t = 0; t < in_len; ++t) {
+      const int p = t % PF;
       F slot[H + 1];
 #pragma unroll
-      for (int q = 1; q < PF; ++q)
-        if (q == p)
+      for (int q = 0; q < PF; ++q)
+        if (q == 0 || q == p)
 #pragma unroll
           for (int i = 0; i <= H; ++i)
             slot[i] = ring[q][i];
-      step(t0 + p, slot, false, p == 1);
+      step(t, slot, p == 0, p == 1);
+#pragma unroll
+      for (int q = 0; q < PF; ++q)
+        if (q == p)
+#pragma unroll
+          for (int i = 0; i <= H; ++i)
+            ring[q][i] = slot[i];
     }
   } else {
+    int t0 = 0;
+    for (; t0 + PF <= in_len; t0 += PF) {
 #pragma unroll
-    for (int p = 0; p < PF; ++p)
-      if (t0 + p < in_len)
+      for (int p = 0; p < PF; ++p)
         step(t0 + p, ring[p], p == 0, p == 1);
+    }
+    // The last in_len % PF steps. For the loss, unrolled like the loop. For MODE_AB, whose
+    // kernel runs the recursion in both directions and compiles for a backward's first call, place
+    // 0 is peeled and places 1 and on run one rolled copy of the step, its slot picked out of the
+    // ring by selects (indexed, the ring would leave its registers): PF + 2 copies of the step
+    // rather than 2 PF. `first` stays a constant in every copy, so each step's arithmetic, and
+    // its rounding, is the unrolled loop's.
+    if constexpr (MODE == MODE_AB) {
+      if (t0 < in_len)
+        step(t0, ring[0], true, false);
+#pragma unroll 1
+      for (int p = 1; t0 + p < in_len; ++p) {
+        F slot[H + 1];
+#pragma unroll
+        for (int q = 1; q < PF; ++q)
+          if (q == p)
+#pragma unroll
+            for (int i = 0; i <= H; ++i)
+              slot[i] = ring[q][i];
+        step(t0 + p, slot, false, p == 1);
+      }
+    } else {
+#pragma unroll
+      for (int p = 0; p < PF; ++p)
+        if (t0 + p < in_len)
+          step(t0 + p, ring[p], p == 0, p == 1);
+    }
   }
   if (MODE == MODE_AB && in_len > 0)
     flush_row(in_len - 1); // the last step ended with a barrier

@@ -60,6 +60,10 @@ CALLS = {
     "logcumsumexp_cols": (lambda x: ops.logcumsumexp(x, 0), (3000, 512)),
     "ctc_f32": (lambda x: ops.ctc_loss(x.log_softmax(2), TG, IL, TL), (200, 16, 32)),
     "ctc_bf16": (lambda x: ops.ctc_loss(x.log_softmax(2).to(torch.bfloat16), TG, IL, TL), (200, 16, 32)),
+    # Longer targets: 4 and 8 states a thread in the register tier, odd T (a partial ring round).
+    "ctc_f32_k4": (lambda x: ops.ctc_loss(x.log_softmax(2), TG4, IL4, TL4), (501, 4, 64)),
+    "ctc_f16_k8": (lambda x: ops.ctc_loss(x.log_softmax(2).to(torch.float16), TG8, IL8, TL8),
+                   (2001, 2, 32)),
     "flce_bf16": (lambda x: ops.fused_linear_cross_entropy(x.to(torch.bfloat16), W_BF16, Y32K),
                   (512, 256)),
     "flce_f32_every_option": (lambda x: ops.fused_linear_cross_entropy(
@@ -74,6 +78,12 @@ I1M = ids(1 << 20, 1000000)
 TG = torch.randint(1, 32, (16, 40), device=dev, generator=g)
 IL = torch.full((16,), 200, device=dev, dtype=torch.long)
 TL = torch.randint(20, 41, (16,), device=dev, generator=g)
+TG4 = torch.randint(1, 64, (4, 200), device=dev, generator=g)
+IL4 = torch.tensor([501, 480, 501, 433], device=dev)
+TL4 = torch.randint(150, 201, (4,), device=dev, generator=g)
+TG8 = torch.randint(1, 32, (2, 900), device=dev, generator=g)
+IL8 = torch.tensor([2001, 1999], device=dev)
+TL8 = torch.randint(700, 901, (2,), device=dev, generator=g)
 W_BF16 = (randn(32000, 256) * 0.05).to(torch.bfloat16)
 Y32K = ids(512, 32000)
 W_F32, B_F32, Y2K = randn(2000, 128) * 0.1, randn(2000) * 0.1, ids(256, 2000)
@@ -173,7 +183,8 @@ def run(mode: str, cache_dir: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("mode", ["segment_sum_sort", "segment_mean_sorted", "segment_max_narrow",
                                   "segment_sum_narrow", "cumsum_rows", "cummax_cols", "cumprod_rows",
                                   "cumprod_cols", "logcumsumexp_rows", "logcumsumexp_cols", "ctc_f32",
-                                  "ctc_bf16", "flce_bf16", "flce_f32_every_option"])
+                                  "ctc_bf16", "ctc_f32_k4", "ctc_f16_k8", "flce_bf16",
+                                  "flce_f32_every_option"])
 def test_quick_then_full_builds_give_the_same_bits(mode, cache_dir):
     done = run(mode, cache_dir)
     assert done.returncode == 0, done.stdout + done.stderr
