@@ -528,6 +528,7 @@ static rerun_outputs run_once(jitops_runtime_t *rt, device_inputs *d, const jito
   const float one = 1.0f;
   CUDA_OK(cudaMemcpy(gl, &one, 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(grad, poison, count * fsize[f]));
+  CUDA_OK(cudaMemset(loss, poison, 8));
   int64_t shape[3] = {d->lp_shape[0], d->lp_shape[1], d->lp_shape[2]};
   DLTensor glt = make_tensor(gl, 0, float_dtype(F32), 0, shape, NULL);
   DLTensor lt1 = make_tensor(loss, 0, float_dtype(F32), 0, shape, NULL);
@@ -551,11 +552,12 @@ static rerun_outputs run_once(jitops_runtime_t *rt, device_inputs *d, const jito
 }
 
 /* Bit-identical reruns of the loss and of the backward with the loss, in both gradient
- * conventions, the second run after jitops_runtime_wait_builds. main runs these first: on an
- * empty cache the first run then launches quick builds (runtime/kernel_batch.h; the register
- * tier steps through one rolled copy of its time step there, ctc_recursion.cuh) and the second
- * the full builds, which must agree bit for bit. T is odd, so that the time loop ends between
- * two ring rounds. */
+ * conventions, the second run after jitops_runtime_wait_builds, on a runtime of their own over
+ * an empty cache directory (quick_builds_against_full): the first run launches quick builds
+ * (runtime/kernel_batch.h; the alpha-beta pass steps through one rolled copy of its time step
+ * there, ctc_recursion.cuh) and the second the full builds, which must agree bit for bit. The
+ * alpha-beta kernel is compared in the exact convention's turn, the gradient kernel in both. T
+ * is odd, so that the time loop ends between two ring rounds. */
 static void rerun_identical(jitops_runtime_t *rt, int T, int N, int C, int S, int f) {
   ctc_case c = make_case(99 + (uint64_t)S, T, N, C, S, 0, 1);
   config g = {f, 1, 1, 0, 0, 0, 1, JITOPS_CTC_STORAGE_AUTO, 0};
@@ -586,6 +588,35 @@ static void rerun_identical(jitops_runtime_t *rt, int T, int N, int C, int S, in
   }
   release(&d);
   case_free(&c);
+}
+
+/* The rerun cases on a fresh runtime and cache directory, so that their first runs are quick
+ * builds whatever ran before (unless $JITOPS_QUICK_BUILDS turns them off). */
+static void quick_builds_against_full(void) {
+  char dir[1024];
+  test_fresh_dir("ctc-quick", dir, sizeof dir);
+  jitops_runtime_config settings;
+  jitops_runtime_config_init(&settings);
+  settings.cache_dir = dir;
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&settings, &rt));
+  if (rt == NULL)
+    return;
+  rerun_identical(rt, 201, 8, 40, 60, F32);
+  rerun_identical(rt, 201, 8, 40, 60, BF16);
+  if (!quick) {
+    rerun_identical(rt, 301, 4, 64, 200, F32);
+    rerun_identical(rt, 257, 2, 32, 900, F16);
+  }
+  jitops_stats stats;
+  CHECK_OK(jitops_runtime_get_stats(rt, &stats));
+  const char *env = getenv("JITOPS_QUICK_BUILDS");
+  if (env == NULL || strcmp(env, "0") != 0)
+    CHECK(stats.quick_compiles >= (quick ? 4u : 8u)); /* four kernels a dtype at least */
+  printf("quick builds against full builds: %llu quick builds, bit-identical\n",
+         (unsigned long long)stats.quick_compiles);
+  jitops_runtime_destroy(rt);
+  test_remove_tree(dir);
 }
 
 /* ---- invalid device lengths and targets: NaN for those samples, others exact ------------- */
@@ -861,14 +892,9 @@ int main(int argc, char **argv) {
     jitops_runtime_destroy(rt);
     return test_finish("test_gpu_ctc");
   }
-  /* First, while the cache may still be cold: quick builds against full builds. K = 2, 4 and 8
-   * states a thread in the register tier (S 60, 200, 900). */
-  rerun_identical(rt, 201, 8, 40, 60, F32);
-  rerun_identical(rt, 201, 8, 40, 60, BF16);
-  if (!quick) {
-    rerun_identical(rt, 301, 4, 64, 200, F32);
-    rerun_identical(rt, 257, 2, 32, 900, F16);
-  }
+  /* Quick builds against full builds: K = 2, 4 and 8 states a thread in the register tier (S
+   * 60, 200, 900). */
+  quick_builds_against_full();
   random_sweep(rt);
   if (!quick)
     finite_differences(rt);
