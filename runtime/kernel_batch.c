@@ -73,8 +73,9 @@ static int quick_allowed(jitops_runtime_t *runtime, const jitops__kernel_batch *
          !capturing(runtime, batch->stream);
 }
 
-/* Gets `item` as a quick build, or as a full one where NVRTC refuses the quick option (which
- * then stays off for the runtime). */
+/* Gets `item` as a quick build, or as a full one where the quick build does not compile while
+ * the full one does: NVRTC refuses the quick options, or a template's quick path does not
+ * compile (quick builds then stay off for the runtime, and the log says so). */
 static jitops_status get_quick(jitops_runtime_t *runtime, jitops__kernel_batch_item *item) {
   jitops_status status = jitops_kernel_get(runtime, item->source, item->expr, jitops__quick_options,
                                            JITOPS__QUICK_OPTION_COUNT, item->out);
@@ -82,7 +83,7 @@ static jitops_status get_quick(jitops_runtime_t *runtime, jitops__kernel_batch_i
     return status;
   jitops_status full = jitops_kernel_get(runtime, item->source, item->expr, NULL, 0, item->out);
   if (full == JITOPS_SUCCESS) {
-    jitops__log(JITOPS__LOG_INFO, "quick builds off: NVRTC refused \"%s %s\"",
+    jitops__log(JITOPS__LOG_INFO, "quick builds off: %s did not compile with \"%s %s\"", item->expr,
                 jitops__quick_options[0], jitops__quick_options[1]);
     __atomic_store_n(&runtime->quick_builds, 0, __ATOMIC_RELAXED);
     item->quick = 0;

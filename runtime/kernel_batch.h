@@ -16,8 +16,9 @@ enum {
 };
 
 /* Quick builds. A cold call's wait is its kernels' compile, and most of a compile is NVRTC
- * optimizing and assembling unrolled loops. NVRTC's fast-compile level "mid" builds the same
- * source 2 to 7 times faster into slower code. So a call that launches (not a prewarm) and finds
+ * optimizing and assembling unrolled loops. NVRTC's fast-compile level "mid" builds a source 2
+ * to 7 times faster into slower code, and with JITOPS__QUICK_DEFINE the templates leave out
+ * their specialized copies (below). So a call that launches (not a prewarm) and finds
  * a QUICK kernel nowhere (memory, disk, another runtime) builds it with jitops__quick_options,
  * launches that, and queues the full build on the runtime's background workers
  * (background.h); its later calls find the full kernel in memory, and on disk in the next
@@ -26,7 +27,7 @@ enum {
  * the full one is built again. No quick build while the launch stream is capturing a CUDA graph
  * (the graph would keep it): the call waits for the full one. $JITOPS_QUICK_BUILDS=0 turns them
  * off; a runtime with a remote tier (whose fleet serves full builds), and an NVRTC older than
- * 12.8 or one that refuses the option, never gets them.
+ * 12.8 or one that refuses the options, never gets them.
  *
  * QUICK is the op's promise that the kernel's results are the same bits however it is
  * optimized: integer and comparison arithmetic, float additions and IEEE divisions in an order

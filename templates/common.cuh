@@ -21,10 +21,12 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 }
 
 // Quick builds (runtime/kernel_batch.h) compile with JITOPS_QUICK_BUILD defined. Where a kernel
-// has a specialized copy of a general path that computes the same values in the same order
-// (a whole tile without range checks beside the tile with them), a quick build compiles the
-// general path alone: `if (!QUICK_BUILD && whole) specialized; else general;`. It runs slower
-// until the full build lands, and its first compile does not pay for the copy.
+// has specialized copies of a general path that compute the same values in the same order (a
+// whole tile without range checks beside the tile with them; unrolled copies of a loop's body
+// beside a rolled one), a quick build compiles the general path alone, as in
+// `if (!QUICK_BUILD && whole) specialized; else general;`. It runs slower until the full build
+// lands, and its first compile does not pay for the copies. The GPU suites hold each quick
+// build to its full build's bits.
 // (An enumerator, not a constexpr variable: NVRTC gave the variable 8 bytes of constant memory
 // in every kernel of a file that reads it.)
 #ifdef JITOPS_QUICK_BUILD

@@ -382,11 +382,11 @@ __device__ void run_registers(const alpha_args &a, int n, const sample &sm, bool
         step(t0 + p, ring[p], p == 0, p == 1);
     }
     // The last in_len % PF steps. For the loss, unrolled like the loop. For MODE_AB, whose
-    // kernel runs the recursion in both directions and compiles for a backward's first call, place
-    // 0 is peeled and places 1 and on run one rolled copy of the step, its slot picked out of the
-    // ring by selects (indexed, the ring would leave its registers): PF + 2 copies of the step
-    // rather than 2 PF. `first` stays a constant in every copy, so each step's arithmetic, and
-    // its rounding, is the unrolled loop's.
+    // kernel runs the recursion in both directions and is what a backward's first call compiles
+    // when it takes no quick build, place 0 is peeled and places 1 and on run one rolled copy of
+    // the step, its slot picked out of the ring by selects (indexed, the ring would leave its
+    // registers): PF + 2 copies of the step rather than 2 PF. `first` stays a constant in every
+    // copy, so each step's arithmetic, and its rounding, is the unrolled loop's.
     if constexpr (MODE == MODE_AB) {
       if (t0 < in_len)
         step(t0, ring[0], true, false);
