@@ -44,12 +44,18 @@ jitops_status jitops__kernel_batch_add_flagged(jitops__kernel_batch *batch, cons
   item->out = out;
   item->flags = flags;
   item->quick = 0;
+  item->deferred = 0;
   return JITOPS_SUCCESS;
 }
 
 jitops_status jitops__kernel_batch_add(jitops__kernel_batch *batch, const char *source,
                                        const char *expr, jitops_kernel_t **out) {
   return jitops__kernel_batch_add_flagged(batch, source, expr, out, 0);
+}
+
+void jitops__kernel_batch_defer_since(jitops__kernel_batch *batch, size_t first) {
+  for (size_t i = first; i < batch->count; ++i)
+    batch->item[i].flags |= JITOPS__KERNEL_DEFERRED;
 }
 
 /* ---- quick builds ------------------------------------------------------------------------ */
@@ -173,39 +179,49 @@ static int ready_here(jitops_runtime_t *runtime, jitops__kernel_batch_item *item
 }
 
 /* Whether `item` is ready now (above), as its full build or, where it may be one, as its quick
- * build, whose full build it then asks the background for. The order: the full build in
- * memory, the quick build in memory (this process looked for the full one on disk before it
- * built the quick one, and the calls until the full build lands touch no disk), the full build
- * on disk, the quick build on disk. An item that is not ready and may be a quick build is
- * marked to be built so. */
+ * build, whose full build it then asks the background for; or deferred (kernel_batch.h), with
+ * *out NULL. The order: the full build in memory, the quick build in memory (this process
+ * looked for the full one on disk before it built the quick one, and the calls until the full
+ * build lands touch no disk), the full build on disk, the quick build on disk. An item that is
+ * none of these is deferred where it may be, else marked to be built, quick where it may be. */
 static int ready(jitops_runtime_t *runtime, const jitops__kernel_batch *batch,
                  jitops__kernel_batch_item *item, int *quick_allowed_memo) {
   if (ready_here(runtime, item, NULL, 0, 0))
     return 1;
   const int may_be_quick = (item->flags & JITOPS__KERNEL_QUICK) != 0;
-  if (may_be_quick && *quick_allowed_memo < 0)
+  const int may_defer = (item->flags & JITOPS__KERNEL_DEFERRED) != 0;
+  if ((may_be_quick || may_defer) && *quick_allowed_memo < 0)
     *quick_allowed_memo = quick_allowed(runtime, batch);
   const int quick = may_be_quick && *quick_allowed_memo;
   if (quick && ready_here(runtime, item, jitops__quick_options, JITOPS__QUICK_OPTION_COUNT, 0)) {
     jitops__background_request(runtime, item->source, item->expr);
     return 1;
   }
-  if ((batch->count > 1 || may_be_quick) && ready_here(runtime, item, NULL, 0, 1))
+  if ((batch->count > 1 || may_be_quick || may_defer) && ready_here(runtime, item, NULL, 0, 1))
     return 1;
-  if (!quick)
-    return 0;
-  item->quick = 1;
-  if (!ready_here(runtime, item, jitops__quick_options, JITOPS__QUICK_OPTION_COUNT, 1))
-    return 0;
-  jitops__background_request(runtime, item->source, item->expr);
-  return 1;
+  if (quick && ready_here(runtime, item, jitops__quick_options, JITOPS__QUICK_OPTION_COUNT, 1)) {
+    jitops__background_request(runtime, item->source, item->expr);
+    return 1;
+  }
+  if (may_defer && *quick_allowed_memo) {
+    *item->out = NULL;
+    item->deferred = 1;
+    return 1;
+  }
+  item->quick = quick;
+  return 0;
 }
 
-/* Asks the background for the full builds of the items that were got as quick builds. */
-static void request_full_builds(jitops_runtime_t *runtime, builds *b) {
+/* Asks the background for the full builds of the items that were got as quick builds, then for
+ * those of the deferred items. */
+static void request_full_builds(jitops_runtime_t *runtime, const jitops__kernel_batch *batch,
+                                const builds *b) {
   for (size_t i = 0; i < b->count; ++i)
     if (b->todo[i]->quick && b->status[i] == JITOPS_SUCCESS)
       jitops__background_request(runtime, b->todo[i]->source, b->todo[i]->expr);
+  for (size_t i = 0; i < batch->count; ++i)
+    if (batch->item[i].deferred)
+      jitops__background_request(runtime, batch->item[i].source, batch->item[i].expr);
 }
 
 jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel_batch *batch) {
@@ -220,14 +236,12 @@ jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel
           !ready(runtime, batch, item, &quick_allowed_memo))
         b.todo[b.count++] = item;
     }
-  if (b.count == 0) /* every call after a kernel's first, and warm first calls */
-    return JITOPS_SUCCESS;
   if (b.count == 1)
     b.status[0] = get_item(runtime, b.todo[0]);
-  else
+  else if (b.count > 1)
     run_builders(&b);
-  request_full_builds(runtime, &b);
-  if (b.count == 1)
-    return b.status[0];
+  request_full_builds(runtime, batch, &b); /* after the builds, which it must not slow */
+  if (b.count <= 1) /* none: every call after a kernel's first, and warm first calls */
+    return b.count == 0 ? JITOPS_SUCCESS : b.status[0];
   return first_failure(&b);
 }

@@ -52,16 +52,32 @@ extern const char *const jitops__quick_options[JITOPS__QUICK_OPTION_COUNT];
 
 /* What an op says about a kernel it adds. */
 enum {
-  JITOPS__KERNEL_SMALL = 1u, /* compiles in a fraction of the others' time: built after them */
-  JITOPS__KERNEL_QUICK = 2u  /* the same bits at any optimization level: may be a quick build */
+  JITOPS__KERNEL_SMALL = 1u,   /* compiles in a fraction of the others' time: built after them */
+  JITOPS__KERNEL_QUICK = 2u,   /* the same bits at any optimization level: may be a quick build */
+  JITOPS__KERNEL_DEFERRED = 4u /* launched only when the device raises a flag: may be left NULL */
 };
+
+/* Deferred kernels. Some calls launch a kernel only when an earlier kernel of the call finds, on
+ * the device, that it must (the segment digit path's fallback sort, behind a flag that skewed ids
+ * raise). A cold call should not wait for such a kernel's compile when its data will not use it.
+ * So where a batch may take quick builds (a launching call, quick builds on, the stream not
+ * capturing), a DEFERRED kernel that is neither in memory nor on disk (nor ready yet where
+ * another thread builds it) is left NULL in *out, and its full build is asked of the background
+ * after the batch's own builds, so that it does not slow them. The op then launches what it has,
+ * reads the flag (one stream synchronization: jitops__read_device_int32), and only if the flag is
+ * up gets the kernel with a batch of its own, as a cold call would. Its results are the same: the
+ * kernel it launches late sees the same device state it would have seen launched early. Calls that
+ * find the kernel never synchronize, nor does any call while capturing, under
+ * $JITOPS_QUICK_BUILDS=0, or on a runtime without quick builds (a remote tier's: the fleet shares
+ * the full builds). */
 
 typedef struct jitops__kernel_batch_item {
   const char *source; /* a built-in source name (static storage) */
   char expr[JITOPS__KERNEL_BATCH_EXPR];
   jitops_kernel_t **out;
   unsigned flags;
-  int quick; /* being got as a quick build */
+  int quick;    /* being got as a quick build */
+  int deferred; /* left NULL, its full build asked of the background (above) */
 } jitops__kernel_batch_item;
 
 typedef struct jitops__kernel_batch {
@@ -91,7 +107,11 @@ jitops_status jitops__kernel_batch_add_flagged(jitops__kernel_batch *batch, cons
                                                const char *expr, jitops_kernel_t **out,
                                                unsigned flags);
 
-/* Every kernel of the batch, as jitops_kernel_get would give it, or its quick build (above).
+/* Flags the kernels added since the batch held `first` of them as DEFERRED (above). */
+void jitops__kernel_batch_defer_since(jitops__kernel_batch *batch, size_t first);
+
+/* Every kernel of the batch, as jitops_kernel_get would give it, or its quick build, or (a
+ * DEFERRED kernel) NULL (above).
  * Kernels in memory, and (for a batch of several, or a QUICK kernel) those on disk, are got on
  * the calling thread; the others are built by up to min(their number, the online CPUs,
  * JITOPS__KERNEL_BATCH_THREADS) threads, the calling one included, small ones last; the log may

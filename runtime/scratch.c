@@ -1,6 +1,7 @@
 /* Stream-ordered memory for the ops: scratch from the caller's workspace or the runtime's
  * memory pool, and device memset and memcpy. All of it runs in the runtime's primary context
- * on the caller's stream, and never synchronizes. */
+ * on the caller's stream, and never synchronizes, but for the read of a deferred kernel's flag
+ * (jitops__read_device_int32). */
 #include "runtime/scratch.h"
 
 #include <stdlib.h>
@@ -174,4 +175,20 @@ jitops_status jitops__memcpy_async(jitops_runtime_t *rt, void *dst, const void *
   IN_CONTEXT(rt, bytes, "cuMemcpyAsync",
              rt->driver->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
                                        bytes, (CUstream)stream));
+}
+
+jitops_status jitops__read_device_int32(jitops_runtime_t *rt, const int32_t *value, void *stream,
+                                        int32_t *out) {
+  if (rt->context == NULL)
+    return jitops__fail_no_device("reading a device flag");
+  int pushed;
+  JITOPS__TRY(jitops__context_push(rt, &pushed));
+  /* To pageable memory, the copy returns once it is done, after the stream's earlier work. */
+  CUresult r = rt->driver->cuMemcpyAsync((CUdeviceptr)(uintptr_t)out, (CUdeviceptr)(uintptr_t)value,
+                                         sizeof *out, (CUstream)stream);
+  if (r == CUDA_SUCCESS)
+    r = rt->driver->cuStreamSynchronize((CUstream)stream);
+  jitops__context_restore(rt, pushed);
+  return r == CUDA_SUCCESS ? JITOPS_SUCCESS
+                           : jitops__driver_fail(rt->driver, r, "reading a device flag");
 }

@@ -46,4 +46,10 @@ jitops_status jitops__memset32_async(jitops_runtime_t *runtime, void *ptr, uint3
 jitops_status jitops__memcpy_async(jitops_runtime_t *runtime, void *dst, const void *src,
                                    size_t bytes, void *stream);
 
+/* Copies the int32 at device address `value` to *out once the work queued on `stream` before
+ * it is done: the host waits for the stream. Only a cold call that deferred a kernel
+ * (kernel_batch.h) reads its flag so. */
+jitops_status jitops__read_device_int32(jitops_runtime_t *runtime, const int32_t *value,
+                                        void *stream, int32_t *out);
+
 #endif

@@ -594,12 +594,7 @@ static void rerun_identical(jitops_runtime_t *rt, int T, int N, int C, int S, in
  * builds whatever ran before (unless $JITOPS_QUICK_BUILDS turns them off). */
 static void quick_builds_against_full(void) {
   char dir[1024];
-  test_fresh_dir("ctc-quick", dir, sizeof dir);
-  jitops_runtime_config settings;
-  jitops_runtime_config_init(&settings);
-  settings.cache_dir = dir;
-  jitops_runtime_t *rt = NULL;
-  CHECK_OK(jitops_runtime_create(&settings, &rt));
+  jitops_runtime_t *rt = test_gpu_runtime_on_fresh_dir("ctc-quick", dir, sizeof dir);
   if (rt == NULL)
     return;
   rerun_identical(rt, 201, 8, 40, 60, F32);

@@ -6,7 +6,9 @@
  * padded rows, strided ids, host ids and a million rows. Outputs are poisoned before every
  * run, and every run is repeated and compared bit for bit. The repeat follows
  * jitops_runtime_wait_builds: on an empty cache a kernel's first run is its quick build and the
- * repeat its full build, so the comparison holds quick builds to the full builds' bits.
+ * repeat its full build, so the comparison holds quick builds to the full builds' bits. First,
+ * the digit path's cold calls on fresh runtimes: with and without its fallback flag raised,
+ * which a cold call reads before it builds the fallback's kernels (cold_digit_calls).
  *
  * Data are multiples of 1/8 in most cases, so that every sum is exact in any order and any
  * lost or doubled row shows; the "random" cases use full-precision values and a tolerance.
@@ -15,7 +17,8 @@
  *   test_gpu_segment --quick    a subset that still reaches every kernel variant, each call
  *                               once (for compute-sanitizer)
  *   test_gpu_segment --match TEXT
- *                               the cases whose name contains TEXT (all of their calls, twice)
+ *                               the cases whose name contains TEXT (all of their calls, twice);
+ *                               "cold digit" runs only the digit path's cold calls
  *   test_gpu_segment --prewarm DIR
  *                               no GPU: runs every case's calls on a compile-only sm_90
  *                               runtime caching in DIR, so a later GPU run finds its kernels */
@@ -658,6 +661,7 @@ typedef struct run_ctx {
   jitops_segment_options options;
   void *workspace;
   size_t workspace_bytes;
+  uint64_t first_quick[4]; /* quick builds each reduction's first forward call made */
 } run_ctx;
 
 static jitops_status forward(run_ctx *x, int r) {
@@ -723,7 +727,13 @@ static void run_reduction(run_ctx *x, int r) {
   for (int run = 0; run < runs; ++run) {
     poison(x->b->out, x->b->out_bytes);
     set_counter(c, x->b->counter, 5);
-    if (!call_ok(forward(x, r), "forward", what)) {
+    jitops_stats before, after;
+    CHECK_OK(jitops_runtime_get_stats(x->rt, &before));
+    const jitops_status status = forward(x, r);
+    CHECK_OK(jitops_runtime_get_stats(x->rt, &after));
+    if (run == 0)
+      x->first_quick[r] = after.quick_compiles - before.quick_compiles;
+    if (!call_ok(status, "forward", what)) {
       free(got[0]);
       free(got[1]);
       return;
@@ -829,7 +839,10 @@ static void fill_host(const seg_case *c, problem *p, buffers *b, unsigned char *
   }
 }
 
-static void run_case(jitops_runtime_t *rt, cudaStream_t stream, const seg_case *c) {
+/* Runs every reduction of `c`, forward and backward; `first_quick`, when not NULL, receives the
+ * quick builds each reduction's first forward call made. */
+static void run_case(jitops_runtime_t *rt, cudaStream_t stream, const seg_case *c,
+                     uint64_t *first_quick) {
   const vtype *t = &vtypes[c->vt];
   problem p;
   buffers b;
@@ -869,6 +882,8 @@ static void run_case(jitops_runtime_t *rt, cudaStream_t stream, const seg_case *
     prepare_workspace(&x);
   for (int r = 0; r < 4; ++r)
     run_reduction(&x, r);
+  if (first_quick != NULL)
+    memcpy(first_quick, x.first_quick, sizeof x.first_quick);
 
   if (x.workspace != NULL)
     dev_free(x.workspace);
@@ -886,6 +901,51 @@ static void run_case(jitops_runtime_t *rt, cudaStream_t stream, const seg_case *
   free(p.x);
   free(p.dy);
   free(p.rows);
+}
+
+static const seg_case *case_named(const char *name) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+    if (strcmp(cases[i].name, name) == 0)
+      return &cases[i];
+  return NULL;
+}
+
+/* The digit path's cold calls, each case on a fresh runtime and cache directory: a cold call
+ * defers the fallback's four kernels (runtime/kernel_batch.h) unless $JITOPS_QUICK_BUILDS=0.
+ * Uniform ids raise no fallback flag, and the sum's first call builds the scatter and the
+ * digit reduction alone; skewed ids raise it, and the call then gets the four kernels itself
+ * (quick builds) and launches them. run_case holds both to the reference and to the full
+ * builds' rerun. */
+static void cold_digit_calls(cudaStream_t stream) {
+  static const struct {
+    const char *name;
+    uint64_t sum_quick; /* the sum's first call's quick builds */
+  } cold[] = {{"digit f32 i64 D64", 2}, {"digit skewed f32 i64 D64 counter64", 6}};
+  const char *env = getenv("JITOPS_QUICK_BUILDS");
+  const bool quick_builds = env == NULL || strcmp(env, "0") != 0;
+  for (size_t i = 0; i < sizeof cold / sizeof cold[0]; ++i) {
+    char dir[1024];
+    jitops_runtime_t *rt = test_gpu_runtime_on_fresh_dir("segment-cold-digit", dir, sizeof dir);
+    const seg_case *c = case_named(cold[i].name);
+    CHECK(c != NULL);
+    if (rt == NULL || c == NULL) {
+      jitops_runtime_destroy(rt);
+      test_remove_tree(dir);
+      continue;
+    }
+    const int before = test_failures;
+    uint64_t first_quick[4] = {0};
+    run_case(rt, stream, c, first_quick);
+    if (quick_builds && first_quick[JITOPS_SEGMENT_SUM] != cold[i].sum_quick) {
+      fprintf(stderr, "cold %s: the sum's first call made %llu quick builds, expected %llu\n",
+              c->name, (unsigned long long)first_quick[JITOPS_SEGMENT_SUM],
+              (unsigned long long)cold[i].sum_quick);
+      ++test_failures;
+    }
+    printf("cold %-40s %s\n", c->name, test_failures == before ? "ok" : "FAILED");
+    jitops_runtime_destroy(rt);
+    test_remove_tree(dir);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -907,11 +967,15 @@ int main(int argc, char **argv) {
     rt = test_gpu_runtime_or_skip("test_gpu_segment");
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
+  /* First: a runtime finds the kernels another runtime of the process built, so later they
+   * would not be cold. */
+  if (!prewarm && (match == NULL || strstr("cold digit", match) != NULL))
+    cold_digit_calls(stream);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     if ((quick && !cases[i].quick) || (match != NULL && strstr(cases[i].name, match) == NULL))
       continue;
     const int before = test_failures;
-    run_case(rt, stream, &cases[i]);
+    run_case(rt, stream, &cases[i], NULL);
     if (!prewarm)
       printf("%-45s %s\n", cases[i].name, test_failures == before ? "ok" : "FAILED");
   }

@@ -4,8 +4,9 @@
  * build on disk and builds nothing; one that finds only the quick build on disk uses it and
  * builds the full one in the background; a prewarm batch, a kernel without the flag, a
  * runtime under JITOPS_QUICK_BUILDS=0 and one with a remote tier build in full; a kernel that
- * does not compile fails as before and leaves quick builds on; and the segment and scan ops
- * ask for quick builds exactly where their arithmetic allows. Needs no GPU; skipped with an
+ * does not compile fails as before and leaves quick builds on; the segment and scan ops ask
+ * for quick builds exactly where their arithmetic allows; and the segment digit path defers its
+ * fallback's kernels. Needs no GPU; skipped with an
  * NVRTC older than 12.8, which has no quick builds. */
 #include <stdint.h>
 
@@ -188,15 +189,19 @@ static moved after(jitops_runtime_t *rt, jitops_status status, jitops_stats befo
   return m;
 }
 
-static moved segment_sum(jitops_runtime_t *rt) {
-  int64_t data_shape[2] = {1 << 20, 64}, ids_shape[1] = {1 << 20}, out_shape[2] = {10000, 64};
+/* A segment sum of 2^20 rows of 64 f32 over `segments` segments, int64 ids. */
+static jitops_status segment_sum_over(jitops_runtime_t *rt, int64_t segments) {
+  int64_t data_shape[2] = {1 << 20, 64}, ids_shape[1] = {1 << 20}, out_shape[2] = {segments, 64};
   DLTensor data = test_fake_tensor(0, F32, 2, data_shape),
            ids = test_fake_tensor(1, I64, 1, ids_shape);
   DLTensor out = test_fake_tensor(2, F32, 2, out_shape);
+  return jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, &data, &ids, segments, &out, NULL, NULL,
+                               NULL);
+}
+
+static moved segment_sum(jitops_runtime_t *rt) {
   jitops_stats before = stats_of(rt);
-  return after(
-      rt, jitops_segment_reduce(rt, JITOPS_SEGMENT_SUM, &data, &ids, 10000, &out, NULL, NULL, NULL),
-      before);
+  return after(rt, segment_sum_over(rt, 10000), before);
 }
 
 static moved scan(jitops_runtime_t *rt, jitops_scan_op op, DLDataType dtype) {
@@ -223,6 +228,34 @@ static void the_ops_ask_where_their_arithmetic_allows(void) {
   jitops_runtime_destroy(rt);
 }
 
+/* The digit path (10^6 segments) defers its fallback's four kernels (kernel_batch.h): a cold
+ * call builds the scatter and the digit reduction alone, as quick builds, and the background
+ * then builds all six in full; with quick builds off, the call builds all six itself. */
+static void the_digit_path_defers_its_fallback(void) {
+  jitops_runtime_t *rt = runtime_on(NULL);
+  if (rt == NULL)
+    return;
+  CHECK(segment_sum_over(rt, 1000000) == JITOPS_ERR_NO_DEVICE);
+  jitops_stats s = stats_of(rt);
+  CHECK(s.compiles == 2 && s.quick_compiles == 2);
+  CHECK_OK(jitops_runtime_wait_builds(rt));
+  CHECK(stats_of(rt).compiles == 2 + 6);
+  CHECK(segment_sum_over(rt, 1000000) == JITOPS_ERR_NO_DEVICE);
+  s = stats_of(rt);
+  CHECK(s.compiles == 8 && s.quick_compiles == 2);
+  jitops_runtime_destroy(rt);
+
+  setenv("JITOPS_QUICK_BUILDS", "0", 1);
+  rt = runtime_on(NULL);
+  unsetenv("JITOPS_QUICK_BUILDS");
+  if (rt == NULL)
+    return;
+  CHECK(segment_sum_over(rt, 1000000) == JITOPS_ERR_NO_DEVICE);
+  s = stats_of(rt);
+  CHECK(s.compiles == 6 && s.quick_compiles == 0);
+  jitops_runtime_destroy(rt);
+}
+
 int main(void) {
   if (!test_quick_builds_available("test_quick_builds"))
     return TEST_SKIP;
@@ -236,5 +269,6 @@ int main(void) {
   a_remote_tier_turns_them_off();
   a_kernel_that_does_not_compile_fails_as_before();
   the_ops_ask_where_their_arithmetic_allows();
+  the_digit_path_defers_its_fallback();
   return test_finish("test_quick_builds");
 }

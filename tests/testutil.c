@@ -179,6 +179,16 @@ jitops_runtime_t *test_gpu_runtime_or_skip(const char *test_name) {
   return rt;
 }
 
+jitops_runtime_t *test_gpu_runtime_on_fresh_dir(const char *tag, char *dir, size_t dir_size) {
+  test_fresh_dir(tag, dir, dir_size);
+  jitops_runtime_config settings;
+  jitops_runtime_config_init(&settings);
+  settings.cache_dir = dir;
+  jitops_runtime_t *rt = NULL;
+  CHECK_OK(jitops_runtime_create(&settings, &rt));
+  return rt;
+}
+
 static uint32_t float_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);

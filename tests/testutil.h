@@ -85,4 +85,10 @@ float test_bf16_to_f32(uint16_t bits);
 /* Creates a device runtime on device 0, or exits 77 when there is no GPU or driver. */
 jitops_runtime_t *test_gpu_runtime_or_skip(const char *test_name);
 
+/* A device runtime on device 0 caching in a fresh directory named after `tag` (test_fresh_dir,
+ * its path in `dir`: test_remove_tree it after the runtime), so that its ops' first calls are
+ * cold; NULL, with the failure counted, if it cannot be made. Make it before any other runtime
+ * of the process builds the kernels it should find cold. */
+jitops_runtime_t *test_gpu_runtime_on_fresh_dir(const char *tag, char *dir, size_t dir_size);
+
 #endif

@@ -48,10 +48,12 @@
  * atomics.
  *
  * Work and memory: O(N x D) time for every variant (no per-cell scans), on the caller's
- * stream, never synchronizing. Scratch comes from `workspace` when it is at least as large
- * as the *_workspace_size functions say, else from the runtime's memory pool on `stream` (freed
- * stream-ordered, so every call can be captured in a CUDA graph — except with ids in
- * pageable host memory, whose copy is not capturable). Sizes, roughly:
+ * stream, never synchronizing, but for a cold sum or mean on the parts path (above) with quick
+ * builds: while its fallback sort is not built yet, it waits for the stream once to read whether
+ * the ids need that sort (jitops.h, quick builds). Scratch comes from `workspace` when it is at
+ * least as large as the *_workspace_size functions say, else from the runtime's memory pool on
+ * `stream` (freed stream-ordered, so every call can be captured in a CUDA graph — except with
+ * ids in pageable host memory, whose copy is not capturable). Sizes, roughly:
  *   forward, unsorted ids, sort algorithm:   17 N + 8 S + 2 (N / chunk) D a  bytes
  *                                            (8.5 N with at most 255 segments)
  *   forward, unsorted, sum/mean, 8 <= D <= 128, 2^17 <= S <= 4096 P, N <= 1.25 P S / 1024

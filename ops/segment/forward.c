@@ -188,10 +188,18 @@ static jitops_status run_tiles(const jitops__segment_launch *l,
                         32 * JITOPS__SEGMENT_COMBINE_SPLITS, 1, 1, 0, l->stream, params);
 }
 
+/* Whether a cold call deferred some of the digit path's fallback kernels (kernels.h). */
+static bool fallback_deferred(const jitops__segment_forward_plan *p,
+                              const jitops__segment_forward_kernels *k) {
+  return k->sort.histogram == NULL || k->sort.pass == NULL || k->fixup == NULL ||
+         (p->chunks > 0 && k->reduce == NULL);
+}
+
 /* The digit path: the scatter into parts, the digit reduction, then the full sort, the chunked
  * reduction and the fixup, every kernel after the scatter a dependent launch. Those last
  * kernels return at once unless the scatter raised the fallback flag (some part over the cap),
- * in which case the digit reduction returns at once instead. */
+ * in which case the digit reduction returns at once instead. A cold call that deferred them
+ * reads the flag instead, and gets and launches them only if it is up. */
 static jitops_status run_digit(const jitops__segment_launch *l,
                                const jitops__segment_forward_plan *p,
                                const jitops__segment_forward_kernels *k) {
@@ -214,6 +222,16 @@ static jitops_status run_digit(const jitops__segment_launch *l,
   JITOPS__TRY(jitops__launch_after(k->digit_reduce, p->digit_parts, 1, 1,
                                    JITOPS__SEGMENT_DIGIT_THREADS, 1, 1, p->digit_shared, l->stream,
                                    params));
+  jitops__segment_forward_kernels got;
+  if (fallback_deferred(p, k)) {
+    int32_t up = 0;
+    JITOPS__TRY(jitops__read_device_int32(l->runtime, args.fallback, l->stream, &up));
+    if (up == 0)
+      return JITOPS_SUCCESS;
+    got = *k;
+    JITOPS__TRY(jitops__segment_get_digit_fallback(l->runtime, call, p, l->stream, &got));
+    k = &got;
+  }
   jitops__segment_sorted sorted;
   JITOPS__TRY(
       jitops__segment_launch_sort(p, &k->sort, l->scratch, l->ids, NULL, l->stream, &sorted));

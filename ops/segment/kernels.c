@@ -72,8 +72,17 @@ static jitops_status get_grouped(jitops__kernel_batch *b, const jitops__segment_
              l->lanes, l->cpl);
 }
 
-/* The digit path: the scatter and the digit reduction, then the full sort, the chunked
- * reduction and the fixup behind the fallback flag. */
+/* The digit path's fallback: the full sort, the chunked reduction and the fixup, which run
+ * only when the scatter raises the fallback flag. */
+static jitops_status get_digit_fallback(jitops__kernel_batch *b, const jitops__segment_call *call,
+                                        const char *I, const jitops__segment_forward_plan *plan,
+                                        jitops__segment_forward_kernels *k) {
+  JITOPS__TRY(get_sort(b, call, I, plan, &k->sort));
+  return get_grouped(b, call, plan, "int", false, k);
+}
+
+/* The digit path: the scatter and the digit reduction, then the fallback, deferred (a cold
+ * call whose ids raise no flag needs only the first two: runtime/kernel_batch.h). */
 static jitops_status get_digit(jitops__kernel_batch *b, const jitops__segment_call *call,
                                const char *I, const jitops__segment_forward_plan *plan,
                                jitops__segment_forward_kernels *k) {
@@ -82,8 +91,10 @@ static jitops_status get_digit(jitops__kernel_batch *b, const jitops__segment_ca
   JITOPS__TRY(get(b, SRC_DIGIT, &k->digit_scatter, NS "segment_digit_scatter<%s>", I));
   JITOPS__TRY(get(b, SRC_DIGIT, &k->digit_reduce, NS "segment_digit_reduce<%s, %d, %d, %d, %d>", T,
                   (int)call->reduction, l->vec, l->lanes, l->cpl));
-  JITOPS__TRY(get_sort(b, call, I, plan, &k->sort));
-  return get_grouped(b, call, plan, "int", false, k);
+  const size_t first = b->count;
+  JITOPS__TRY(get_digit_fallback(b, call, I, plan, k));
+  jitops__kernel_batch_defer_since(b, first);
+  return JITOPS_SUCCESS;
 }
 
 /* The narrow path: max/min's atomic pass and finalize, or sum/mean's prepare, fixed-point
@@ -216,6 +227,18 @@ jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime,
   if (launches)
     jitops__kernel_batch_for_launch(&batch, stream);
   JITOPS__TRY(add_forward(&batch, call, plan, out));
+  return jitops__kernel_batch_get(runtime, &batch);
+}
+
+jitops_status jitops__segment_get_digit_fallback(jitops_runtime_t *runtime,
+                                                 const jitops__segment_call *call,
+                                                 const jitops__segment_forward_plan *plan,
+                                                 void *stream,
+                                                 jitops__segment_forward_kernels *kernels) {
+  jitops__kernel_batch batch;
+  jitops__kernel_batch_init(&batch);
+  jitops__kernel_batch_for_launch(&batch, stream);
+  JITOPS__TRY(get_digit_fallback(&batch, call, jitops__dtype_cname(call->id_dtype), plan, kernels));
   return jitops__kernel_batch_get(runtime, &batch);
 }
 

@@ -34,12 +34,20 @@ typedef struct jitops__segment_backward_kernels {
 } jitops__segment_backward_kernels;
 
 /* The kernels of `plan`, for a call that `launches` them on `stream` (whose cold kernels may
- * then be quick builds: runtime/kernel_batch.h) or for the prewarm catalogue (full builds). */
+ * then be quick builds, and the digit path's fallback kernels NULL: runtime/kernel_batch.h) or
+ * for the prewarm catalogue (full builds, every one). */
 jitops_status jitops__segment_get_forward_kernels(jitops_runtime_t *runtime,
                                                   const jitops__segment_call *call,
                                                   const jitops__segment_forward_plan *plan,
                                                   bool launches, void *stream,
                                                   jitops__segment_forward_kernels *out);
+/* The digit path's fallback kernels (sort, chunked reduction, fixup) into `kernels`, for a call
+ * that deferred them (runtime/kernel_batch.h) and found the fallback flag up. */
+jitops_status jitops__segment_get_digit_fallback(jitops_runtime_t *runtime,
+                                                 const jitops__segment_call *call,
+                                                 const jitops__segment_forward_plan *plan,
+                                                 void *stream,
+                                                 jitops__segment_forward_kernels *kernels);
 jitops_status jitops__segment_get_backward_kernels(jitops_runtime_t *runtime,
                                                    const jitops__segment_call *call,
                                                    const jitops__segment_backward_plan *plan,

@@ -2,7 +2,9 @@
 whose kernels allow it launches quick builds, and once ``Runtime.wait_builds`` returns the same
 call launches the full builds and gives the same bits, forward and backward. A call captured
 into a CUDA graph while its full builds are pending waits for them instead of keeping the quick
-ones, and the background builds never spoil a capture another thread makes meanwhile.
+ones, and the background builds never spoil a capture another thread makes meanwhile. The
+segment digit path's cold call defers its fallback's kernels (skewed ids then build them on the
+spot), except under capture, which builds all of them in full.
 
 Each case runs in a process of its own on a cache directory of its own, so that its first call
 is cold whatever ran before."""
@@ -52,6 +54,9 @@ CALLS = {
     "segment_mean_sorted": (lambda x: ops.segment_mean(x, I64K_SORTED, 10000, sorted=True), (1 << 16, 64)),
     "segment_max_narrow": (lambda x: ops.segment_max(x, I1M, 1000000), (1 << 20, 3)),
     "segment_sum_narrow": (lambda x: ops.segment_sum(x, I1M, 1000000), (1 << 20, 3)),
+    # The digit path defers its fallback's kernels: skewed ids raise its flag on the cold call.
+    "segment_sum_digit": (lambda x: ops.segment_sum(x, I1M, 1000000), (1 << 20, 64)),
+    "segment_mean_digit_skewed": (lambda x: ops.segment_mean(x, SKEW1M, 1000000), (1 << 20, 64)),
     "cumsum_rows": (lambda x: ops.cumsum(x, 1), (512, 3000)),
     "cummax_cols": (lambda x: ops.cummax(x, 0), (3000, 512)),
     "cumprod_rows": (lambda x: ops.cumprod(x * 0.01 + 1.0, 1), (64, 5000)),
@@ -75,6 +80,7 @@ mode = sys.argv[1]
 I64K = ids(1 << 16, 10000)
 I64K_SORTED = torch.sort(I64K).values
 I1M = ids(1 << 20, 1000000)
+SKEW1M = (torch.rand(1 << 20, device=dev, generator=g) ** 4 * 1000000).long()
 TG = torch.randint(1, 32, (16, 40), device=dev, generator=g)
 IL = torch.full((16,), 200, device=dev, dtype=torch.long)
 TL = torch.randint(20, 41, (16,), device=dev, generator=g)
@@ -129,6 +135,19 @@ elif mode == "capture_waits_for_full":
     assert torch.equal(bits(out), bits(eager))
     print("capture: waited for the full builds")
 
+elif mode == "cold_capture_defers_nothing":
+    x = randn(1 << 20, 64)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # a capture may not read the fallback flag: all six in full
+        out = ops.segment_sum(x, I1M, 1000000)
+    captured = rt.stats()
+    assert captured.quick_compiles == 0 and captured.compiles >= 6, captured
+    graph.replay()
+    eager = ops.segment_sum(x, I1M, 1000000)
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(eager))
+    print("cold capture: the digit path built in full")
+
 elif mode == "captures_beside_background_builds":
     x = randn(1 << 16, 64)
     ops.segment_max(x, I64K, 10000)  # quick builds; their full builds load modules meanwhile
@@ -181,7 +200,8 @@ def run(mode: str, cache_dir: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("mode", ["segment_sum_sort", "segment_mean_sorted", "segment_max_narrow",
-                                  "segment_sum_narrow", "cumsum_rows", "cummax_cols", "cumprod_rows",
+                                  "segment_sum_narrow", "segment_sum_digit", "segment_mean_digit_skewed",
+                                  "cumsum_rows", "cummax_cols", "cumprod_rows",
                                   "cumprod_cols", "logcumsumexp_rows", "logcumsumexp_cols", "ctc_f32",
                                   "ctc_bf16", "ctc_f32_k4", "ctc_f16_k8", "flce_bf16",
                                   "flce_f32_every_option"])
@@ -195,6 +215,12 @@ def test_a_capture_waits_for_the_full_builds(cache_dir):
     done = run("capture_waits_for_full", cache_dir)
     assert done.returncode == 0, done.stdout + done.stderr
     conclusive(done)
+
+
+def test_a_cold_capture_builds_every_kernel_in_full(cache_dir):
+    done = run("cold_capture_defers_nothing", cache_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "built in full" in done.stdout
 
 
 def test_background_builds_leave_other_captures_alone(cache_dir):
