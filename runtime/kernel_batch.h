@@ -66,8 +66,9 @@ enum {
  * after the batch's own builds, so that it does not slow them. The op then launches what it has,
  * reads the flag (one stream synchronization: jitops__read_device_int32), and only if the flag is
  * up gets the kernel with a batch of its own, as a cold call would. Its results are the same: the
- * kernel it launches late sees the same device state it would have seen launched early. Calls that
- * find the kernel never synchronize, nor does any call while capturing, under
+ * kernel it launches late sees the same device state it would have seen launched early. Every call
+ * until the background build lands (queued last: a second or more on two cores) reads the flag
+ * so; calls that find the kernel never synchronize, nor does any call while capturing, under
  * $JITOPS_QUICK_BUILDS=0, or on a runtime without quick builds (a remote tier's: the fleet shares
  * the full builds). */
 
@@ -112,8 +113,8 @@ void jitops__kernel_batch_defer_since(jitops__kernel_batch *batch, size_t first)
 
 /* Every kernel of the batch, as jitops_kernel_get would give it, or its quick build, or (a
  * DEFERRED kernel) NULL (above).
- * Kernels in memory, and (for a batch of several, or a QUICK kernel) those on disk, are got on
- * the calling thread; the others are built by up to min(their number, the online CPUs,
+ * Kernels in memory, and (for a batch of several, or a QUICK or DEFERRED kernel) those on disk, are
+ * got on the calling thread; the others are built by up to min(their number, the online CPUs,
  * JITOPS__KERNEL_BATCH_THREADS) threads, the calling one included, small ones last; the log may
  * then run on those threads. On failure, the status and message are those of the first failing
  * kernel in the batch's order (small ones included). */

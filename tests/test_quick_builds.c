@@ -236,8 +236,8 @@ static void the_digit_path_defers_its_fallback(void) {
   if (rt == NULL)
     return;
   CHECK(segment_sum_over(rt, 1000000) == JITOPS_ERR_NO_DEVICE);
-  jitops_stats s = stats_of(rt);
-  CHECK(s.compiles == 2 && s.quick_compiles == 2);
+  jitops_stats s = stats_of(rt); /* the background may have landed a full build already */
+  CHECK(s.quick_compiles == 2);
   CHECK_OK(jitops_runtime_wait_builds(rt));
   CHECK(stats_of(rt).compiles == 2 + 6);
   CHECK(segment_sum_over(rt, 1000000) == JITOPS_ERR_NO_DEVICE);

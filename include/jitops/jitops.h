@@ -308,8 +308,8 @@ JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtim
  * in full. With quick builds, a cold call also leaves out a kernel it launches only when the
  * device finds that it must: the segment digit path's fallback sort (skewed ids). It reads that
  * flag instead (the one host synchronization of an op without a synchronization in its
- * contract, on such a cold call only), builds the kernel then if the flag is up, and leaves
- * its full build to the background otherwise.
+ * contract, on the calls until that kernel is built), builds the kernel then if the flag is up,
+ * and leaves its full build to the background otherwise (never while capturing).
  *
  * jitops_runtime_wait_builds returns once the background builds queued before it are done, so
  * that every later launch of those kernels is a full build (before timing an op, say).

@@ -18,7 +18,8 @@ jitops_status jitops__segment_launch_sort(const jitops__segment_forward_plan *p,
       .seg_start = digit ? (int32_t *)(scratch + p->seg_start) : NULL,
       .seg_end = digit ? (int32_t *)(scratch + p->seg_end) : NULL};
   void *params[] = {&args};
-  /* On the digit path the previous operation is the digit reduction; else the memset. */
+  /* On the digit path the previous operation is the digit reduction (or, where a cold call
+   * deferred these kernels, the read of its flag); else the memset. */
   JITOPS__TRY((digit ? jitops__launch_after : jitops__launch)(
       k->histogram, p->hist_blocks, 1, 1, JITOPS__SEGMENT_SORT_THREADS, 1, 1, 0, stream, params));
   for (int pass = 0; pass < p->sort_passes; ++pass) {
