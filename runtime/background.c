@@ -98,6 +98,14 @@ static void *work(void *arg) {
   return NULL;
 }
 
+int jitops__background_failed(jitops__background *bg, const char *source_name,
+                              const char *name_expression) {
+  pthread_mutex_lock(&bg->lock);
+  const int failed = listed(bg->failed, source_name, name_expression);
+  pthread_mutex_unlock(&bg->lock);
+  return failed;
+}
+
 /* In a forked child, the slots describe its parent's threads: none of them runs here. The
  * caller holds the lock. */
 static void forget_the_parents_workers(jitops__background *bg) {

@@ -55,6 +55,11 @@ void jitops__background_init(jitops__background *bg);
 void jitops__background_request(jitops_runtime_t *runtime, const char *source_name,
                                 const char *name_expression);
 
+/* Whether the full build of (source, expression) failed in this runtime: it is not asked for
+ * again, so a caller that waits for it (a deferred kernel: kernel_batch.h) builds it itself. */
+int jitops__background_failed(jitops__background *bg, const char *source_name,
+                              const char *name_expression);
+
 /* Returns once every build queued before the call is done (not those queued meanwhile, so
  * that threads waiting at once do not wait for each other's later builds). */
 void jitops__background_finish(jitops__background *bg);

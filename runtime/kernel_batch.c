@@ -203,7 +203,8 @@ static int ready(jitops_runtime_t *runtime, const jitops__kernel_batch *batch,
     jitops__background_request(runtime, item->source, item->expr);
     return 1;
   }
-  if (may_defer && *quick_allowed_memo) {
+  if (may_defer && *quick_allowed_memo &&
+      !jitops__background_failed(&runtime->background, item->source, item->expr)) {
     *item->out = NULL;
     item->deferred = 1;
     return 1;

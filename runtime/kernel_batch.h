@@ -63,11 +63,12 @@ enum {
  * So where a batch may take quick builds (a launching call, quick builds on, the stream not
  * capturing), a DEFERRED kernel that is neither in memory nor on disk (nor ready yet where
  * another thread builds it) is left NULL in *out, and its full build is asked of the background
- * after the batch's own builds, so that it does not slow them. The op then launches what it has,
- * reads the flag (one stream synchronization: jitops__read_device_int32), and only if the flag is
- * up gets the kernel with a batch of its own, as a cold call would. Its results are the same: the
- * kernel it launches late sees the same device state it would have seen launched early. Every call
- * until the background build lands (queued last: a second or more on two cores) reads the flag
+ * after the batch's own builds, so that it does not slow them (unless that build failed before:
+ * the batch then builds it, as a QUICK kernel where it may be one). The op then launches what it
+ * has, reads the flag (one stream synchronization: jitops__read_device_int32), and only if the flag
+ * is up gets the kernel with a batch of its own, as a cold call would. Its results are the same:
+ * the kernel it launches late sees the same device state it would have seen launched early. Every
+ * call until the background build lands (queued last: a second or more on two cores) reads the flag
  * so; calls that find the kernel never synchronize, nor does any call while capturing, under
  * $JITOPS_QUICK_BUILDS=0, or on a runtime without quick builds (a remote tier's: the fleet shares
  * the full builds). */

@@ -5,7 +5,8 @@
  * builds the full one in the background; a prewarm batch, a kernel without the flag, a
  * runtime under JITOPS_QUICK_BUILDS=0 and one with a remote tier build in full; a kernel that
  * does not compile fails as before and leaves quick builds on; the segment and scan ops ask
- * for quick builds exactly where their arithmetic allows; and the segment digit path defers its
+ * for quick builds exactly where their arithmetic allows; a DEFERRED kernel is left to the
+ * background unless its full build failed there; and the segment digit path defers its
  * fallback's kernels. Needs no GPU; skipped with an
  * NVRTC older than 12.8, which has no quick builds. */
 #include <stdint.h>
@@ -170,6 +171,42 @@ static void a_kernel_that_does_not_compile_fails_as_before(void) {
   jitops_runtime_destroy(rt);
 }
 
+/* A DEFERRED kernel (kernel_batch.h): a launching batch leaves it NULL and the background
+ * builds it in full, which the same batch then finds; a prewarm batch builds it at once; and
+ * one whose full build failed is built by the batch, whose error the caller then gets, rather
+ * than deferred for ever. */
+static void a_deferred_kernel_is_left_to_the_background(void) {
+  static const char *const EXPR = "jitops::example_axpy<float, 7>";
+  static const char *const BAD = "jitops::no_such_kernel<double>";
+  jitops_runtime_t *rt = runtime_on(NULL);
+  if (rt == NULL)
+    return;
+  CHECK(get_one(rt, EXPR, JITOPS__KERNEL_DEFERRED | JITOPS__KERNEL_QUICK, 1) == NULL);
+  CHECK(stats_of(rt).quick_compiles == 0);
+  CHECK_OK(jitops_runtime_wait_builds(rt));
+  jitops_kernel_t *full = get_one(rt, EXPR, JITOPS__KERNEL_DEFERRED | JITOPS__KERNEL_QUICK, 1);
+  CHECK(full != NULL && full == in_memory(rt, EXPR, 0));
+  CHECK(get_one(rt, "jitops::example_axpy<float, 8>", JITOPS__KERNEL_DEFERRED, 0) != NULL);
+  jitops_stats s = stats_of(rt);
+  CHECK(s.compiles == 2 && s.quick_compiles == 0);
+
+  jitops__kernel_batch batch;
+  jitops_kernel_t *bad = NULL;
+  for (int round = 0; round < 2; ++round) {
+    jitops__kernel_batch_init(&batch);
+    jitops__kernel_batch_for_launch(&batch, NULL);
+    CHECK_OK(jitops__kernel_batch_add_flagged(&batch, SOURCE, BAD, &bad, JITOPS__KERNEL_DEFERRED));
+    if (round == 0) { /* deferred; its full build then fails in the background */
+      CHECK_OK(jitops__kernel_batch_get(rt, &batch));
+      CHECK(bad == NULL);
+      CHECK_OK(jitops_runtime_wait_builds(rt));
+    } else { /* built by the batch, which reports the failure */
+      CHECK_FAILS(jitops__kernel_batch_get(rt, &batch), JITOPS_ERR_COMPILE, "no_such_kernel");
+    }
+  }
+  jitops_runtime_destroy(rt);
+}
+
 /* ---- the ops' requests, through their public entry points ------------------------------- */
 
 static const DLDataType F32 = {kDLFloat, 32, 1}, F64 = {kDLFloat, 64, 1}, I64 = {kDLInt, 64, 1};
@@ -268,6 +305,7 @@ int main(void) {
   the_environment_turns_them_off();
   a_remote_tier_turns_them_off();
   a_kernel_that_does_not_compile_fails_as_before();
+  a_deferred_kernel_is_left_to_the_background();
   the_ops_ask_where_their_arithmetic_allows();
   the_digit_path_defers_its_fallback();
   return test_finish("test_quick_builds");
