@@ -45,3 +45,18 @@ void jitops__context_leave(jitops_runtime_t *rt) {
   jitops__context_restore(rt, entered_pushed);
   entered_pushed = 0;
 }
+
+/* `saved`: 0 where the exchange failed (nothing to put back), else the thread's mode + 1. */
+int jitops__capture_relax(jitops_runtime_t *rt) {
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (rt->driver->cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS)
+    return 0;
+  return (int)mode + 1;
+}
+
+void jitops__capture_restore(jitops_runtime_t *rt, int saved) {
+  if (saved == 0)
+    return;
+  CUstreamCaptureMode mode = (CUstreamCaptureMode)(saved - 1);
+  rt->driver->cuThreadExchangeStreamCaptureMode(&mode);
+}

@@ -20,4 +20,11 @@ void jitops__context_restore(jitops_runtime_t *runtime, int pushed);
 jitops_status jitops__context_enter(jitops_runtime_t *runtime);
 void jitops__context_leave(jitops_runtime_t *runtime);
 
+/* For driver calls that the global capture mode refuses while any thread captures a graph, which
+ * would spoil that capture (a module load, a synchronization): jitops__capture_relax puts the
+ * calling thread in the relaxed mode and returns what jitops__capture_restore, called after
+ * them, needs to put the thread's own mode back. */
+int jitops__capture_relax(jitops_runtime_t *runtime);
+void jitops__capture_restore(jitops_runtime_t *runtime, int saved);
+
 #endif

@@ -140,8 +140,7 @@ static jitops_status load_image(jitops_runtime_t *rt, jitops_kernel_t *k, const 
     return JITOPS_SUCCESS;
   int pushed;
   JITOPS__TRY(jitops__context_push(rt, &pushed));
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  const int relaxed = rt->driver->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  const int saved = jitops__capture_relax(rt);
   CUresult r = rt->driver->cuModuleLoadData(&k->module, image);
   if (r == CUDA_SUCCESS) {
     r = rt->driver->cuModuleGetFunction(&k->function, k->module, k->lowered_name);
@@ -155,8 +154,7 @@ static jitops_status load_image(jitops_runtime_t *rt, jitops_kernel_t *k, const 
       k->module = NULL;
     }
   }
-  if (relaxed)
-    rt->driver->cuThreadExchangeStreamCaptureMode(&mode); /* the thread's own mode again */
+  jitops__capture_restore(rt, saved);
   jitops__context_restore(rt, pushed);
   if (r != CUDA_SUCCESS)
     return jitops__driver_fail(rt->driver, r, "jitops_kernel_get: loading the module");

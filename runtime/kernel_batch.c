@@ -230,19 +230,24 @@ jitops_status jitops__kernel_batch_get(jitops_runtime_t *runtime, jitops__kernel
   memset(&b, 0, sizeof b);
   b.runtime = runtime;
   int quick_allowed_memo = -1;
+  size_t deferred = 0;
   for (unsigned small = 0; small <= 1; ++small) /* the small ones after the others */
     for (size_t i = 0; i < batch->count; ++i) {
       jitops__kernel_batch_item *item = &batch->item[i];
-      if ((item->flags & JITOPS__KERNEL_SMALL) / JITOPS__KERNEL_SMALL == small &&
-          !ready(runtime, batch, item, &quick_allowed_memo))
+      if ((item->flags & JITOPS__KERNEL_SMALL) / JITOPS__KERNEL_SMALL != small)
+        continue;
+      if (!ready(runtime, batch, item, &quick_allowed_memo))
         b.todo[b.count++] = item;
+      deferred += (size_t)item->deferred;
     }
+  if (b.count == 0 && deferred == 0) /* every call after a kernel's first, warm first calls */
+    return JITOPS_SUCCESS;
   if (b.count == 1)
     b.status[0] = get_item(runtime, b.todo[0]);
   else if (b.count > 1)
     run_builders(&b);
   request_full_builds(runtime, batch, &b); /* after the builds, which it must not slow */
-  if (b.count <= 1) /* none: every call after a kernel's first, and warm first calls */
+  if (b.count <= 1)
     return b.count == 0 ? JITOPS_SUCCESS : b.status[0];
   return first_failure(&b);
 }

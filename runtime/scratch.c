@@ -183,18 +183,15 @@ jitops_status jitops__read_device_int32(jitops_runtime_t *rt, const int32_t *val
     return jitops__fail_no_device("reading a device flag");
   int pushed;
   JITOPS__TRY(jitops__context_push(rt, &pushed));
-  /* A synchronizing call, which the global capture mode refuses (spoiling the capture) while
-   * any thread captures: in the relaxed mode, as kernel.c loads modules. The launch stream
-   * itself is not capturing (kernel_batch.h defers nothing then). */
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  const int relaxed = rt->driver->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  /* Synchronizing: in the relaxed capture mode, so that another thread's capture survives it.
+   * The launch stream itself is not capturing (kernel_batch.h defers nothing then). */
+  const int saved = jitops__capture_relax(rt);
   /* To pageable memory, the copy returns once it is done, after the stream's earlier work. */
   CUresult r = rt->driver->cuMemcpyAsync((CUdeviceptr)(uintptr_t)out, (CUdeviceptr)(uintptr_t)value,
                                          sizeof *out, (CUstream)stream);
   if (r == CUDA_SUCCESS)
     r = rt->driver->cuStreamSynchronize((CUstream)stream);
-  if (relaxed)
-    rt->driver->cuThreadExchangeStreamCaptureMode(&mode); /* the thread's own mode again */
+  jitops__capture_restore(rt, saved);
   jitops__context_restore(rt, pushed);
   return r == CUDA_SUCCESS
              ? JITOPS_SUCCESS
