@@ -16,9 +16,10 @@
  *   reduction none: loss[t] = loss_t (0 for ignored rows);
  *             sum:  the sum over rows;  mean: that sum / (number of non-ignored rows).
  *   Ignored rows (target == ignore_index) have zero loss and zero gradient and are not
- *   counted. When every row is ignored the mean is 0/0 = NaN, as in PyTorch; the sum is 0.
- *   A target outside [0, V) that is not ignore_index makes that row's loss NaN (PyTorch
- *   raises a device assert instead); its gradient then lacks the target term.
+ *   counted. When every row is ignored the mean is 0/0 = NaN, as in PyTorch; the sum is 0;
+ *   every gradient is 0 either way. A target outside [0, V) that is not ignore_index makes
+ *   that row's loss NaN (PyTorch raises a device assert instead); the row still counts in the
+ *   mean's denominator, and its gradient lacks the target term.
  *
  * Numerics: the logits of a 16-bit dtype are rounded to that dtype by the GEMM (as in the
  * unfused PyTorch computation); everything after that is f32 (f64 for f64): log-sum-exp,

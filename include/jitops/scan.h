@@ -83,7 +83,9 @@ JITOPS_API jitops_status jitops_scan(jitops_runtime_t *runtime, jitops_scan_op o
  *   cummax/min    indices   dy is routed to the saved indices (a segmented sum, no atomics);
  *                           the indices must be ones the forward produced
  *   logcumsumexp  x and y   dx_j = Σ_{i≥j} dy_i·exp(x_j − y_i), computed stably in the log
- *                           domain; dx_j is 0 where x_j is −inf
+ *                           domain; dx_j is 0 where x_j is −inf. y is read as saved: in f16
+ *                           and bf16 its rounding (up to 2^-11 or 2^-8 of |y|, absolute)
+ *                           scales each term by exp of that error, so dx carries it too
  * dtypes: f32, f64, f16, bf16 (dy, dx, x and y alike). Asynchronous on `stream`. */
 JITOPS_API jitops_status jitops_scan_backward(jitops_runtime_t *runtime, jitops_scan_op op,
                                               const DLTensor *dy, const DLTensor *x,

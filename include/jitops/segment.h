@@ -164,8 +164,9 @@ JITOPS_API jitops_status jitops_segment_reduce(jitops_runtime_t *runtime,
  * Rows with a dropped id get 0. grad_out and out are [num_segments, D...], data and
  * grad_data [N, D...], all of one dtype; data and out (the forward's input and result) are
  * needed for max and min only and may be NULL for sum and mean. grad_data is written in
- * full. options->sorted selects the sorted-ids variant (mean only uses it); `dropped_count`
- * and `algorithm` are ignored. Deterministic. */
+ * full. segment_ids may be on the device or in host memory, as for the forward (host ids are
+ * checked and copied). options->sorted selects the sorted-ids variant (mean only uses it);
+ * `dropped_count` and `algorithm` are ignored. Deterministic. */
 JITOPS_API jitops_status jitops_segment_reduce_backward(
     jitops_runtime_t *runtime, jitops_segment_reduction reduction, const DLTensor *grad_out,
     const DLTensor *data, const DLTensor *out, const DLTensor *segment_ids, int64_t num_segments,
