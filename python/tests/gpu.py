@@ -39,6 +39,20 @@ def assert_close(got, want, dtype, what="", scale=None, tol=None):
         assert error <= bound, f"{what}: max error {error:.3g} > {bound:.3g} ({dtype})"
 
 
+def scan_reference(op, x, dim, reverse):
+    """torch's scan of x (in x's dtype) along dim, flipped for reverse, with cummax/cummin's
+    indices in the original coordinates."""
+    if reverse:
+        x = x.flip(dim)
+    result = getattr(torch, op)(x, dim)
+    if op in ("cummax", "cummin"):
+        values, indices = result
+        if reverse:
+            values, indices = values.flip(dim), (x.shape[dim] - 1 - indices).flip(dim)
+        return values, indices
+    return result.flip(dim) if reverse else result
+
+
 def poison(t):
     """Fills an output with NaN (or -1 for integers) so that an unwritten element shows."""
     return t.fill_(float("nan") if t.is_floating_point() else -1)

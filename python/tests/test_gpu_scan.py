@@ -4,7 +4,7 @@ gradcheck in f64; reruns bit-identical."""
 from __future__ import annotations
 
 import pytest
-from gpu import DEVICE, FLOATS, assert_close, randn, reruns_identical, torch
+from gpu import DEVICE, FLOATS, assert_close, randn, reruns_identical, scan_reference, torch
 
 import jitops.ops as O
 
@@ -22,16 +22,7 @@ def data(op, shape, dtype):
 
 def reference(op, x, dim, reverse):
     """torch's op in f64, flipped for reverse (indices back in the original coordinates)."""
-    x64 = x.double()
-    if reverse:
-        x64 = x64.flip(dim)
-    result = getattr(torch, op)(x64, dim)
-    if op in ("cummax", "cummin"):
-        values, indices = result
-        if reverse:
-            values, indices = values.flip(dim), (x.shape[dim] - 1 - indices).flip(dim)
-        return values, indices
-    return result.flip(dim) if reverse else result
+    return scan_reference(op, x.double(), dim, reverse)
 
 
 def assert_scan_close(op, got, want, x, dim, what):
