@@ -53,6 +53,26 @@ def scan_reference(op, x, dim, reverse):
     return result.flip(dim) if reverse else result
 
 
+def segment_reference(data, ids, segments, reduction, fill):
+    """TensorFlow's segment reduction in data's dtype (f64 for a reference): rows with ids
+    outside [0, segments) dropped, empty segments 0 (sum, mean) or ``fill`` (max, min)."""
+    ids = ids.to(data.device).long()
+    keep = (ids >= 0) & (ids < segments)
+    rows, index = data[keep], ids[keep]
+    trailing = tuple(data.shape[1:])
+    if reduction in ("sum", "mean"):
+        out = torch.zeros((segments, *trailing), dtype=data.dtype, device=data.device)
+        out = out.index_add(0, index, rows)
+        if reduction == "mean":
+            counts = torch.bincount(index, minlength=segments).clamp_min(1).to(data.dtype)
+            out = out / counts.reshape(-1, *[1] * len(trailing))
+        return out
+    out = torch.full((segments, *trailing), fill, dtype=data.dtype, device=data.device)
+    expanded = index.reshape(-1, *[1] * len(trailing)).expand_as(rows)
+    how = "amax" if reduction == "max" else "amin"
+    return out.scatter_reduce(0, expanded, rows, how, include_self=False)
+
+
 def poison(t):
     """Fills an output with NaN (or -1 for integers) so that an unwritten element shows."""
     return t.fill_(float("nan") if t.is_floating_point() else -1)

@@ -39,7 +39,7 @@ import random
 from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Union
 
 import pytest
-from gpu import DEVICE, TOLERANCE, scan_reference, torch
+from gpu import DEVICE, TOLERANCE, scan_reference, segment_reference, torch
 
 import jitops.ops as O
 from jitops.ops import _torch as jitops_torch
@@ -515,27 +515,6 @@ def segment_ids(case: Case, n: int, segments: int, host: bool) -> Tensor:
                                  case.randint(0, 1000, [n]))  # often exactly num_segments
             ids = torch.where(high, segments + beyond, ids)
     return ids
-
-
-def segment_reference(data: Tensor, ids: Tensor, segments: int, reduction: str,
-                      fill: float) -> Tensor:
-    """TensorFlow's segment reduction in f64 (data f64): rows with ids outside
-    [0, segments) dropped, empty segments 0 (sum, mean) or ``fill`` (max, min)."""
-    ids = ids.to(data.device).long()
-    keep = (ids >= 0) & (ids < segments)
-    rows, index = data[keep], ids[keep]
-    trailing = tuple(data.shape[1:])
-    if reduction in ("sum", "mean"):
-        out = torch.zeros((segments, *trailing), dtype=F64, device=data.device)
-        out = out.index_add(0, index, rows)
-        if reduction == "mean":
-            counts = torch.bincount(index, minlength=segments).clamp_min(1).double()
-            out = out / counts.reshape(-1, *[1] * len(trailing))
-        return out
-    out = torch.full((segments, *trailing), fill, dtype=F64, device=data.device)
-    expanded = index.reshape(-1, *[1] * len(trailing)).expand_as(rows)
-    how = "amax" if reduction == "max" else "amin"
-    return out.scatter_reduce(0, expanded, rows, how, include_self=False)
 
 
 def extremum_grad(data: Tensor, ids: Tensor, segments: int, out: Tensor, grad: Tensor) -> Tensor:

@@ -5,7 +5,7 @@ count; sorted ids; reruns bit-identical."""
 from __future__ import annotations
 
 import pytest
-from gpu import DEVICE, FLOATS, assert_close, randn, reruns_identical, torch
+from gpu import DEVICE, FLOATS, assert_close, randn, reruns_identical, segment_reference, torch
 
 import jitops.ops as O
 
@@ -22,21 +22,10 @@ def segment_ids(n, num_segments, dtype=torch.int64, sorted=False, seed=0):
 
 
 def reference(data, ids, num_segments, reduction):
-    """TensorFlow's unsorted_segment_<reduction> in f64."""
-    keep = (ids >= 0) & (ids < num_segments)
-    rows, index = data.double()[keep], ids[keep].long()
-    trailing = data.shape[1:]
-    if reduction in ("sum", "mean"):
-        out = torch.zeros((num_segments, *trailing), dtype=torch.float64, device=DEVICE).index_add_(0, index, rows)
-        if reduction == "mean":
-            counts = torch.bincount(index, minlength=num_segments).clamp_min(1).double()
-            out = out / counts.reshape(-1, *[1] * len(trailing))
-        return out
+    """TensorFlow's unsorted_segment_<reduction> in f64 (empty max/min: the dtype's fill)."""
     info = torch.finfo(data.dtype)
     fill = info.min if reduction == "max" else info.max
-    out = torch.full((num_segments, *trailing), fill, dtype=torch.float64, device=DEVICE)
-    expanded = index.reshape(-1, *[1] * len(trailing)).expand_as(rows)
-    return out.scatter_reduce(0, expanded, rows, "amax" if reduction == "max" else "amin", include_self=False)
+    return segment_reference(data.double(), ids, num_segments, reduction, fill)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
