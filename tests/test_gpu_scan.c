@@ -821,6 +821,30 @@ static void build_cases(void) {
               !bw && !rev && dt == GT_BF16 && op == OP_CUMSUM;
           add("wide", op, bw, dt, 2, r8, 1, rev, GT_CONTIGUOUS, GT_PADDED, DATA_NORMAL);
         }
+  /* Wide tiles of the ops not in place (cummax and cummin; the backwards of cumprod, cummax,
+   * cummin and logcumsumexp), output 0 staged over input 0, in f32 and f64: an odd length (the
+   * last chunk passes the end), rows of an even and of an odd stride, both directions; cummax
+   * and cummin also with ties and NaNs. f64 tiles hold half the positions of f32 ones, so
+   * shorter axes take them. */
+  static const int64_t b_odd[1] = {1048583}, b_rows[2] = {8, 131076};
+  static const struct {
+    int op, backward;
+  } beside[6] = {{OP_CUMMAX, 0}, {OP_CUMMIN, 0},  {OP_CUMMAX, 1},
+                 {OP_CUMMIN, 1}, {OP_CUMPROD, 1}, {OP_LCSE, 1}};
+  for (int o = 0; o < 6; ++o)
+    for (int rev = 0; rev < 2; ++rev) {
+      const int op = beside[o].op, bw = beside[o].backward;
+      const int extremum = op == OP_CUMMAX || op == OP_CUMMIN;
+      add("wide", op, bw, GT_F32, 1, w_odd, 0, rev, 0, 0, DATA_NORMAL)->quick = !rev;
+      add("wide", op, bw, GT_F32, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL);
+      add("wide", op, bw, GT_F32, 2, r8, 1, rev, 0, 0, DATA_NORMAL);
+      add("wide", op, bw, GT_F64, 1, b_odd, 0, rev, 0, 0, DATA_NORMAL)->quick = rev;
+      add("wide", op, bw, GT_F64, 2, b_rows, 1, rev, 0, 0, DATA_NORMAL);
+      if (extremum) {
+        add("wide", op, bw, GT_F32, 1, w_vec, 0, rev, 0, 0, DATA_TIES_NAN);
+        add("wide", op, bw, GT_F64, 2, b_rows, 1, rev, 0, 0, DATA_TIES_NAN);
+      }
+    }
   /* Integers on wide tiles (forward: the backward takes floats only), exact. */
   for (int op = OP_CUMSUM; op <= OP_CUMPROD; ++op)
     for (int dt = GT_I32; dt <= GT_I64; ++dt)

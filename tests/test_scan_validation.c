@@ -247,10 +247,10 @@ static jitops__scan_plan plan_1d(int64_t len, uint64_t offset, int reverse, jito
   return p;
 }
 
-/* Wide look-back tiles for an op that stages in place (cumsum, cumprod, logcumsumexp with a
- * state of at most 8 bytes) where they are at least two an SM: 8 warps of 128 bytes a lane
- * staged by cp.async (16 positions of 8 bytes, 32 of 4, 64 of 2); narrow tiles otherwise and
- * for every other op. */
+/* Wide look-back tiles where they are at least two an SM: for an op that stages in place
+ * (cumsum, cumprod, logcumsumexp with a state of at most 8 bytes) 8 warps of 128 bytes a lane
+ * staged by cp.async (16 positions of 8 bytes, 32 of 4, 64 of 2); for the others 64 bytes a
+ * lane in f32 and f64, their staging in dynamic shared memory; narrow tiles otherwise. */
 static void wide_tiles(void) {
   int64_t s[1] = {1 << 22};
   DLTensor v = tensor(1, s, NULL, F32);
@@ -287,8 +287,7 @@ static void wide_tiles(void) {
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.items == 16);
   CHECK(p.tiles == 1024);
   /* 8-byte states in place take wide tiles too (f64 cumsum: 16 positions a lane; f32
-   * logcumsumexp); 16-byte states (f64 logcumsumexp) and ops with more tensors take narrow
-   * ones. */
+   * logcumsumexp); 16-byte states in place (f64 logcumsumexp) take narrow ones. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMSUM, JITOPS__DTYPE_F64, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 16);
   CHECK(p.tiles == 1024 && strstr(p.name, "rows<jitops::scan::Cumsum<double>, 0, 8, 16, true, 8>"));
@@ -296,8 +295,27 @@ static void wide_tiles(void) {
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 32);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F64, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8);
+  CHECK(p.shared_bytes == 0);
+  /* The ops not in place: 16 positions of f32 a lane (4096 a tile), 8 of f64; output 0 over
+   * input 0 and the rest beside, in 33 slots per 32 positions: cummax f32 stages x (then the
+   * values) and the indices, 8 * 528 * 12 bytes; the cumprod backward f64 dy (then dx), x and
+   * y, 8 * 264 * 24. Their narrow tiles take half as many positions. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_F32, &g, 132));
-  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 16);
+  CHECK(p.tiles == 1024 && p.shared_bytes == 50688);
+  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<float, true>, 0, 8, 16, true, 16, 50688>"));
+  const DLTensor *bb[4] = {&v, &v, &v, &v};
+  jitops__scan_geom_build(&g, 4, bb, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F64, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 8 && p.tiles == 2048);
+  CHECK(p.shared_bytes == 50688);
+  CHECK(strstr(p.name, "rows<jitops::scan::CumprodBackward<double>, 0, 8, 8, true, 16, 50688>"));
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE_BWD, JITOPS__DTYPE_BF16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
+  p = plan_1d(1 << 20, 0, 0, JITOPS__SCAN_K_CUMMIN, JITOPS__DTYPE_F32); /* 256 wide tiles */
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.items == 8 && p.shared_bytes == 0);
+  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<float, false>, 0, 8, 8, true, 16>"));
+  jitops__scan_geom_build(&g, 2, vv, 0, 0);
   /* 264 rows of 5000: one wide tile a row would leave nothing to look back over, and the walk
    * would take 264 long rows on 66 blocks; two tiles of 8 warps a row keep the look-back. */
   int64_t s264[2] = {264, 5000};

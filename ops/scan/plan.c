@@ -49,8 +49,9 @@ enum { COLS_STAGES_WALK = 3, COLS_STAGES_LOOKBACK = 2 };
 enum { COLS_MAX_BLOCKS_PER_SM = 8 };
 enum { COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY };
 enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
-/* Bytes a lane of a wide tile stages by cp.async (scan.cuh, rows_stages_async). */
-enum { ROWS_ASYNC_LANE_BYTES = 128 };
+/* Bytes of input 0 a lane of a wide tile stages by cp.async (scan.cuh, rows_stages_async): an op
+ * in place takes 128, the others (several inputs or outputs, their staging beside) 64. */
+enum { ROWS_ASYNC_LANE_BYTES = 128, ROWS_ASYNC_LANE_BYTES_BESIDE = 64 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
 /* One-tile rows: a row that one narrow look-back tile holds, with at most one row an SM, is one
@@ -182,23 +183,48 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, i
 }
 
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
-  return in_place_op(kop, dtype) && state_bytes(kop, dtype) <= 8;
+  if (in_place_op(kop, dtype))
+    return state_bytes(kop, dtype) <= 8;
+  /* The others stage by cp.async only elements of 4 and 8 bytes (their other inputs, indices,
+   * have 8). */
+  return jitops__dtype_size(dtype) >= 4;
+}
+
+/* Positions a lane of a wide tile takes. */
+static int wide_items(jitops__scan_kop kop, jitops__dtype dtype) {
+  const int lane_bytes =
+      in_place_op(kop, dtype) ? ROWS_ASYNC_LANE_BYTES : ROWS_ASYNC_LANE_BYTES_BESIDE;
+  return lane_bytes / (int)jitops__dtype_size(dtype);
+}
+
+/* The dynamic shared memory of a rows kernel (scan.cuh, rows_dynamic_staging): the staging of
+ * the wide tiles of an op not in place, output 0 over input 0 and the other outputs beside, in
+ * slots of 33 positions per 32 (RowsStage); 0 for every other rows kernel. */
+static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
+                                   jitops__scan_width width, int warps, int items) {
+  if (!lookback || width != JITOPS__SCAN_WIDE || in_place_op(kop, dtype))
+    return 0;
+  size_t in, out;
+  io_bytes(kop, dtype, &in, &out);
+  const size_t slots = (size_t)33 * (size_t)items;
+  return (size_t)warps * slots * (in + out - jitops__dtype_size(dtype));
 }
 
 /* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps of rows_items positions a
- * lane, or, wide, of 128 bytes a lane (32 KiB a tile) for an op that stages in place, on an
+ * lane, or, wide, of 128 bytes a lane (32 KiB a tile) for an op that stages in place and of 64
+ * bytes of input 0 a lane for the others (4096 positions of f32, every input beside), on an
  * axis long enough to keep every SM busy with them. A look-back tile waits for its
  * predecessors' prefix about one L2 round trip after its own loads land, with nothing of its
  * own in flight: the larger the tile, the less of its time that wait takes, and the more tiles
  * an SM holds, the more bytes stay in flight meanwhile. A wide tile is staged by cp.async (no
- * registers hold the loads, so shared memory alone bounds its blocks: six of 33 KiB an SM,
- * against four blocks of 16 warps of 16 positions through registers). On a short axis the
- * fewer, larger tiles leave SMs idle instead. */
+ * registers hold the loads, so shared memory alone bounds its blocks: six of 33 KiB an SM in
+ * place, four of 50 KiB for the others, against four blocks of 16 warps of 16 positions
+ * through registers). On a short axis the fewer, larger tiles leave SMs idle instead. */
 static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                        jitops__scan_width width, int *warps, int *items) {
   *warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
   *items = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype)
-               ? ROWS_ASYNC_LANE_BYTES / (int)jitops__dtype_size(dtype)
+               ? wide_items(kop, dtype)
                : rows_items(kop, dtype, lookback, *warps);
 }
 
@@ -275,8 +301,13 @@ void jitops__scan_kernel_name(jitops__scan_kop kop, jitops__dtype dtype, jitops_
     rows_shape(kop, dtype, lookback, width, &warps, &usual);
     if (items <= 0)
       items = usual;
-    snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps, items, lb,
-             sb);
+    const size_t dyn = rows_dynamic_staging(kop, dtype, lookback, width, warps, items);
+    if (dyn > 0)
+      snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu, %zu>", op, nb, warps, items,
+               lb, sb, dyn);
+    else
+      snprintf(buf, size, "jitops::scan::rows<%s, %d, %d, %d, %s, %zu>", op, nb, warps, items, lb,
+               sb);
   } else {
     snprintf(buf, size, "jitops::scan::cols<%s, %d, %d, %d, %s, %zu>", op, nb,
              cols_items(kop, dtype), lookback ? COLS_STAGES_LOOKBACK : COLS_STAGES_WALK, lb, sb);
@@ -476,6 +507,7 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitop
       p->items = items;
       p->tiles = tiles;
       p->grid = (uint32_t)(g->chains * tiles);
+      p->shared_bytes = (uint32_t)rows_dynamic_staging(kop, dtype, 1, width, warps, items);
       if (!one_tile)
         plan_scratch(p, g->chains);
     } else {

@@ -34,7 +34,7 @@ typedef enum jitops__scan_kind { JITOPS__SCAN_ROWS = 0, JITOPS__SCAN_COLS = 1 } 
  * scratch): the one-tile rows of plan.c. */
 typedef enum jitops__scan_width {
   JITOPS__SCAN_NARROW = 0, /* 8 warps of up to 16 positions a lane */
-  JITOPS__SCAN_WIDE = 1    /* 8 warps of 128 bytes a lane, staged by cp.async */
+  JITOPS__SCAN_WIDE = 1    /* 8 warps of 128 (in place) or 64 bytes a lane, staged by cp.async */
 } jitops__scan_width;
 
 typedef struct jitops__scan_plan {
@@ -81,9 +81,9 @@ void jitops__scan_geom_build(jitops__scan_geom *g, int ntens, const DLTensor *co
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, jitops__scan_kop kop,
                                      jitops__dtype dtype, const jitops__scan_geom *g, int sm_count);
 
-/* Whether the op has wide look-back tiles (scan.cuh, rows_stages_async: one input, one output of
- * its size, a state of at most 8 bytes: cumsum, cumprod, and logcumsumexp but in f64); the plan
- * takes them on long enough axes. */
+/* Whether the op has wide look-back tiles (scan.cuh, rows_stages_async): one input, one output of
+ * its size and a state of at most 8 bytes (cumsum, cumprod, and logcumsumexp but in f64), or any
+ * other op in f32 or f64; the plan takes them on long enough axes. */
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype);
 
 /* The name expression of one specialization (what the plan and the catalogue compile); `width`

@@ -109,10 +109,10 @@ template <class U> __device__ __forceinline__ void stage_element(U *dst, const U
 // Lane-striped index i is stored at i + i/32, which makes both the striped accesses and the
 // blocked ones (ITEMS a power of two) free of bank conflicts for 4-byte elements.
 //
-// With SHARED (rows_shares_staging) the output is staged over the input: an op of one input
-// and one output of the same size reads only its own position (scan_ops.cuh), and a lane reads
-// each of its items (make) before it writes that item's output (emit) to the same slot, while
-// no lane touches another's items. Half the staging.
+// With SHARED (rows_shares_staging) output 0 is staged over input 0, which has its size: a
+// policy reads input 0 only at the position itself (scan_ops.cuh), and a lane reads each of its
+// items (make) before it writes that item's outputs (emit) to the same slot, while no lane reads
+// another's input 0. For an op of one input and one output, half the staging.
 //
 // PAIRS (64 positions a lane: 2-byte elements staged by cp.async, rows_stages_async) pads by
 // 32-bit words instead: the chunk moves as lane-striped words w (positions 2w and 2w + 1) at
@@ -130,14 +130,19 @@ template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
   static constexpr int SLOTS = CHUNK + ITEMS;
   static constexpr int IN_BYTES = bytes_of<Op, 0, Op::NIN>();
   static constexpr int OUT_BYTES = bytes_of<Op, Op::NIN, Op::NTENS>();
-  static_assert(!SHARED || (Op::NIN == 1 && Op::NTENS == 2 && IN_BYTES == OUT_BYTES),
-                "only one input and one output of its size can share the staging");
-  static constexpr int BYTES = SLOTS * (IN_BYTES + (SHARED ? 0 : OUT_BYTES));
+  // The bytes of output 0 that live in input 0's slots.
+  static constexpr int OVERLAID = SHARED ? bytes_of<Op, Op::NIN, Op::NIN + 1>() : 0;
+  static_assert(!SHARED || bytes_of<Op, 0, 1>() == OVERLAID,
+                "output 0 shares the staging only with an input 0 of its size");
+  static constexpr int BYTES = SLOTS * (IN_BYTES + OUT_BYTES - OVERLAID);
   template <int K> __host__ __device__ static constexpr int in_offset() {
     return SLOTS * bytes_of<Op, 0, K>();
   }
   template <int J> __host__ __device__ static constexpr int out_offset() {
-    return SHARED ? 0 : SLOTS * (IN_BYTES + bytes_of<Op, Op::NIN, Op::NIN + J>());
+    if constexpr (SHARED && J == 0)
+      return 0;
+    else
+      return SLOTS * (IN_BYTES - OVERLAID + bytes_of<Op, Op::NIN, Op::NIN + J>());
   }
   __device__ static int slot(int i) {
     return PAIRS ? i + 2 * (i >> 6) : i + (i >> 5);
@@ -202,27 +207,40 @@ rows_lane_pair(const Geom &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
   return g.reverse ? row + (g.len - 2 - q) : row + q;
 }
 
-// Copies the input of the chunk at `base` into the warp's staging with cp.async and waits for
-// it (the caller then joins the warp). 4- and 8-byte elements go where rows_put would put them
-// (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones as lane-striped words
-// (RowsStage::PAIRS), which the host has checked are aligned: every row starts on a word and, in
-// reverse, has an even length. A word half past the end (a forward row of odd length) is copied
-// alone.
-template <class Op, int ITEMS, bool FULL>
-__device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)[Op::NTENS],
-                                                 char *stage, i64 base, int lane) {
-  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
-  typedef tensor_t<Op, 0> U;
-  static_assert(Op::NIN == 1 && (sizeof(U) >= 4 || (sizeof(U) == 2 && ITEMS == 64)),
-                "cp.async stages one input of 4- or 8-byte elements, or of 2-byte ones in pairs");
-  if constexpr (sizeof(U) >= 4) {
-    U *buf = (U *)stage + lane;
-    const U *p = rows_lane_ptr<Op, 0>(g, off, base, lane);
+// Issues the cp.async copies of input K onwards of the chunk at `base` (4- and 8-byte elements)
+// to where rows_put would put them: lane-striped i = lane + 32j at slot lane + 33j.
+template <class Op, int K, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                        char *stage, i64 base, int lane) {
+  if constexpr (K < Op::NIN) {
+    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+    typedef tensor_t<Op, K> U;
+    static_assert(sizeof(U) >= 4, "cp.async copies 4- and 8-byte elements one by one");
+    U *buf = (U *)(stage + RowsStage<Op, ITEMS>::template in_offset<K>()) + lane;
+    const U *p = rows_lane_ptr<Op, K>(g, off, base, lane);
     const int step = g.reverse ? -32 : 32;
 #pragma unroll(UNROLL)
     for (int j = 0; j < ITEMS; ++j)
       if (FULL || base + lane + 32 * j < g.len)
         stage_element(buf + 33 * j, p + j * step);
+    rows_stage_async_inputs<Op, K + 1, ITEMS, FULL>(g, off, stage, base, lane);
+  }
+}
+
+// Copies the inputs of the chunk at `base` into the warp's staging with cp.async and waits for
+// them (the caller then joins the warp). 4- and 8-byte elements go where rows_put would put
+// them; a single 2-byte input as lane-striped words (RowsStage::PAIRS), which the host has
+// checked are aligned: every row starts on a word and, in reverse, has an even length. A word
+// half past the end (a forward row of odd length) is copied alone.
+template <class Op, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                 char *stage, i64 base, int lane) {
+  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+  typedef tensor_t<Op, 0> U;
+  static_assert(sizeof(U) >= 4 || (Op::NIN == 1 && sizeof(U) == 2 && ITEMS == 64),
+                "cp.async stages 4- or 8-byte elements, or one input of 2-byte ones in pairs");
+  if constexpr (sizeof(U) >= 4) {
+    rows_stage_async_inputs<Op, 0, ITEMS, FULL>(g, off, stage, base, lane);
   } else {
     unsigned *buf = (unsigned *)stage + lane;
     const i64 q = base + 2 * lane; // the first position of the lane's first word
@@ -421,27 +439,54 @@ template <class Op> __host__ __device__ constexpr bool in_place_op() {
 // positions through registers): one and a half times the bytes in flight while tiles wait on
 // their predecessors for 4-byte elements, three times for 2-byte ones. States of up to 8 bytes
 // (the 16-byte ones would not fit the registers of six blocks).
-template <class Op, int ITEMS, bool LOOKBACK>
-__host__ __device__ constexpr bool rows_stages_async() {
-  if constexpr (!LOOKBACK || !in_place_op<Op>())
-    return false;
-  else
-    return ITEMS * sizeof(tensor_t<Op, 0>) == 128 && sizeof(typename Op::State) <= 8;
+//
+// The other ops (cummax and cummin, the backwards of cumprod, cummax, cummin and logcumsumexp)
+// take wide tiles of 64 bytes a lane of input 0 where every input has 4- or 8-byte elements:
+// output 0 is staged over input 0 and the rest beside, 50 KiB a block (dynamic shared memory,
+// rows_dynamic_staging), four blocks an SM. Their narrow tiles, loaded through registers, hold
+// at most 32 registers of prefetch a lane: 8 positions of f32, half a wide tile. (128 bytes a
+// lane, two blocks an SM, measured slower for f32.)
+template <class Op> __host__ __device__ constexpr bool inputs_of_words(int k = 0) {
+  return k >= Op::NIN || (elem_size<Op>(k) >= 4 && inputs_of_words<Op>(k + 1));
 }
 
-// Whether a look-back tile of Op stages its output over its input, and the blocks an SM the
+template <class Op, int ITEMS, bool LOOKBACK>
+__host__ __device__ constexpr bool rows_stages_async() {
+  if constexpr (!LOOKBACK)
+    return false;
+  else if constexpr (in_place_op<Op>())
+    return ITEMS * sizeof(tensor_t<Op, 0>) == 128 && sizeof(typename Op::State) <= 8;
+  else
+    return ITEMS * sizeof(tensor_t<Op, 0>) == 64 && inputs_of_words<Op>() && Op::NTENS > Op::NIN &&
+           sizeof(tensor_t<Op, 0>) == sizeof(tensor_t<Op, Op::NIN>);
+}
+
+// Whether a look-back tile of Op stages its output 0 over its input 0, and the blocks an SM the
 // compiler must then fit in registers: every tile staged by cp.async, and the narrow tiles of
 // the cumsum and cumprod family (a packed 4-byte state), as many as the halved staging and the
 // threads allow, so that more loads are in flight while tiles wait on their predecessors (8
 // blocks of 256 with 16 positions a lane: at most 32 registers a thread, the instances measured
-// spill 4 bytes; 6 of the cp.async tiles, bounded by shared memory: 40 registers). Every other
-// instance states no minimum, as before.
+// spill 4 bytes; 6 of the in-place cp.async tiles, bounded by shared memory: 40 registers; 4 of
+// the others: 64). Every other instance states no minimum, as before.
 template <class Op, int ITEMS, bool LOOKBACK>
 __host__ __device__ constexpr bool rows_shares_staging() {
-  if constexpr (!LOOKBACK || !in_place_op<Op>())
+  if constexpr (!LOOKBACK)
     return false;
+  else if constexpr (!in_place_op<Op>())
+    return rows_stages_async<Op, ITEMS, LOOKBACK>();
   else
     return sizeof(typename Op::State) == 4 || rows_stages_async<Op, ITEMS, LOOKBACK>();
+}
+
+// The dynamic shared memory of a rows kernel's staging: the wide tiles of ops that are not in
+// place (rows_stages_async); 0 where the staging is a static array. The host passes it in the
+// name expression (DYN) and at launch, and the kernel checks that the two agree.
+template <class Op, int WARPS, int ITEMS, bool LOOKBACK>
+__host__ __device__ constexpr int rows_dynamic_staging() {
+  if constexpr (in_place_op<Op>() || !rows_stages_async<Op, ITEMS, LOOKBACK>())
+    return 0;
+  else
+    return WARPS * RowsStage<Op, ITEMS, true>::BYTES;
 }
 
 template <class Op, int WARPS, int ITEMS, bool LOOKBACK>
@@ -458,7 +503,7 @@ __host__ __device__ constexpr int rows_blocks_per_sm() {
   }
 }
 
-template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES>
+template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES, int DYN = 0>
 __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEMS, LOOKBACK>())
     rows(const jitops__scan_args args) {
   typedef typename Op::State State;
@@ -469,11 +514,20 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
   static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16 || ASYNC,
                 "ITEMS is 4, 8 or 16, or 128 bytes where the tile stages by cp.async");
   static_assert(fits_args<Op, NB>(), "more tensors or batch dimensions than the arguments hold");
-  static_assert(WARPS * Stage::BYTES <= JITOPS__SCAN_ROWS_STAGE_BUDGET,
+  static_assert(DYN == rows_dynamic_staging<Op, WARPS, ITEMS, LOOKBACK>(),
+                "the host's dynamic staging size disagrees with the template");
+  static_assert(DYN > 0 || WARPS * Stage::BYTES <= JITOPS__SCAN_ROWS_STAGE_BUDGET,
                 "the staging exceeds what the host sized ITEMS for");
   const Geom g = args.geom; // see fits_args
   const Scratch scratch = args.scratch;
-  __shared__ __align__(16) char stage_all[WARPS * Stage::BYTES];
+  char *stage_all;
+  if constexpr (DYN > 0) {
+    extern __shared__ __align__(16) char stage_dynamic[];
+    stage_all = stage_dynamic;
+  } else {
+    __shared__ __align__(16) char stage_static[WARPS * Stage::BYTES];
+    stage_all = stage_static;
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char *stage = stage_all + warp * Stage::BYTES;
   RowsRegs<Op, 0, ITEMS> regs;

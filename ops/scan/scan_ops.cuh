@@ -13,7 +13,9 @@
 //   combine(a, b)    a is earlier in kernel order
 //   make(f, q, m, k) the state of one position: f.get<K>(shift, dflt) reads input K at kernel
 //                    position q + shift (dflt outside the axis); q is the kernel-order position
-//                    and m the position along the axis in memory order (what indices count)
+//                    and m the position along the axis in memory order (what indices count).
+//                    Input 0 is read only at the position itself (shift 0): the kernels may
+//                    stage output 0 over it (scan.cuh, RowsStage)
 //   emit(o, s, k, q, m)  writes the outputs of one position from its inclusive state:
 //                    o.put<J>(value) stores output J (tensor NIN + J)
 #pragma once
