@@ -787,9 +787,10 @@ static void build_cases(void) {
   /* Wide tiles (cumsum, cumprod, logcumsumexp), f64, f32 and the 2-byte types staged as 32-bit
    * words: an odd length (a half word at the end forward; narrow tiles for 2-byte elements in
    * reverse), even lengths and rows of an even stride (the last chunk passes the end), and rows
-   * of an odd stride (narrow tiles for 2-byte elements). The backward runs the other way
-   * (logcumsumexp's with narrow tiles). Not f64 logcumsumexp: it has no wide tiles, and over
-   * 2^23 positions the sequential f64 reference drifts past the f64 tolerance. */
+   * of an odd stride (narrow tiles for 2-byte elements). The backward runs the other way: the
+   * cumprod and logcumsumexp backwards on the wide tiles of ops not in place (f16 and bf16 in
+   * words of every input), the cumsum backward on a cumsum's. Not f64 logcumsumexp: it has no wide
+   * tiles, and over 2^23 positions the sequential f64 reference drifts past the f64 tolerance. */
   static const int64_t w_odd[1] = {8388617}, w_even[1] = {8388618}, w_vec[1] = {8388616},
                        w_rows[2] = {8, 1048584};
   static const int wide_dts[4] = {GT_F32, GT_F16, GT_BF16, GT_F64};
@@ -801,7 +802,8 @@ static void build_cases(void) {
           const int op = wide_ops[o], dt = wide_dts[t];
           if (op == OP_LCSE && dt == GT_F64)
             continue;
-          const int quick = !bw && (dt == GT_BF16 || (dt == GT_F32 && op != OP_CUMPROD));
+          const int quick = !bw ? dt == GT_BF16 || (dt == GT_F32 && op != OP_CUMPROD)
+                                : op != OP_CUMSUM && rev && (dt == GT_F16 || dt == GT_BF16);
           add("wide", op, bw, dt, 1, w_odd, 0, rev, 0, 0, DATA_NORMAL)->quick = quick;
           add("wide", op, bw, dt, 1, w_vec, 0, rev, 0, 0, DATA_NORMAL)->quick = quick;
           add("wide", op, bw, dt, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL)->quick = quick;

@@ -250,7 +250,8 @@ static jitops__scan_plan plan_1d(int64_t len, uint64_t offset, int reverse, jito
 /* Wide look-back tiles where they are at least two an SM: for an op that stages in place
  * (cumsum, cumprod, logcumsumexp with a state of at most 8 bytes) 8 warps of 128 bytes a lane
  * staged by cp.async (16 positions of 8 bytes, 32 of 4, 64 of 2); for the others 64 bytes a
- * lane in f32 and f64, their staging in dynamic shared memory; narrow tiles otherwise. */
+ * lane in f32 and f64 (and 128 in 2-byte words for the cumprod and logcumsumexp backwards),
+ * their staging in dynamic shared memory; narrow tiles otherwise. */
 static void wide_tiles(void) {
   int64_t s[1] = {1 << 22};
   DLTensor v = tensor(1, s, NULL, F32);
@@ -310,8 +311,27 @@ static void wide_tiles(void) {
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 8 && p.tiles == 2048);
   CHECK(p.shared_bytes == 50688);
   CHECK(strstr(p.name, "rows<jitops::scan::CumprodBackward<double>, 0, 8, 8, true, 16, 50688>"));
+  /* In f16 and bf16 the backwards of cumprod and logcumsumexp (every tensor 2-byte) stage words,
+   * 64 positions a lane in blocks of 4 warps (8192 a tile): 4 * 2112 slots * 6 bytes. The
+   * cummax backward (int64 indices beside) keeps narrow tiles. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE_BWD, JITOPS__DTYPE_BF16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.items == 64);
+  CHECK(p.tiles == 512 && p.block_x == 128 && p.shared_bytes == 50688);
+  CHECK(strstr(p.name, "rows<jitops::scan::LcseBackward<jitops::bfloat16>, 0, 4, 64, true, 8, "
+                       "50688>"));
+  CHECK_OK(
+      jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_BF16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.shared_bytes == 0);
+  /* In reverse an odd length would start the words off a word: narrow tiles. */
+  int64_t odd4[1] = {(1 << 22) + 1};
+  DLTensor o4 = tensor(1, odd4, NULL, F32);
+  const DLTensor *oo[4] = {&o4, &o4, &o4, &o4};
+  jitops__scan_geom_build(&g, 4, oo, 0, 1);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F16, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
+  jitops__scan_geom_build(&g, 4, oo, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.tiles == 513);
   p = plan_1d(1 << 20, 0, 0, JITOPS__SCAN_K_CUMMIN, JITOPS__DTYPE_F32); /* 256 wide tiles */
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.items == 8 && p.shared_bytes == 0);
   CHECK(strstr(p.name, "rows<jitops::scan::Extremum<float, false>, 0, 8, 8, true, 16>"));

@@ -50,8 +50,10 @@ enum { COLS_MAX_BLOCKS_PER_SM = 8 };
 enum { COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY };
 enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
 /* Bytes of input 0 a lane of a wide tile stages by cp.async (scan.cuh, rows_stages_async): an op
- * in place takes 128, the others (several inputs or outputs, their staging beside) 64. */
+ * in place takes 128, the others (several inputs or outputs, their staging beside) 64, but 128
+ * in 2-byte elements (staged as words, 64 positions a lane), in blocks of 4 warps. */
 enum { ROWS_ASYNC_LANE_BYTES = 128, ROWS_ASYNC_LANE_BYTES_BESIDE = 64 };
+enum { ROWS_WIDE_PAIRS_BESIDE_WARPS = 4 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
 /* One-tile rows: a row that one narrow look-back tile holds, with at most one row an SM, is one
@@ -185,15 +187,24 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, i
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
   if (in_place_op(kop, dtype))
     return state_bytes(kop, dtype) <= 8;
-  /* The others stage by cp.async only elements of 4 and 8 bytes (their other inputs, indices,
-   * have 8). */
-  return jitops__dtype_size(dtype) >= 4;
+  /* The others stage by cp.async elements of 4 and 8 bytes (their other inputs, indices, have
+   * 8), and 2-byte ones in words where every tensor has them: the backwards of cumprod and
+   * logcumsumexp. */
+  if (jitops__dtype_size(dtype) >= 4)
+    return 1;
+  return kop == JITOPS__SCAN_K_CUMPROD_BWD || kop == JITOPS__SCAN_K_LCSE_BWD;
+}
+
+/* Whether a wide tile of kop stages 2-byte elements of several tensors in words. */
+static int wide_pairs_beside(jitops__scan_kop kop, jitops__dtype dtype) {
+  return !in_place_op(kop, dtype) && jitops__dtype_size(dtype) == 2;
 }
 
 /* Positions a lane of a wide tile takes. */
 static int wide_items(jitops__scan_kop kop, jitops__dtype dtype) {
-  const int lane_bytes =
-      in_place_op(kop, dtype) ? ROWS_ASYNC_LANE_BYTES : ROWS_ASYNC_LANE_BYTES_BESIDE;
+  const int lane_bytes = in_place_op(kop, dtype) || wide_pairs_beside(kop, dtype)
+                             ? ROWS_ASYNC_LANE_BYTES
+                             : ROWS_ASYNC_LANE_BYTES_BESIDE;
   return lane_bytes / (int)jitops__dtype_size(dtype);
 }
 
@@ -212,20 +223,22 @@ static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, in
 
 /* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps of rows_items positions a
  * lane, or, wide, of 128 bytes a lane (32 KiB a tile) for an op that stages in place and of 64
- * bytes of input 0 a lane for the others (4096 positions of f32, every input beside), on an
- * axis long enough to keep every SM busy with them. A look-back tile waits for its
- * predecessors' prefix about one L2 round trip after its own loads land, with nothing of its
- * own in flight: the larger the tile, the less of its time that wait takes, and the more tiles
- * an SM holds, the more bytes stay in flight meanwhile. A wide tile is staged by cp.async (no
- * registers hold the loads, so shared memory alone bounds its blocks: six of 33 KiB an SM in
- * place, four of 50 KiB for the others, against four blocks of 16 warps of 16 positions
- * through registers). On a short axis the fewer, larger tiles leave SMs idle instead. */
+ * bytes of input 0 a lane for the others (4096 positions of f32, every input beside; in f16 and
+ * bf16 128 bytes in blocks of 4 warps, 8192 positions), on an axis long enough to keep every SM
+ * busy with them. A look-back tile waits for its predecessors' prefix about one L2 round trip after
+ * its own loads land, with nothing of its own in flight: the larger the tile, the less of its time
+ * that wait takes, and the more tiles an SM holds, the more bytes stay in flight meanwhile. A wide
+ * tile is staged by cp.async (no registers hold the loads, so shared memory alone bounds its
+ * blocks: six of 33 KiB an SM in place, four of 50 KiB for the others, against four blocks of 16
+ * warps of 16 positions through registers). On a short axis the fewer, larger tiles leave SMs idle
+ * instead. */
 static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                        jitops__scan_width width, int *warps, int *items) {
-  *warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
-  *items = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype)
-               ? wide_items(kop, dtype)
-               : rows_items(kop, dtype, lookback, *warps);
+  const int wide = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype);
+  *warps = !lookback                               ? ROWS_WARPS
+           : wide && wide_pairs_beside(kop, dtype) ? ROWS_WIDE_PAIRS_BESIDE_WARPS
+                                                   : ROWS_LOOKBACK_WARPS;
+  *items = wide ? wide_items(kop, dtype) : rows_items(kop, dtype, lookback, *warps);
 }
 
 static int backward_kop(jitops__scan_kop kop) {

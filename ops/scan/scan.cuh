@@ -227,24 +227,19 @@ __device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64
   }
 }
 
-// Copies the inputs of the chunk at `base` into the warp's staging with cp.async and waits for
-// them (the caller then joins the warp). 4- and 8-byte elements go where rows_put would put
-// them; a single 2-byte input as lane-striped words (RowsStage::PAIRS), which the host has
+// The same for 2-byte elements, as lane-striped words (RowsStage::PAIRS), which the host has
 // checked are aligned: every row starts on a word and, in reverse, has an even length. A word
 // half past the end (a forward row of odd length) is copied alone.
-template <class Op, int ITEMS, bool FULL>
-__device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)[Op::NTENS],
-                                                 char *stage, i64 base, int lane) {
-  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
-  typedef tensor_t<Op, 0> U;
-  static_assert(sizeof(U) >= 4 || (Op::NIN == 1 && sizeof(U) == 2 && ITEMS == 64),
-                "cp.async stages 4- or 8-byte elements, or one input of 2-byte ones in pairs");
-  if constexpr (sizeof(U) >= 4) {
-    rows_stage_async_inputs<Op, 0, ITEMS, FULL>(g, off, stage, base, lane);
-  } else {
-    unsigned *buf = (unsigned *)stage + lane;
+template <class Op, int K, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_stage_async_pairs(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                       char *stage, i64 base, int lane) {
+  if constexpr (K < Op::NIN) {
+    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+    typedef tensor_t<Op, K> U;
+    static_assert(sizeof(U) == 2 && ITEMS == 64, "words of two 2-byte elements, 64 a lane");
+    unsigned *buf = (unsigned *)(stage + RowsStage<Op, ITEMS>::template in_offset<K>()) + lane;
     const i64 q = base + 2 * lane; // the first position of the lane's first word
-    const U *p = rows_lane_pair<Op, 0>(g, off, base, lane);
+    const U *p = rows_lane_pair<Op, K>(g, off, base, lane);
     const int step = g.reverse ? -64 : 64;
 #pragma unroll(UNROLL / 2)
     for (int j = 0; j < ITEMS / 2; ++j) {
@@ -253,20 +248,36 @@ __device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)
       else if (q + 64 * j < g.len)
         *(U *)(buf + 33 * j) = p[j * step];
     }
+    rows_stage_async_pairs<Op, K + 1, ITEMS, FULL>(g, off, stage, base, lane);
   }
+}
+
+// Copies the inputs of the chunk at `base` into the warp's staging with cp.async and waits for
+// them (the caller then joins the warp): 4- and 8-byte elements one by one, 2-byte ones in
+// pairs.
+template <class Op, int ITEMS, bool FULL>
+__device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                 char *stage, i64 base, int lane) {
+  if constexpr (sizeof(tensor_t<Op, 0>) >= 4)
+    rows_stage_async_inputs<Op, 0, ITEMS, FULL>(g, off, stage, base, lane);
+  else
+    rows_stage_async_pairs<Op, 0, ITEMS, FULL>(g, off, stage, base, lane);
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
-// Stores the staged outputs of a PAIRS chunk as the lane-striped words they were loaded as.
+// Stores the staged output of a PAIRS chunk (its only one, staged over input 0) as the
+// lane-striped words its inputs were loaded as.
 template <class Op, int ITEMS, bool FULL>
 __device__ __forceinline__ void rows_store_pairs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                  const char *stage, i64 base, int lane) {
   constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
-  typedef tensor_t<Op, 1> U;
-  static_assert(Op::NTENS == 2 && sizeof(U) == 2, "pairs of one 2-byte output");
+  typedef tensor_t<Op, Op::NIN> U;
+  static_assert(Op::NTENS == Op::NIN + 1 && sizeof(U) == 2, "pairs of one 2-byte output");
+  static_assert(RowsStage<Op, ITEMS, true>::template out_offset<0>() == 0,
+                "the output is staged over input 0");
   const unsigned *buf = (const unsigned *)stage + lane;
   const i64 q = base + 2 * lane;
-  U *p = rows_lane_pair<Op, 1>(g, off, base, lane);
+  U *p = rows_lane_pair<Op, Op::NIN>(g, off, base, lane);
   const int step = g.reverse ? -64 : 64;
 #pragma unroll(UNROLL / 2)
   for (int j = 0; j < ITEMS / 2; ++j) {
@@ -445,9 +456,14 @@ template <class Op> __host__ __device__ constexpr bool in_place_op() {
 // output 0 is staged over input 0 and the rest beside, 50 KiB a block (dynamic shared memory,
 // rows_dynamic_staging), four blocks an SM. Their narrow tiles, loaded through registers, hold
 // at most 32 registers of prefetch a lane: 8 positions of f32, half a wide tile. (128 bytes a
-// lane, two blocks an SM, measured slower for f32.)
+// lane, two blocks an SM, measured slower for f32.) The backwards of cumprod and logcumsumexp
+// in f16 and bf16 (2-byte inputs and one output) take 128 bytes a lane in word pairs (PAIRS) in
+// blocks of 4 warps: 50 KiB again, four blocks an SM.
 template <class Op> __host__ __device__ constexpr bool inputs_of_words(int k = 0) {
   return k >= Op::NIN || (elem_size<Op>(k) >= 4 && inputs_of_words<Op>(k + 1));
+}
+template <class Op> __host__ __device__ constexpr bool inputs_of_halves(int k = 0) {
+  return k >= Op::NIN || (elem_size<Op>(k) == 2 && inputs_of_halves<Op>(k + 1));
 }
 
 template <class Op, int ITEMS, bool LOOKBACK>
@@ -456,6 +472,9 @@ __host__ __device__ constexpr bool rows_stages_async() {
     return false;
   else if constexpr (in_place_op<Op>())
     return ITEMS * sizeof(tensor_t<Op, 0>) == 128 && sizeof(typename Op::State) <= 8;
+  else if constexpr (sizeof(tensor_t<Op, 0>) == 2)
+    return ITEMS == 64 && inputs_of_halves<Op>() && Op::NTENS == Op::NIN + 1 &&
+           sizeof(tensor_t<Op, Op::NIN>) == 2;
   else
     return ITEMS * sizeof(tensor_t<Op, 0>) == 64 && inputs_of_words<Op>() && Op::NTENS > Op::NIN &&
            sizeof(tensor_t<Op, 0>) == sizeof(tensor_t<Op, Op::NIN>);
