@@ -207,61 +207,50 @@ rows_lane_pair(const Geom &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
   return g.reverse ? row + (g.len - 2 - q) : row + q;
 }
 
-// Issues the cp.async copies of input K onwards of the chunk at `base` (4- and 8-byte elements)
-// to where rows_put would put them: lane-striped i = lane + 32j at slot lane + 33j.
+// Issues the cp.async copies of input K onwards of the chunk at `base`. 4- and 8-byte elements
+// go where rows_put would put them (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones
+// as lane-striped words (RowsStage::PAIRS), which the host has checked are aligned: every row
+// starts on a word and, in reverse, has an even length. A word half past the end (a forward row
+// of odd length) is copied alone.
 template <class Op, int K, int ITEMS, bool FULL>
 __device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                         char *stage, i64 base, int lane) {
   if constexpr (K < Op::NIN) {
     constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
     typedef tensor_t<Op, K> U;
-    static_assert(sizeof(U) >= 4, "cp.async copies 4- and 8-byte elements one by one");
-    U *buf = (U *)(stage + RowsStage<Op, ITEMS>::template in_offset<K>()) + lane;
-    const U *p = rows_lane_ptr<Op, K>(g, off, base, lane);
-    const int step = g.reverse ? -32 : 32;
+    char *input = stage + RowsStage<Op, ITEMS>::template in_offset<K>();
+    if constexpr (sizeof(U) >= 4) {
+      U *buf = (U *)input + lane;
+      const U *p = rows_lane_ptr<Op, K>(g, off, base, lane);
+      const int step = g.reverse ? -32 : 32;
 #pragma unroll(UNROLL)
-    for (int j = 0; j < ITEMS; ++j)
-      if (FULL || base + lane + 32 * j < g.len)
-        stage_element(buf + 33 * j, p + j * step);
+      for (int j = 0; j < ITEMS; ++j)
+        if (FULL || base + lane + 32 * j < g.len)
+          stage_element(buf + 33 * j, p + j * step);
+    } else {
+      static_assert(sizeof(U) == 2 && ITEMS == 64, "words of two 2-byte elements, 64 a lane");
+      unsigned *buf = (unsigned *)input + lane;
+      const i64 q = base + 2 * lane; // the first position of the lane's first word
+      const U *p = rows_lane_pair<Op, K>(g, off, base, lane);
+      const int step = g.reverse ? -64 : 64;
+#pragma unroll(UNROLL / 2)
+      for (int j = 0; j < ITEMS / 2; ++j) {
+        if (FULL || q + 64 * j + 1 < g.len)
+          stage_element(buf + 33 * j, (const unsigned *)(p + j * step));
+        else if (q + 64 * j < g.len)
+          *(U *)(buf + 33 * j) = p[j * step];
+      }
+    }
     rows_stage_async_inputs<Op, K + 1, ITEMS, FULL>(g, off, stage, base, lane);
   }
 }
 
-// The same for 2-byte elements, as lane-striped words (RowsStage::PAIRS), which the host has
-// checked are aligned: every row starts on a word and, in reverse, has an even length. A word
-// half past the end (a forward row of odd length) is copied alone.
-template <class Op, int K, int ITEMS, bool FULL>
-__device__ __forceinline__ void rows_stage_async_pairs(const Geom &g, const i64 (&off)[Op::NTENS],
-                                                       char *stage, i64 base, int lane) {
-  if constexpr (K < Op::NIN) {
-    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
-    typedef tensor_t<Op, K> U;
-    static_assert(sizeof(U) == 2 && ITEMS == 64, "words of two 2-byte elements, 64 a lane");
-    unsigned *buf = (unsigned *)(stage + RowsStage<Op, ITEMS>::template in_offset<K>()) + lane;
-    const i64 q = base + 2 * lane; // the first position of the lane's first word
-    const U *p = rows_lane_pair<Op, K>(g, off, base, lane);
-    const int step = g.reverse ? -64 : 64;
-#pragma unroll(UNROLL / 2)
-    for (int j = 0; j < ITEMS / 2; ++j) {
-      if (FULL || q + 64 * j + 1 < g.len)
-        stage_element(buf + 33 * j, (const unsigned *)(p + j * step));
-      else if (q + 64 * j < g.len)
-        *(U *)(buf + 33 * j) = p[j * step];
-    }
-    rows_stage_async_pairs<Op, K + 1, ITEMS, FULL>(g, off, stage, base, lane);
-  }
-}
-
 // Copies the inputs of the chunk at `base` into the warp's staging with cp.async and waits for
-// them (the caller then joins the warp): 4- and 8-byte elements one by one, 2-byte ones in
-// pairs.
+// them (the caller then joins the warp).
 template <class Op, int ITEMS, bool FULL>
 __device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)[Op::NTENS],
                                                  char *stage, i64 base, int lane) {
-  if constexpr (sizeof(tensor_t<Op, 0>) >= 4)
-    rows_stage_async_inputs<Op, 0, ITEMS, FULL>(g, off, stage, base, lane);
-  else
-    rows_stage_async_pairs<Op, 0, ITEMS, FULL>(g, off, stage, base, lane);
+  rows_stage_async_inputs<Op, 0, ITEMS, FULL>(g, off, stage, base, lane);
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
