@@ -322,6 +322,29 @@ static void wide_tiles(void) {
   CHECK_OK(
       jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_BF16, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.shared_bytes == 0);
+  /* f64 cummax and the cummax backward stage 16 bytes a slot: 8 * 264 * 16. */
+  CHECK_OK(
+      jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_F64, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 8 && p.shared_bytes == 33792);
+  CHECK(strstr(p.name, "rows<jitops::scan::ExtremumBackward<double>, 0, 8, 8, true, 16, 33792>"));
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMIN, JITOPS__DTYPE_F64, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.shared_bytes == 33792);
+  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<double, false>, 0, 8, 8, true, 16, 33792>"));
+  /* A name asked for wide tiles an op does not have is the narrow kernel's, without dynamic
+   * staging (the device expects none). */
+  char name[256];
+  jitops__scan_kernel_name(JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_BF16, JITOPS__SCAN_ROWS, 0, 1,
+                           JITOPS__SCAN_WIDE, 0, name, sizeof name);
+  CHECK(strcmp(name, "jitops::scan::rows<jitops::scan::Extremum<jitops::bfloat16, true>, 0, 8, 8, "
+                     "true, 16>") == 0);
+  /* One tensor off a word (dx two bytes into its buffer) keeps 2-byte elements on narrow
+   * tiles. */
+  DLTensor dx_off = tensor(1, s, NULL, F32);
+  dx_off.byte_offset = 2;
+  const DLTensor *bo[4] = {&v, &v, &v, &dx_off};
+  jitops__scan_geom_build(&g, 4, bo, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE_BWD, JITOPS__DTYPE_BF16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
   /* In reverse an odd length would start the words off a word: narrow tiles. */
   int64_t odd4[1] = {(1 << 22) + 1};
   DLTensor o4 = tensor(1, odd4, NULL, F32);

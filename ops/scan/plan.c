@@ -213,7 +213,8 @@ static int wide_items(jitops__scan_kop kop, jitops__dtype dtype) {
  * slots of 33 positions per 32 (RowsStage); 0 for every other rows kernel. */
 static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                                    jitops__scan_width width, int warps, int items) {
-  if (!lookback || width != JITOPS__SCAN_WIDE || in_place_op(kop, dtype))
+  if (!lookback || width != JITOPS__SCAN_WIDE || in_place_op(kop, dtype) ||
+      !jitops__scan_rows_wide(kop, dtype))
     return 0;
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
@@ -229,9 +230,9 @@ static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, in
  * its own loads land, with nothing of its own in flight: the larger the tile, the less of its time
  * that wait takes, and the more tiles an SM holds, the more bytes stay in flight meanwhile. A wide
  * tile is staged by cp.async (no registers hold the loads, so shared memory alone bounds its
- * blocks: six of 33 KiB an SM in place, four of 50 KiB for the others, against four blocks of 16
- * warps of 16 positions through registers). On a short axis the fewer, larger tiles leave SMs idle
- * instead. */
+ * blocks: six of 33 KiB an SM in place, four of 50 KiB (six of 33 KiB: f64 cummax, cummin and its
+ * backward) for the others, against four blocks of 16 warps of 16 positions through registers). On
+ * a short axis the fewer, larger tiles leave SMs idle instead. */
 static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                        jitops__scan_width width, int *warps, int *items) {
   const int wide = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype);

@@ -29,12 +29,13 @@ typedef enum jitops__scan_kop {
 
 typedef enum jitops__scan_kind { JITOPS__SCAN_ROWS = 0, JITOPS__SCAN_COLS = 1 } jitops__scan_kind;
 
-/* A rows look-back's tiles: wide ones are the in-place ops' (jitops__scan_rows_wide), on axes
+/* A rows look-back's tiles: wide ones where the op has them (jitops__scan_rows_wide), on axes
  * long enough for them. A row that one narrow tile holds may be a tile alone (tiles 1, no
  * scratch): the one-tile rows of plan.c. */
 typedef enum jitops__scan_width {
   JITOPS__SCAN_NARROW = 0, /* 8 warps of up to 16 positions a lane */
-  JITOPS__SCAN_WIDE = 1    /* 8 warps of 128 (in place) or 64 bytes a lane, staged by cp.async */
+  JITOPS__SCAN_WIDE = 1    /* staged by cp.async: 8 warps of 128 (in place) or 64 bytes a lane,
+                              4 warps of 128 for 2-byte ops not in place */
 } jitops__scan_width;
 
 typedef struct jitops__scan_plan {
@@ -82,8 +83,9 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, ji
                                      jitops__dtype dtype, const jitops__scan_geom *g, int sm_count);
 
 /* Whether the op has wide look-back tiles (scan.cuh, rows_stages_async): one input, one output of
- * its size and a state of at most 8 bytes (cumsum, cumprod, and logcumsumexp but in f64), or any
- * other op in f32 or f64; the plan takes them on long enough axes. */
+ * its size and a state of at most 8 bytes (cumsum, cumprod, and logcumsumexp but in f64), any
+ * other op in f32 or f64, and the cumprod and logcumsumexp backwards in f16 and bf16; the plan
+ * takes them on long enough axes whose 2-byte elements line up in words. */
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype);
 
 /* The name expression of one specialization (what the plan and the catalogue compile); `width`

@@ -442,12 +442,15 @@ template <class Op> __host__ __device__ constexpr bool in_place_op() {
 //
 // The other ops (cummax and cummin, the backwards of cumprod, cummax, cummin and logcumsumexp)
 // take wide tiles of 64 bytes a lane of input 0 where every input has 4- or 8-byte elements:
-// output 0 is staged over input 0 and the rest beside, 50 KiB a block (dynamic shared memory,
-// rows_dynamic_staging), four blocks an SM. Their narrow tiles, loaded through registers, hold
-// at most 32 registers of prefetch a lane: 8 positions of f32, half a wide tile. (128 bytes a
-// lane, two blocks an SM, measured slower for f32.) The backwards of cumprod and logcumsumexp
-// in f16 and bf16 (2-byte inputs and one output) take 128 bytes a lane in word pairs (PAIRS) in
-// blocks of 4 warps: 50 KiB again, four blocks an SM.
+// output 0 is staged over input 0 and the rest beside, in dynamic shared memory
+// (rows_dynamic_staging): 50 KiB a block in f32 and for the f64 three-input backwards, four
+// blocks an SM (64 registers); 33 KiB for f64 cummax, cummin and the cummax backward, six
+// blocks an SM (40 registers: f64 cummax spills 56 bytes, and was measured so). Their narrow
+// tiles, loaded through registers, hold at most 32 registers of prefetch a lane: 8 positions of
+// f32, half a wide tile. (128 bytes a lane, two blocks an SM, measured slower for f32.) The
+// backwards of cumprod and logcumsumexp in f16 and bf16 (2-byte inputs and one output) take 128
+// bytes a lane in word pairs (PAIRS) in blocks of 4 warps: 50 KiB again, four blocks an SM (128
+// registers).
 template <class Op> __host__ __device__ constexpr bool inputs_of_words(int k = 0) {
   return k >= Op::NIN || (elem_size<Op>(k) >= 4 && inputs_of_words<Op>(k + 1));
 }
@@ -474,8 +477,9 @@ __host__ __device__ constexpr bool rows_stages_async() {
 // the cumsum and cumprod family (a packed 4-byte state), as many as the halved staging and the
 // threads allow, so that more loads are in flight while tiles wait on their predecessors (8
 // blocks of 256 with 16 positions a lane: at most 32 registers a thread, the instances measured
-// spill 4 bytes; 6 of the in-place cp.async tiles, bounded by shared memory: 40 registers; 4 of
-// the others: 64). Every other instance states no minimum, as before.
+// spill 4 bytes; 6 of the in-place cp.async tiles, bounded by shared memory: 40 registers; of
+// the others' as many as their staging allows, above). Every other instance states no minimum,
+// as before.
 template <class Op, int ITEMS, bool LOOKBACK>
 __host__ __device__ constexpr bool rows_shares_staging() {
   if constexpr (!LOOKBACK)
@@ -520,7 +524,7 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
   static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   constexpr bool ASYNC = rows_stages_async<Op, ITEMS, LOOKBACK>();
   static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16 || ASYNC,
-                "ITEMS is 4, 8 or 16, or 128 bytes where the tile stages by cp.async");
+                "ITEMS is 4, 8 or 16, or a wide tile's 64 or 128 bytes staged by cp.async");
   static_assert(fits_args<Op, NB>(), "more tensors or batch dimensions than the arguments hold");
   static_assert(DYN == rows_dynamic_staging<Op, WARPS, ITEMS, LOOKBACK>(),
                 "the host's dynamic staging size disagrees with the template");
