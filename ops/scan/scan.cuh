@@ -451,11 +451,10 @@ template <class Op> __host__ __device__ constexpr bool in_place_op() {
 // backwards of cumprod and logcumsumexp in f16 and bf16 (2-byte inputs and one output) take 128
 // bytes a lane in word pairs (PAIRS) in blocks of 4 warps: 50 KiB again, four blocks an SM (128
 // registers).
-template <class Op> __host__ __device__ constexpr bool inputs_of_words(int k = 0) {
-  return k >= Op::NIN || (elem_size<Op>(k) >= 4 && inputs_of_words<Op>(k + 1));
-}
-template <class Op> __host__ __device__ constexpr bool inputs_of_halves(int k = 0) {
-  return k >= Op::NIN || (elem_size<Op>(k) == 2 && inputs_of_halves<Op>(k + 1));
+// Whether every input's elements have lo to hi bytes.
+template <class Op> __host__ __device__ constexpr bool inputs_sized(int lo, int hi, int k = 0) {
+  return k >= Op::NIN ||
+         (elem_size<Op>(k) >= lo && elem_size<Op>(k) <= hi && inputs_sized<Op>(lo, hi, k + 1));
 }
 
 template <class Op, int ITEMS, bool LOOKBACK>
@@ -465,10 +464,10 @@ __host__ __device__ constexpr bool rows_stages_async() {
   else if constexpr (in_place_op<Op>())
     return ITEMS * sizeof(tensor_t<Op, 0>) == 128 && sizeof(typename Op::State) <= 8;
   else if constexpr (sizeof(tensor_t<Op, 0>) == 2)
-    return ITEMS == 64 && inputs_of_halves<Op>() && Op::NTENS == Op::NIN + 1 &&
+    return ITEMS == 64 && inputs_sized<Op>(2, 2) && Op::NTENS == Op::NIN + 1 &&
            sizeof(tensor_t<Op, Op::NIN>) == 2;
   else
-    return ITEMS * sizeof(tensor_t<Op, 0>) == 64 && inputs_of_words<Op>() && Op::NTENS > Op::NIN &&
+    return ITEMS * sizeof(tensor_t<Op, 0>) == 64 && inputs_sized<Op>(4, 8) && Op::NTENS > Op::NIN &&
            sizeof(tensor_t<Op, 0>) == sizeof(tensor_t<Op, Op::NIN>);
 }
 
