@@ -847,6 +847,30 @@ static void build_cases(void) {
         add("wide", op, bw, GT_F64, 2, b_rows, 1, rev, 0, 0, DATA_TIES_NAN);
       }
     }
+  /* The same ops in f16 and bf16: every 2-byte tensor staged as words, the int64 indices of
+   * cummax, cummin and their backward as 32 bits. An odd length (a half word at the end forward;
+   * narrow tiles in reverse), an even one with ties and NaNs, rows of an even stride, and rows of
+   * an odd length padded to an even stride (forward wide, reverse narrow). */
+  for (int o = 0; o < 4; ++o)
+    for (int dt = GT_F16; dt <= GT_BF16; ++dt)
+      for (int rev = 0; rev < 2; ++rev) {
+        const int op = beside[o].op, bw = beside[o].backward;
+        add("wide", op, bw, dt, 1, w_odd, 0, rev, 0, 0, DATA_NORMAL)->quick = dt == GT_BF16;
+        add("wide", op, bw, dt, 1, w_vec, 0, rev, 0, 0, DATA_TIES_NAN)->quick = dt == GT_F16;
+        add("wide", op, bw, dt, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL);
+        add("wide", op, bw, dt, 2, r8, 1, rev, GT_PADDED, GT_PADDED, DATA_NORMAL);
+      }
+  /* Outputs at another stride than the inputs' (rows of an odd length, the outputs padded: f32
+   * and f64 take wide tiles), and output 0 in place of input 0 (y is x, dx is dy) on wide tiles:
+   * staged over it, written where it was read. */
+  for (int o = 0; o < 6; ++o)
+    for (int rev = 0; rev < 2; ++rev) {
+      const int op = beside[o].op, bw = beside[o].backward;
+      add("wide", op, bw, o % 2 ? GT_F64 : GT_F32, 2, r8, 1, rev, GT_CONTIGUOUS, GT_PADDED,
+          DATA_NORMAL);
+      add("wide", op, bw, GT_F32, 1, w_odd, 0, rev, 0, 0, DATA_NORMAL)->inplace = 1;
+      add("wide", op, bw, GT_BF16, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL)->inplace = 1;
+    }
   /* Integers on wide tiles (forward: the backward takes floats only), exact. */
   for (int op = OP_CUMSUM; op <= OP_CUMPROD; ++op)
     for (int dt = GT_I32; dt <= GT_I64; ++dt)

@@ -311,9 +311,9 @@ static void wide_tiles(void) {
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 8 && p.tiles == 2048);
   CHECK(p.shared_bytes == 50688);
   CHECK(strstr(p.name, "rows<jitops::scan::CumprodBackward<double>, 0, 8, 8, true, 16, 50688>"));
-  /* In f16 and bf16 the backwards of cumprod and logcumsumexp (every tensor 2-byte) stage words,
-   * 64 positions a lane in blocks of 4 warps (8192 a tile): 4 * 2112 slots * 6 bytes. The
-   * cummax backward (int64 indices beside) keeps narrow tiles. */
+  /* In f16 and bf16 the ops not in place stage words, 64 positions a lane in blocks of 4 warps
+   * (8192 a tile): 4 * 2112 slots * 6 bytes, the int64 indices of cummax, cummin and their
+   * backward as 32 bits (2 + 4 bytes a slot). */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE_BWD, JITOPS__DTYPE_BF16, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.items == 64);
   CHECK(p.tiles == 512 && p.block_x == 128 && p.shared_bytes == 50688);
@@ -321,7 +321,27 @@ static void wide_tiles(void) {
                        "50688>"));
   CHECK_OK(
       jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_BF16, &g, 132));
-  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.warps == 8 && p.shared_bytes == 0);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.items == 64);
+  CHECK(p.tiles == 512 && p.shared_bytes == 50688);
+  CHECK(strstr(p.name, "rows<jitops::scan::ExtremumBackward<jitops::bfloat16>, 0, 4, 64, true, "
+                       "8, 50688>"));
+  const DLTensor *b3[3] = {&v, &v, &v};
+  jitops__scan_geom_build(&g, 3, b3, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_F16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.items == 64);
+  CHECK(p.tiles == 512 && p.shared_bytes == 50688);
+  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<jitops::half, true>, 0, 4, 64, true, 16, "
+                       "50688>"));
+  /* Indices of 2^31 positions or more do not fit the 32 bits: narrow tiles. */
+  int64_t huge[1] = {(int64_t)INT32_MAX + 2};
+  DLTensor vh = tensor(1, huge, NULL, F32);
+  const DLTensor *bh[3] = {&vh, &vh, &vh};
+  jitops__scan_geom_build(&g, 3, bh, 0, 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMIN, JITOPS__DTYPE_BF16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE_BWD, JITOPS__DTYPE_BF16, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE);
+  jitops__scan_geom_build(&g, 4, bb, 0, 0);
   /* f64 cummax and the cummax backward stage 16 bytes a slot: 8 * 264 * 16. */
   CHECK_OK(
       jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_F64, &g, 132));
@@ -333,10 +353,9 @@ static void wide_tiles(void) {
   /* A name asked for wide tiles an op does not have is the narrow kernel's, without dynamic
    * staging (the device expects none). */
   char name[256];
-  jitops__scan_kernel_name(JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_BF16, JITOPS__SCAN_ROWS, 0, 1,
+  jitops__scan_kernel_name(JITOPS__SCAN_K_LCSE, JITOPS__DTYPE_F64, JITOPS__SCAN_ROWS, 0, 1,
                            JITOPS__SCAN_WIDE, 0, name, sizeof name);
-  CHECK(strcmp(name, "jitops::scan::rows<jitops::scan::Extremum<jitops::bfloat16, true>, 0, 8, 8, "
-                     "true, 16>") == 0);
+  CHECK(strcmp(name, "jitops::scan::rows<jitops::scan::Lcse<double>, 0, 8, 8, true, 16>") == 0);
   /* One tensor off a word (dx two bytes into its buffer) keeps 2-byte elements on narrow
    * tiles. */
   DLTensor dx_off = tensor(1, s, NULL, F32);

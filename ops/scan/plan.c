@@ -1,5 +1,6 @@
 #include "ops/scan/plan.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,14 +186,9 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, i
 }
 
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
-  if (in_place_op(kop, dtype))
-    return state_bytes(kop, dtype) <= 8;
-  /* The others stage by cp.async elements of 4 and 8 bytes (their other inputs, indices, have
-   * 8), and 2-byte ones in words where every tensor has them: the backwards of cumprod and
-   * logcumsumexp. */
-  if (jitops__dtype_size(dtype) >= 4)
-    return 1;
-  return kop == JITOPS__SCAN_K_CUMPROD_BWD || kop == JITOPS__SCAN_K_LCSE_BWD;
+  /* The others stage by cp.async elements of 4 and 8 bytes, and 2-byte ones in words, with
+   * int64 indices beside them as 32 bits (lookback_width checks that the axis allows it). */
+  return !in_place_op(kop, dtype) || state_bytes(kop, dtype) <= 8;
 }
 
 /* Whether a wide tile of kop stages 2-byte elements of several tensors in words. */
@@ -208,9 +204,16 @@ static int wide_items(jitops__scan_kop kop, jitops__dtype dtype) {
   return lane_bytes / (int)jitops__dtype_size(dtype);
 }
 
+/* The int64 indices of cummax and cummin (an output) and of their backward (an input). */
+static int has_indices(jitops__scan_kop kop) {
+  return kop == JITOPS__SCAN_K_CUMMAX || kop == JITOPS__SCAN_K_CUMMIN ||
+         kop == JITOPS__SCAN_K_EXTREMUM_BWD;
+}
+
 /* The dynamic shared memory of a rows kernel (scan.cuh, rows_dynamic_staging): the staging of
  * the wide tiles of an op not in place, output 0 over input 0 and the other outputs beside, in
- * slots of 33 positions per 32 (RowsStage); 0 for every other rows kernel. */
+ * slots of 33 positions per 32 (RowsStage), int64 indices beside 2-byte data as 32 bits; 0 for
+ * every other rows kernel. */
 static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                                    jitops__scan_width width, int warps, int items) {
   if (!lookback || width != JITOPS__SCAN_WIDE || in_place_op(kop, dtype) ||
@@ -218,8 +221,10 @@ static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, in
     return 0;
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
+  const size_t e = jitops__dtype_size(dtype);
+  const size_t narrowed = e == 2 && has_indices(kop) ? 4 : 0;
   const size_t slots = (size_t)33 * (size_t)items;
-  return (size_t)warps * slots * (in + out - jitops__dtype_size(dtype));
+  return (size_t)warps * slots * (in + out - e - narrowed);
 }
 
 /* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps of rows_items positions a
@@ -486,7 +491,10 @@ static int one_tile_rows(jitops__scan_kop kop, jitops__dtype dtype, const jitops
  * WIDE_TILES_PER_SM of them; else narrow. */
 static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dtype,
                                          const jitops__scan_geom *g, int sm_count) {
-  if (!jitops__scan_rows_wide(kop, dtype) || (jitops__dtype_size(dtype) == 2 && !pairs_aligned(g)))
+  if (!jitops__scan_rows_wide(kop, dtype))
+    return JITOPS__SCAN_NARROW;
+  if (jitops__dtype_size(dtype) == 2 &&
+      (!pairs_aligned(g) || (has_indices(kop) && g->len > INT32_MAX)))
     return JITOPS__SCAN_NARROW;
   int warps, items;
   rows_shape(kop, dtype, 1, JITOPS__SCAN_WIDE, &warps, &items);

@@ -105,6 +105,11 @@ template <class U> __device__ __forceinline__ void stage_element(U *dst, const U
 
 // ---- rows: the axis is unit-stride --------------------------------------------------------
 
+// The type a position of a tensor of type T is staged as: its own, but 32 bits for the 64-bit
+// axis positions of a PAIRS tile (RowsStage).
+template <class T, bool PAIRS> struct staged_type { typedef T type; };
+template <> struct staged_type<long long, true> { typedef int type; };
+
 // Shared staging of one warp's chunk: input K at in_offset<K>, then output J at out_offset<J>.
 // Lane-striped index i is stored at i + i/32, which makes both the striped accesses and the
 // blocked ones (ITEMS a power of two) free of bank conflicts for 4-byte elements.
@@ -118,9 +123,21 @@ template <class U> __device__ __forceinline__ void stage_element(U *dst, const U
 // 32-bit words instead: the chunk moves as lane-striped words w (positions 2w and 2w + 1) at
 // word slot w + w/32, so index i is at i + 2·(i/64), and a lane's 32 words are free of bank
 // conflicts too. A word is copied as it lies in memory, so in a reverse scan its two positions
-// are swapped: kernel index i is then at slot(i ^ 1) (RowsFetch::swap).
+// are swapped: kernel index i is then at slot(i ^ 1) (RowsFetch::swap). Every tensor keeps that
+// convention. The 8-byte tensors beside 2-byte data are axis positions (the indices cummax and
+// cummin write and their backward reads), which a PAIRS tile stages as their low 32 bits (the
+// host plans it only for axes shorter than 2^31): 6 bytes a position instead of 10, and a lane's
+// blocked accesses to them meet 2-way bank conflicts.
 template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
   static constexpr bool PAIRS = ITEMS == 64;
+  // The bytes a position of tensor k takes in the staging.
+  __host__ __device__ static constexpr int staged_size(int k) {
+    return PAIRS && elem_size<Op>(k) == 8 ? 4 : elem_size<Op>(k);
+  }
+  __host__ __device__ static constexpr int staged_bytes(int b, int e) {
+    return b >= e ? 0 : staged_size(b) + staged_bytes(b + 1, e);
+  }
+  template <int K> using staged_t = typename staged_type<tensor_t<Op, K>, PAIRS>::type;
   static constexpr int CHUNK = 32 * ITEMS;
   // How far a lane's loops over a chunk unroll: fully, except where the chunk may pass the end
   // of the axis (the last one of a row), whose loops roll up by 4: they run once a row, and
@@ -128,21 +145,21 @@ template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
   // third of its (0.39 s against 0.29 s on two cores).
   template <bool FULL> static constexpr int UNROLL = FULL ? ITEMS : 4;
   static constexpr int SLOTS = CHUNK + ITEMS;
-  static constexpr int IN_BYTES = bytes_of<Op, 0, Op::NIN>();
-  static constexpr int OUT_BYTES = bytes_of<Op, Op::NIN, Op::NTENS>();
+  static constexpr int IN_BYTES = staged_bytes(0, Op::NIN);
+  static constexpr int OUT_BYTES = staged_bytes(Op::NIN, Op::NTENS);
   // The bytes of output 0 that live in input 0's slots.
-  static constexpr int OVERLAID = SHARED ? bytes_of<Op, Op::NIN, Op::NIN + 1>() : 0;
-  static_assert(!SHARED || bytes_of<Op, 0, 1>() == OVERLAID,
+  static constexpr int OVERLAID = SHARED ? staged_size(Op::NIN) : 0;
+  static_assert(!SHARED || staged_size(0) == OVERLAID,
                 "output 0 shares the staging only with an input 0 of its size");
   static constexpr int BYTES = SLOTS * (IN_BYTES + OUT_BYTES - OVERLAID);
   template <int K> __host__ __device__ static constexpr int in_offset() {
-    return SLOTS * bytes_of<Op, 0, K>();
+    return SLOTS * staged_bytes(0, K);
   }
   template <int J> __host__ __device__ static constexpr int out_offset() {
     if constexpr (SHARED && J == 0)
       return 0;
     else
-      return SLOTS * (IN_BYTES - OVERLAID + bytes_of<Op, Op::NIN, Op::NIN + J>());
+      return SLOTS * (IN_BYTES - OVERLAID + staged_bytes(Op::NIN, Op::NIN + J));
   }
   __device__ static int slot(int i) {
     return PAIRS ? i + 2 * (i >> 6) : i + (i >> 5);
@@ -219,7 +236,7 @@ __device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64
     constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
     typedef tensor_t<Op, K> U;
     char *input = stage + RowsStage<Op, ITEMS>::template in_offset<K>();
-    if constexpr (sizeof(U) >= 4) {
+    if constexpr (sizeof(U) >= 4 && !RowsStage<Op, ITEMS>::PAIRS) {
       U *buf = (U *)input + lane;
       const U *p = rows_lane_ptr<Op, K>(g, off, base, lane);
       const int step = g.reverse ? -32 : 32;
@@ -227,6 +244,18 @@ __device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64
       for (int j = 0; j < ITEMS; ++j)
         if (FULL || base + lane + 32 * j < g.len)
           stage_element(buf + 33 * j, p + j * step);
+    } else if constexpr (sizeof(U) == 8) {
+      // Axis positions beside words: the low 32 bits of each, lane-striped by position, kernel
+      // index i at slot(i ^ swap) like the words' halves.
+      typedef RowsStage<Op, ITEMS> Stage;
+      static_assert(Stage::staged_size(K) == 4, "64-bit positions staged as 32 bits");
+      const int swap = g.reverse;
+      const U *p = rows_lane_ptr<Op, K>(g, off, base, lane ^ swap);
+      const int step = g.reverse ? -32 : 32;
+#pragma unroll(UNROLL)
+      for (int j = 0; j < ITEMS; ++j)
+        if (FULL || base + ((lane + 32 * j) ^ swap) < g.len)
+          stage_element((int *)input + Stage::slot(lane + 32 * j), (const int *)(p + j * step));
     } else {
       static_assert(sizeof(U) == 2 && ITEMS == 64, "words of two 2-byte elements, 64 a lane");
       unsigned *buf = (unsigned *)input + lane;
@@ -254,14 +283,14 @@ __device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
-// Stores the staged output of a PAIRS chunk (its only one, staged over input 0) as the
-// lane-striped words its inputs were loaded as.
+// Stores output 0 of a PAIRS chunk (staged over input 0) as the lane-striped words its inputs
+// were loaded as.
 template <class Op, int ITEMS, bool FULL>
 __device__ __forceinline__ void rows_store_pairs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                  const char *stage, i64 base, int lane) {
   constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
   typedef tensor_t<Op, Op::NIN> U;
-  static_assert(Op::NTENS == Op::NIN + 1 && sizeof(U) == 2, "pairs of one 2-byte output");
+  static_assert(sizeof(U) == 2, "pairs of a 2-byte output 0");
   static_assert(RowsStage<Op, ITEMS, true>::template out_offset<0>() == 0,
                 "the output is staged over input 0");
   const unsigned *buf = (const unsigned *)stage + lane;
@@ -290,8 +319,9 @@ template <class Op, int NB, int ITEMS> struct RowsFetch {
   template <int K>
   __device__ __forceinline__ acc_t<tensor_t<Op, K>> get(int shift,
                                                         acc_t<tensor_t<Op, K>> dflt) const {
-    typedef tensor_t<Op, K> U;
-    const U *buf = (const U *)(stage + Stage::template in_offset<K>());
+    typedef typename Stage::template staged_t<K> S;
+    static_assert(sizeof(S) == Stage::staged_size(K), "the staged type has the staged size");
+    const S *buf = (const S *)(stage + Stage::template in_offset<K>());
     if (shift == 0) // the item itself: staged, in range (folded at compile time)
       return load(buf + sb);
     const i64 qs = q + shift;
@@ -309,11 +339,15 @@ template <class Op, int ITEMS, bool SHARED> struct RowsOut {
   char *stage;
   int sb;
   template <int J> __device__ __forceinline__ void put(acc_t<tensor_t<Op, Op::NIN + J>> v) {
-    typedef tensor_t<Op, Op::NIN + J> U;
-    store((U *)(stage + Stage::template out_offset<J>()) + sb, v);
+    typedef typename Stage::template staged_t<Op::NIN + J> S;
+    static_assert(sizeof(S) == Stage::staged_size(Op::NIN + J), "the staged type's size");
+    store((S *)(stage + Stage::template out_offset<J>()) + sb, (acc_t<S>)v);
   }
 };
 
+// Stores output J onwards of a staged chunk, coalesced: lane-striped elements, or for a PAIRS
+// chunk output 0 in words and axis positions from their 32 bits (in the words' order: kernel
+// index i at slot(i ^ swap)).
 template <class Op, int J, int NB, int ITEMS, bool FULL, bool SHARED>
 __device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                    const char *stage, i64 base, int lane) {
@@ -321,13 +355,26 @@ __device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&of
     constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
     typedef RowsStage<Op, ITEMS, SHARED> Stage;
     typedef tensor_t<Op, Op::NIN + J> U;
-    const U *buf = (const U *)(stage + Stage::template out_offset<J>()) + lane;
-    U *p = rows_lane_ptr<Op, Op::NIN + J>(g, off, base, lane);
     const int step = g.reverse ? -32 : 32;
+    if constexpr (Stage::PAIRS && J == 0) {
+      rows_store_pairs<Op, ITEMS, FULL>(g, off, stage, base, lane);
+    } else if constexpr (Stage::PAIRS) {
+      static_assert(Stage::staged_size(Op::NIN + J) == 4, "64-bit positions staged as 32 bits");
+      const int *buf = (const int *)(stage + Stage::template out_offset<J>());
+      const int swap = g.reverse;
+      U *p = rows_lane_ptr<Op, Op::NIN + J>(g, off, base, lane ^ swap);
 #pragma unroll(UNROLL)
-    for (int j = 0; j < ITEMS; ++j)
-      if (FULL || base + lane + 32 * j < g.len)
-        p[j * step] = buf[33 * j];
+      for (int j = 0; j < ITEMS; ++j)
+        if (FULL || base + ((lane + 32 * j) ^ swap) < g.len)
+          p[j * step] = buf[Stage::slot(lane + 32 * j)];
+    } else {
+      const U *buf = (const U *)(stage + Stage::template out_offset<J>()) + lane;
+      U *p = rows_lane_ptr<Op, Op::NIN + J>(g, off, base, lane);
+#pragma unroll(UNROLL)
+      for (int j = 0; j < ITEMS; ++j)
+        if (FULL || base + lane + 32 * j < g.len)
+          p[j * step] = buf[33 * j];
+    }
     rows_store_outputs<Op, J + 1, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
   }
 }
@@ -396,10 +443,7 @@ __device__ __forceinline__ void rows_emit(const Geom &g, const i64 (&off)[Op::NT
     }
   }
   __syncwarp();
-  if constexpr (RowsStage<Op, ITEMS>::PAIRS)
-    rows_store_pairs<Op, ITEMS, FULL>(g, off, stage, base, lane);
-  else
-    rows_store_outputs<Op, 0, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
+  rows_store_outputs<Op, 0, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
 }
 
 // One warp chunk once its inputs are staged: fold, shuffle scan, emit. Returns the chunk's
@@ -447,14 +491,21 @@ template <class Op> __host__ __device__ constexpr bool in_place_op() {
 // blocks an SM (64 registers); 33 KiB for f64 cummax, cummin and the cummax backward, six
 // blocks an SM (40 registers: f64 cummax spills 56 bytes, and was measured so). Their narrow
 // tiles, loaded through registers, hold at most 32 registers of prefetch a lane: 8 positions of
-// f32, half a wide tile. (128 bytes a lane, two blocks an SM, measured slower for f32.) The
-// backwards of cumprod and logcumsumexp in f16 and bf16 (2-byte inputs and one output) take 128
-// bytes a lane in word pairs (PAIRS) in blocks of 4 warps: 50 KiB again, four blocks an SM (128
-// registers).
+// f32, half a wide tile. (128 bytes a lane, two blocks an SM, measured slower for f32.) In f16
+// and bf16 every one of them takes 128 bytes a lane in word pairs (PAIRS) in blocks of 4 warps,
+// int64 indices staged as 32 bits: 50 KiB again, four blocks an SM.
+//
 // Whether every input's elements have lo to hi bytes.
 template <class Op> __host__ __device__ constexpr bool inputs_sized(int lo, int hi, int k = 0) {
   return k >= Op::NIN ||
          (elem_size<Op>(k) >= lo && elem_size<Op>(k) <= hi && inputs_sized<Op>(lo, hi, k + 1));
+}
+
+// Whether every tensor of Op can be staged in a PAIRS tile: 2-byte elements, and 8-byte ones,
+// which beside 2-byte data are int64 axis positions (RowsStage::staged_t checks it).
+template <class Op> __host__ __device__ constexpr bool pairs_tensors(int k = 0) {
+  return k >= Op::NTENS ||
+         ((elem_size<Op>(k) == 2 || elem_size<Op>(k) == 8) && pairs_tensors<Op>(k + 1));
 }
 
 template <class Op, int ITEMS, bool LOOKBACK>
@@ -464,8 +515,7 @@ __host__ __device__ constexpr bool rows_stages_async() {
   else if constexpr (in_place_op<Op>())
     return ITEMS * sizeof(tensor_t<Op, 0>) == 128 && sizeof(typename Op::State) <= 8;
   else if constexpr (sizeof(tensor_t<Op, 0>) == 2)
-    return ITEMS == 64 && inputs_sized<Op>(2, 2) && Op::NTENS == Op::NIN + 1 &&
-           sizeof(tensor_t<Op, Op::NIN>) == 2;
+    return ITEMS == 64 && sizeof(tensor_t<Op, Op::NIN>) == 2 && pairs_tensors<Op>();
   else
     return ITEMS * sizeof(tensor_t<Op, 0>) == 64 && inputs_sized<Op>(4, 8) && Op::NTENS > Op::NIN &&
            sizeof(tensor_t<Op, 0>) == sizeof(tensor_t<Op, Op::NIN>);
