@@ -171,6 +171,17 @@ def floor(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).tiny * 2 * UNIT[dtype] if dtype in HALF else 0.0
 
 
+def product_tolerance(dtype: torch.dtype, n: int) -> float:
+    """Relative tolerance for products of up to n factors (cumprod and its gradient): a product
+    carries at most (n - 1) roundings of the accumulation type in any order (Higham, Accuracy
+    and Stability of Numerical Algorithms, lemma 3.1), and a parallel scan's products come near
+    that: the products of its chunks, of factors near 1, round one way more often than the
+    other (-0.02 to -0.15 of a unit a factor, measured), so their error grows with n, not with
+    sqrt(n) (f32 cumprod over 2^20 factors near 1: 1.1e-3 from an f64 reference, where a
+    sequential product stays within 3e-5)."""
+    return tolerance(dtype, n) + max(n - 1, 1) * UNIT[F32 if dtype in HALF else dtype]
+
+
 def tolerance(dtype: torch.dtype, n: int = 1) -> float:
     """Relative tolerance for a result of ``dtype`` accumulated over n terms: 16-bit floats
     accumulate in f32 and round once (their tolerance, plus f32's grown); f32 and f64
@@ -337,6 +348,7 @@ SCAN_OPS = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
 SCAN_LENGTHS = [1, 2, 3, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 2047, 2048,
                 2049, 4095, 4096, 4097, 8191, 8192, 16385, 65536, 65537, 2**20]
 ScanResult = Union[Tensor, tuple[Tensor, Tensor]]
+CUMPROD_FACTORS = ["near one", "powers of two"]
 
 
 def _values(result: ScanResult) -> Tensor:
@@ -354,6 +366,15 @@ def scan_data(case: Case, op: str, dtype: torch.dtype, shape: Sequence[int], len
             x[case.randperm(x.numel())[:24]] *= 2
             x = x.reshape(tuple(shape))
         return x.to(dtype)
+    if op == "cumprod" and case.choose("factors", CUMPROD_FACTORS, [3, 1]) == "powers of two":
+        # Exact products: 1/2, 1 and 2, with about 32 (f16: 2) halvings and doublings along the
+        # axis, so that the exponents walk far from every range limit.
+        p = min(0.25, (2 if dtype == torch.float16 else 32) / length)
+        u = case.rand(shape)
+        x = torch.where(u < p, 0.5, torch.where(u > 1 - p, 2.0, 1.0)).to(F64)
+        if case.choose("signs", ["positive", "mixed"]) == "mixed":
+            x = torch.where(case.rand(shape) < 0.5, -x, x)
+        return x.to(dtype)
     z = case.randn(shape)
     if op == "cumprod":  # log|prefix product|: a random walk of standard deviation <= 0.5
         x = torch.exp(z * min(0.5, 0.5 / math.sqrt(length)))
@@ -367,6 +388,25 @@ def scan_data(case: Case, op: str, dtype: torch.dtype, shape: Sequence[int], len
     if op == "logcumsumexp":
         return (z * case.set("scale", round(case.rng.uniform(0.5, 3.0), 2))).to(dtype)
     return z.to(dtype)
+
+
+SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def sprinkle_specials(case: Case, x: Tensor) -> bool:
+    """With chance 1/4, puts NaN, +inf or -inf (mostly -inf for logcumsumexp's masked
+    positions) at 1 to 8 random places of the float tensor ``x``; whether it did. Each op's
+    rules for them (scan.h: IEEE arithmetic, a NaN wins cummax and cummin with its own index, an
+    infinite maximum absorbs logcumsumexp) must match PyTorch's forward exactly."""
+    if not x.is_floating_point() or not case.chance(0.25):
+        return False
+    kinds = case.choose("specials", ["nan", "inf", "-inf", "mixed"], [1, 1, 2, 2])
+    count = case.set("special_count", case.rng.randint(1, 8))
+    places = case.randperm(x.numel())[:count]
+    picks = [kinds] * count if kinds != "mixed" else case.rng.choices(list(SPECIALS), k=count)
+    values = torch.tensor([SPECIALS[k] for k in picks], dtype=x.dtype, device=x.device)
+    x.view(-1)[places] = values[: places.numel()]
+    return True
 
 
 def logcumsumexp_grad(x: Tensor, y: Tensor, dy: Tensor, dim: int, reverse: bool) -> Tensor:
@@ -400,6 +440,7 @@ def _scan_case(case: Case) -> None:
     no_expand = (dim,) if op == "cumprod" else ()  # v^n overflows
     base_shape, view = strided_layout(case, shape, no_expand)
     base = scan_data(case, op, dtype, base_shape, length)
+    specials = sprinkle_specials(case, base)
     floating = dtype.is_floating_point
     function = getattr(O, op)
     dy = case.randn(shape).to(dtype) if floating else None
@@ -434,13 +475,19 @@ def _scan_case(case: Case) -> None:
         elif op == "cumsum":
             bound = _values(scan_reference("cumsum", x64.abs(), dim_arg, reverse))
             check_close(values, y, bound, tol, "cumsum")
+        elif op == "cumprod" and case.config.get("factors") == "powers of two" and not specials:
+            check_equal(values, y.to(dtype), "cumprod (powers of two, exact)")
         elif op == "cumprod":
-            check_close(values, y, y.abs(), tol, "cumprod", atol=torch.finfo(dtype).tiny)
+            check_close(values, y, y.abs(), product_tolerance(dtype, length), "cumprod",
+                        atol=torch.finfo(dtype).tiny)
         else:
             check_close(values, y, 1 + y.abs(), tol, "logcumsumexp")
 
-    # Backward: torch's autograd of the f64 reference on the same view of the same data.
-    if floating:
+    # Backward: torch's autograd of the f64 reference on the same view of the same data. With
+    # NaN or infinities in x only the gradients that do not read x's values are compared (those of
+    # cumsum, and of cummax and cummin, which follow the indices): cumprod's and logcumsumexp's
+    # are formed otherwise than torch's (scan.h) and legitimately differ there.
+    if floating and (not specials or op in ("cumsum", "cummax", "cummin")):
         assert grad is not None and dy is not None
         dy64 = dy.double()
 
@@ -460,8 +507,8 @@ def _scan_case(case: Case) -> None:
             want_grad = torch_grad(base, dy64)
             # The sum of the magnitudes of the terms of each gradient element.
             bound = torch_grad(base.abs() if op == "cumprod" else base, dy64.abs())
-        check_close(grad, want_grad, bound, tolerance(dtype, length), f"{op} backward",
-                    atol=torch.finfo(dtype).tiny)
+        tol = product_tolerance(dtype, length) if op == "cumprod" else tolerance(dtype, length)
+        check_close(grad, want_grad, bound, tol, f"{op} backward", atol=torch.finfo(dtype).tiny)
 
     # Determinism.
     again, grad_again = run()
@@ -476,7 +523,8 @@ def test_scans(seed: int) -> None:
     """cumsum, cumprod, cummax, cummin and logcumsumexp: ranks 1-3, scanned lengths up to 2^20
     (log-uniform, tile boundaries favoured), few or many rows, any dim (negative too), both
     directions, f32/f16/bf16/f64 and int32/int64 (cumsum, cumprod), contiguous, transposed,
-    stepped, offset and expanded inputs, ties; forward, backward and a bit-identical rerun."""
+    stepped, offset and expanded inputs, ties, NaN and infinities, exact products of powers of
+    two; forward, backward and a bit-identical rerun."""
     case = Case("scans", seed)
     with reported(case):
         _scan_case(case)
