@@ -9,7 +9,7 @@ const gt_dtype gt_dtypes[GT_COUNT] = {
     {"f32", {kDLFloat, 32, 1}, 4, 0, 0x1p-24, 0x1p-24, 0},
     {"f64", {kDLFloat, 64, 1}, 8, 0, 0x1p-53, 0x1p-53, 0},
     {"f16", {kDLFloat, 16, 1}, 2, 0, 0x1p-11, 0x1p-24, 0x1p-24},
-    {"bf16", {kDLBfloat, 16, 1}, 2, 0, 0x1p-8, 0x1p-24, 0},
+    {"bf16", {kDLBfloat, 16, 1}, 2, 0, 0x1p-8, 0x1p-24, 0x1p-133},
     {"i32", {kDLInt, 32, 1}, 4, 1, 0, 0, 0},
     {"i64", {kDLInt, 64, 1}, 8, 1, 0, 0, 0},
 };

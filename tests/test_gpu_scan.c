@@ -860,6 +860,18 @@ static void build_cases(void) {
         add("wide", op, bw, dt, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL);
         add("wide", op, bw, dt, 2, r8, 1, rev, GT_PADDED, GT_PADDED, DATA_NORMAL);
       }
+  /* Word-pair tiles whose rows end well inside a chunk (1100 positions into the first warp's) or
+   * past the first warps of the last tile (5000: two warps whole, the third partial; odd, so
+   * reverse takes narrow tiles), for the six ops that take them. */
+  static const int64_t p_1100[1] = {340 * 8192 + 1100}, p_5000[1] = {340 * 8192 + 5001},
+                       p_rows[2] = {8, 48 * 8192 + 3000};
+  for (int o = 0; o < 6; ++o)
+    for (int rev = 0; rev < 2; ++rev) {
+      const int op = beside[o].op, bw = beside[o].backward, dt = o % 2 ? GT_F16 : GT_BF16;
+      add("wide", op, bw, dt, 1, p_1100, 0, rev, 0, 0, DATA_NORMAL)->quick = o < 2 && !rev;
+      add("wide", op, bw, dt, 1, p_5000, 0, rev, 0, 0, DATA_NORMAL);
+      add("wide", op, bw, dt, 2, p_rows, 1, rev, 0, 0, DATA_NORMAL)->quick = o == 4;
+    }
   /* Outputs at another stride than the inputs' (rows of an odd length, the outputs padded: f32
    * and f64 take wide tiles), and output 0 in place of input 0 (y is x, dx is dy) on wide tiles:
    * staged over it, written where it was read. */
@@ -882,11 +894,8 @@ static void build_cases(void) {
   static const int64_t s7[2] = {7, 300};
   for (int op = 0; op < OP_COUNT; ++op)
     for (int bw = 0; bw < 2; ++bw)
-      for (int axis = 0; axis < 2; ++axis) {
-        if (!bw && (op == OP_CUMMAX || op == OP_CUMMIN))
-          continue; /* y and indices differ in dtype */
+      for (int axis = 0; axis < 2; ++axis)
         add("in-place", op, bw, GT_F32, 2, s7, axis, axis, 0, 0, DATA_NORMAL)->inplace = 1;
-      }
   /* 7. The benchmark's shapes, compiled ahead by --prewarm only. */
   static const int64_t s8k[2] = {8192, 8192};
   for (int op = 0; op < OP_COUNT; ++op)

@@ -332,7 +332,26 @@ static void wide_tiles(void) {
   CHECK(p.tiles == 512 && p.shared_bytes == 50688);
   CHECK(strstr(p.name, "rows<jitops::scan::Extremum<jitops::half, true>, 0, 4, 64, true, 16, "
                        "50688>"));
-  /* Indices of 2^31 positions or more do not fit the 32 bits: narrow tiles. */
+  /* Word pairs beside whose rows end inside a tile take wide ones only at 5 tiles for every 2 SMs
+   * (330 on 132) and 4 a row; rows that fill their tiles at 2 an SM, as the other ops. */
+  static const struct {
+    int64_t rows, len;
+    int wide;
+  } edges[] = {{1, 264 * 8192, 1}, {1, 264 * 8192 + 8, 0}, {1, 384 * 8192 + 5, 1}, {200, 10000, 0},
+               {200, 20000, 0},    {200, 4 * 8192 - 6, 1}, {264, 16384, 1},        {264, 16385, 0},
+               {4, 540000, 0},     {4, 68 * 8192, 1},      {1, 263 * 8192, 0}};
+  for (size_t e = 0; e < sizeof edges / sizeof edges[0]; ++e) {
+    int64_t shape[2] = {edges[e].rows, edges[e].len};
+    DLTensor t = tensor(2, shape, NULL, F32);
+    const DLTensor *bt[3] = {&t, &t, &t};
+    jitops__scan_geom_build(&g, 3, bt, 1, 0);
+    CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_BF16, &g, 132));
+    CHECK(p.lookback && p.width == (edges[e].wide ? JITOPS__SCAN_WIDE : JITOPS__SCAN_NARROW));
+    CHECK_OK(
+        jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_BF16, &g, 132));
+    CHECK(p.width == (edges[e].wide ? JITOPS__SCAN_WIDE : JITOPS__SCAN_NARROW));
+  }
+  /* Axes longer than 2^31 have indices beyond 32 bits: narrow tiles. */
   int64_t huge[1] = {(int64_t)INT32_MAX + 2};
   DLTensor vh = tensor(1, huge, NULL, F32);
   const DLTensor *bh[3] = {&vh, &vh, &vh};

@@ -57,6 +57,17 @@ enum { ROWS_ASYNC_LANE_BYTES = 128, ROWS_ASYNC_LANE_BYTES_BESIDE = 64 };
 enum { ROWS_WIDE_PAIRS_BESIDE_WARPS = 4 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
+/* The wide tiles of word pairs beside (2-byte ops not in place: 8192 positions a tile of 4
+ * warps, 2048 a warp) whose rows end inside a tile need more of them: at least 5 for every 2
+ * SMs, and at least 4 a row. The warp whose chunk passes the end of its row scans it on the
+ * rolled path, a tail of several microseconds (12 for the bf16 cumprod backward) on calls of
+ * tens. NVIDIA H200, bf16, wide against narrow tiles around the switch (cummax / its backward /
+ * the cumprod backward): 1 x 2170000 (265 tiles, the last partial) 0.93 / 1.25 / 1.41, 4 x
+ * 540000 (264) 1.10 / 1.34 / 1.49, 200 x 10000 (400, 2 a row) 1.59 / 1.67 / 1.79, 200 x 20000
+ * (600, 3 a row) 1.37 / 1.53 / 1.67; rows that fill their tiles keep the rule of the others:
+ * 1 x 264 * 8192 0.74 / 0.99 / 0.81, 4 x 68 * 8192 0.86 / 1.00 / 0.86, 264 x 16384 0.83 / 0.95 /
+ * 1.00, 1 x 2^22 0.73 / 0.84. */
+enum { WIDE_PAIRS_TILES_PER_2_SMS = 5, WIDE_PAIRS_MIN_PARTIAL_ROW_TILES = 4 };
 /* One-tile rows: a row that one narrow look-back tile holds, with at most one row an SM, is one
  * block of 8 warps (no look-back, no scratch, no memset) when one warp would walk it in more than
  * a few chunks, each waiting for the one before: more than four for cumsum and cumprod, whose
@@ -488,20 +499,25 @@ static int one_tile_rows(jitops__scan_kop kop, jitops__dtype dtype, const jitops
 
 /* The look-back tiles of this axis: wide where the op has them, each row gets at least two (one
  * tile would need no look-back: the walk or a one-tile row takes it) and there are at least
- * WIDE_TILES_PER_SM of them; else narrow. */
+ * WIDE_TILES_PER_SM of them (word pairs beside: WIDE_PAIRS_*); else narrow. */
 static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dtype,
                                          const jitops__scan_geom *g, int sm_count) {
   if (!jitops__scan_rows_wide(kop, dtype))
     return JITOPS__SCAN_NARROW;
   if (jitops__dtype_size(dtype) == 2 &&
-      (!pairs_aligned(g) || (has_indices(kop) && g->len > INT32_MAX)))
+      (!pairs_aligned(g) || (has_indices(kop) && g->len - 1 > INT32_MAX)))
     return JITOPS__SCAN_NARROW;
   int warps, items;
   rows_shape(kop, dtype, 1, JITOPS__SCAN_WIDE, &warps, &items);
   const int64_t tiles = tiles_of(g->len, warps, items);
-  return tiles >= 2 && g->chains * tiles >= (int64_t)sm_count * WIDE_TILES_PER_SM
-             ? JITOPS__SCAN_WIDE
-             : JITOPS__SCAN_NARROW;
+  if (tiles < 2 || g->chains * tiles < (int64_t)sm_count * WIDE_TILES_PER_SM)
+    return JITOPS__SCAN_NARROW;
+  const int partial = g->len % ((int64_t)warps * 32 * items) != 0;
+  if (wide_pairs_beside(kop, dtype) && partial &&
+      (tiles < WIDE_PAIRS_MIN_PARTIAL_ROW_TILES ||
+       2 * g->chains * tiles < (int64_t)sm_count * WIDE_PAIRS_TILES_PER_2_SMS))
+    return JITOPS__SCAN_NARROW;
+  return JITOPS__SCAN_WIDE;
 }
 
 jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *p, jitops__scan_kop kop,

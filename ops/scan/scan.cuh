@@ -228,7 +228,8 @@ rows_lane_pair(const Geom &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
 // go where rows_put would put them (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones
 // as lane-striped words (RowsStage::PAIRS), which the host has checked are aligned: every row
 // starts on a word and, in reverse, has an even length. A word half past the end (a forward row
-// of odd length) is copied alone.
+// of odd length) is copied alone. Beside words, 8-byte axis positions go as their low 32 bits,
+// kernel index i at slot(i ^ swap).
 template <class Op, int K, int ITEMS, bool FULL>
 __device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                         char *stage, i64 base, int lane) {
