@@ -323,7 +323,7 @@ template <class Op, int NB, int ITEMS> struct RowsFetch {
     typedef typename Stage::template staged_t<K> S;
     static_assert(sizeof(S) == Stage::staged_size(K), "the staged type has the staged size");
     const S *buf = (const S *)(stage + Stage::template in_offset<K>());
-    if (shift == 0) // the item itself: staged, in range (folded at compile time)
+    if (shift == 0) // the item itself: staged (folded at compile time)
       return load(buf + sb);
     const i64 qs = q + shift;
     if (qs < 0 || qs >= g.len)
@@ -393,8 +393,9 @@ rows_item(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 bas
       g, off, stage, base + b0 + i, b0 + i, b0 + (b0 >> 5) + (i ^ swap), swap};
 }
 
-// First pass over a staged chunk: the fold of the lane's ITEMS positions (identity for a
-// lane wholly past the end; such lanes only ever precede positions that are not emitted).
+// First pass over a staged chunk: the fold of the lane's ITEMS positions (unchecked with FULL;
+// checked, the identity for a lane wholly past the end; such lanes only ever precede positions
+// that are not emitted).
 template <class Op, int NB, int ITEMS, bool FULL>
 __device__ __forceinline__ typename Op::State
 rows_reduce(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base, int lane) {
@@ -658,9 +659,10 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     }
     __syncwarp();
     // A chunk that passes the end of its row lies in the row's last tile, whose aggregate and
-    // prefixes nothing reads, and each output depends only on the positions before it: so its
-    // passes can run unrolled over every item (past the end they scan whatever the staging holds,
-    // and neighbours outside the axis read as the policy's default), and only the loads and the
+    // prefixes nothing reads, and an in-range output reads no item past the end: the states
+    // before it are of earlier items, and a neighbour past the end reads as the policy's default
+    // (RowsFetch::get tests the axis before the staging). So its passes can run unrolled over
+    // every item (past the end they scan whatever the staging holds), and only the loads and the
     // stores check the end. That pays for the backwards, whose items read several inputs:
     // bf16, 1 x (2^22 + 4998), the cumprod and logcumsumexp backwards 0.72-0.73 of the time,
     // f32 1 x (2^20 + 3) the cummax backward 0.73 (NVIDIA H200, results bit-identical). Quick

@@ -3,7 +3,8 @@
 // A policy says what one scan computes. The kernels walk positions in *kernel order* (the
 // order the scan runs in; a backward scan runs against its forward) and only ever combine an
 // earlier state with a later one, so a policy needs associativity, not commutativity, and no
-// identity element is ever combined into a result (identity() only fills lanes past the end).
+// identity element is ever combined into a result (identity() only fills lanes past the end,
+// which the backwards' look-back tiles may instead fill with whatever their staging holds).
 //
 //   Tensors          a types<...> list of every tensor's storage type: inputs first, then outputs
 //   NIN, NTENS       how many inputs, how many tensors
