@@ -394,8 +394,9 @@ SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def sprinkle_specials(case: Case, x: Tensor) -> bool:
-    """With chance 1/4, puts NaN, +inf or -inf (mostly -inf for logcumsumexp's masked
-    positions) at 1 to 8 random places of the float tensor ``x``; whether it did. Each op's
+    """With chance 1/4, puts NaN, +inf or -inf (all of one kind, -inf, what masked positions of
+    logcumsumexp hold, twice as often as NaN or +inf alone; or mixed) at 1 to 8 random places of
+    the float tensor ``x``; whether it did. Each op's
     rules for them (scan.h: IEEE arithmetic, a NaN wins cummax and cummin with its own index, an
     infinite maximum absorbs logcumsumexp) must match PyTorch's forward exactly."""
     if not x.is_floating_point() or not case.chance(0.25):
