@@ -250,8 +250,8 @@ static jitops__scan_plan plan_1d(int64_t len, uint64_t offset, int reverse, jito
 /* Wide look-back tiles where they are at least two an SM: for an op that stages in place
  * (cumsum, cumprod, logcumsumexp with a state of at most 8 bytes) 8 warps of 128 bytes a lane
  * staged by cp.async (16 positions of 8 bytes, 32 of 4, 64 of 2); for the others 64 bytes a
- * lane in f32 and f64 (and 128 in 2-byte words for the cumprod and logcumsumexp backwards),
- * their staging in dynamic shared memory; narrow tiles otherwise. */
+ * lane (32 positions of 2 bytes staged as words, 16 of 4, 8 of 8), their staging in dynamic
+ * shared memory; narrow tiles otherwise. */
 static void wide_tiles(void) {
   int64_t s[1] = {1 << 22};
   DLTensor v = tensor(1, s, NULL, F32);
@@ -311,26 +311,26 @@ static void wide_tiles(void) {
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 8 && p.tiles == 2048);
   CHECK(p.shared_bytes == 50688);
   CHECK(strstr(p.name, "rows<jitops::scan::CumprodBackward<double>, 0, 8, 8, true, 16, 50688>"));
-  /* In f16 and bf16 the ops not in place stage words, 64 positions a lane in blocks of 4 warps
-   * (8192 a tile): 4 * 2112 slots * 6 bytes, the int64 indices of cummax, cummin and their
-   * backward as 32 bits (2 + 4 bytes a slot). */
+  /* In f16 and bf16 the ops not in place stage words, 32 positions a lane (8192 a tile): 8 * 1056
+   * slots * 6 bytes, the int64 indices of cummax, cummin and their backward as 32 bits (2 + 4
+   * bytes a slot). */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE_BWD, JITOPS__DTYPE_BF16, &g, 132));
-  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.items == 64);
-  CHECK(p.tiles == 512 && p.block_x == 128 && p.shared_bytes == 50688);
-  CHECK(strstr(p.name, "rows<jitops::scan::LcseBackward<jitops::bfloat16>, 0, 4, 64, true, 8, "
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 32);
+  CHECK(p.tiles == 512 && p.block_x == 256 && p.shared_bytes == 50688);
+  CHECK(strstr(p.name, "rows<jitops::scan::LcseBackward<jitops::bfloat16>, 0, 8, 32, true, 8, "
                        "50688>"));
   CHECK_OK(
       jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_BF16, &g, 132));
-  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.items == 64);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 32);
   CHECK(p.tiles == 512 && p.shared_bytes == 50688);
-  CHECK(strstr(p.name, "rows<jitops::scan::ExtremumBackward<jitops::bfloat16>, 0, 4, 64, true, "
+  CHECK(strstr(p.name, "rows<jitops::scan::ExtremumBackward<jitops::bfloat16>, 0, 8, 32, true, "
                        "8, 50688>"));
   const DLTensor *b3[3] = {&v, &v, &v};
   jitops__scan_geom_build(&g, 3, b3, 0, 0);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_F16, &g, 132));
-  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.items == 64);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 32);
   CHECK(p.tiles == 512 && p.shared_bytes == 50688);
-  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<jitops::half, true>, 0, 4, 64, true, 16, "
+  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<jitops::half, true>, 0, 8, 32, true, 16, "
                        "50688>"));
   /* Word pairs beside whose rows end inside a tile take wide ones only at 5 tiles for every 2 SMs
    * (330 on 132) and 4 a row; rows that fill their tiles at 2 an SM, as the other ops. */
@@ -392,7 +392,7 @@ static void wide_tiles(void) {
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
   jitops__scan_geom_build(&g, 4, oo, 0, 0);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F16, &g, 132));
-  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 4 && p.tiles == 513);
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.tiles == 513);
   p = plan_1d(1 << 20, 0, 0, JITOPS__SCAN_K_CUMMIN, JITOPS__DTYPE_F32); /* 256 wide tiles */
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.items == 8 && p.shared_bytes == 0);
   CHECK(strstr(p.name, "rows<jitops::scan::Extremum<float, false>, 0, 8, 8, true, 16>"));

@@ -51,22 +51,21 @@ enum { COLS_MAX_BLOCKS_PER_SM = 8 };
 enum { COLS_BX = JITOPS__SCAN_COLS_BX, COLS_BY = JITOPS__SCAN_COLS_BY };
 enum { ROWS_WARPS = 4, ROWS_LOOKBACK_WARPS = 8 };
 /* Bytes of input 0 a lane of a wide tile stages by cp.async (scan.cuh, rows_stages_async): an op
- * in place takes 128, the others (several inputs or outputs, their staging beside) 64, but 128
- * in 2-byte elements (staged as words, 64 positions a lane), in blocks of 4 warps. */
+ * in place takes 128, the others (several inputs or outputs, their staging beside) 64. */
 enum { ROWS_ASYNC_LANE_BYTES = 128, ROWS_ASYNC_LANE_BYTES_BESIDE = 64 };
-enum { ROWS_WIDE_PAIRS_BESIDE_WARPS = 4 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
-/* The wide tiles of word pairs beside (2-byte ops not in place: 8192 positions a tile of 4
- * warps, 2048 a warp) whose rows end inside a tile need more of them: at least 5 for every 2
- * SMs, and at least 4 a row. The warp whose chunk passes the end of its row scans it on the
- * rolled path, a tail of several microseconds (12 for the bf16 cumprod backward) on calls of
- * tens. NVIDIA H200, bf16, wide against narrow tiles around the switch (cummax / its backward /
- * the cumprod backward): 1 x 2170000 (265 tiles, the last partial) 0.93 / 1.25 / 1.41, 4 x
- * 540000 (264) 1.10 / 1.34 / 1.49, 200 x 10000 (400, 2 a row) 1.59 / 1.67 / 1.79, 200 x 20000
- * (600, 3 a row) 1.37 / 1.53 / 1.67; rows that fill their tiles keep the rule of the others:
- * 1 x 264 * 8192 0.74 / 0.99 / 0.81, 4 x 68 * 8192 0.86 / 1.00 / 0.86, 264 x 16384 0.83 / 0.95 /
- * 1.00, 1 x 2^22 0.73 / 0.84. */
+/* The wide tiles of word pairs beside (2-byte ops not in place: 8192 positions a tile) whose
+ * rows end inside a tile need more of them: at least 5 for every 2 SMs, and at least 4 a row.
+ * The warp whose chunk passes the end of its row scans it on the rolled path, a tail of several
+ * microseconds (12 for the bf16 cumprod backward) on calls of tens. NVIDIA H200, bf16, wide
+ * tiles (then of 4 warps of 2048 positions; the tiles of 8 warps of 1024 that replaced them ran
+ * the cells around the switch within 0.9-1.09 of their time) against narrow ones around the
+ * switch (cummax / its backward / the cumprod backward): 1 x 2170000 (265 tiles, the last partial)
+ * 0.93 / 1.25 / 1.41, 4 x 540000 (264) 1.10 / 1.34 / 1.49, 200 x 10000 (400, 2 a row) 1.59 / 1.67
+ * / 1.79, 200 x 20000 (600, 3 a row) 1.37 / 1.53 / 1.67; rows that fill their tiles keep the rule
+ * of the others: 1 x 264 * 8192 0.74 / 0.99 / 0.81, 4 x 68 * 8192 0.86 / 1.00 / 0.86, 264 x 16384
+ * 0.83 / 0.95 / 1.00, 1 x 2^22 0.73 / 0.84. */
 enum { WIDE_PAIRS_TILES_PER_2_SMS = 5, WIDE_PAIRS_MIN_PARTIAL_ROW_TILES = 4 };
 /* One-tile rows: a row that one narrow look-back tile holds, with at most one row an SM, is one
  * block of 8 warps (no look-back, no scratch, no memset) when one warp would walk it in more than
@@ -209,9 +208,8 @@ static int wide_pairs_beside(jitops__scan_kop kop, jitops__dtype dtype) {
 
 /* Positions a lane of a wide tile takes. */
 static int wide_items(jitops__scan_kop kop, jitops__dtype dtype) {
-  const int lane_bytes = in_place_op(kop, dtype) || wide_pairs_beside(kop, dtype)
-                             ? ROWS_ASYNC_LANE_BYTES
-                             : ROWS_ASYNC_LANE_BYTES_BESIDE;
+  const int lane_bytes =
+      in_place_op(kop, dtype) ? ROWS_ASYNC_LANE_BYTES : ROWS_ASYNC_LANE_BYTES_BESIDE;
   return lane_bytes / (int)jitops__dtype_size(dtype);
 }
 
@@ -240,21 +238,19 @@ static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, in
 
 /* Rows blocks: 4 warps walk a row each; a look-back tile is 8 warps of rows_items positions a
  * lane, or, wide, of 128 bytes a lane (32 KiB a tile) for an op that stages in place and of 64
- * bytes of input 0 a lane for the others (4096 positions of f32, every input beside; in f16 and
- * bf16 128 bytes in blocks of 4 warps, 8192 positions), on an axis long enough to keep every SM
- * busy with them. A look-back tile waits for its predecessors' prefix about one L2 round trip after
- * its own loads land, with nothing of its own in flight: the larger the tile, the less of its time
- * that wait takes, and the more tiles an SM holds, the more bytes stay in flight meanwhile. A wide
- * tile is staged by cp.async (no registers hold the loads, so shared memory alone bounds its
- * blocks: six of 33 KiB an SM in place, four of 50 KiB (six of 33 KiB: f64 cummax, cummin and its
- * backward) for the others, against four blocks of 16 warps of 16 positions through registers). On
- * a short axis the fewer, larger tiles leave SMs idle instead. */
+ * bytes of input 0 a lane for the others (4096 positions of f32, every input beside; 8192 of f16
+ * and bf16, staged as words), on an axis long enough to keep every SM busy with them. A look-back
+ * tile waits for its predecessors' prefix about one L2 round trip after its own loads land, with
+ * nothing of its own in flight: the larger the tile, the less of its time that wait takes, and the
+ * more tiles an SM holds, the more bytes stay in flight meanwhile. A wide tile is staged by
+ * cp.async (no registers hold the loads, so shared memory alone bounds its blocks: six of 33 KiB an
+ * SM in place, four of 50 KiB (six of 33 KiB: f64 cummax, cummin and its backward) for the others,
+ * against four blocks of 16 warps of 16 positions through registers). On a short axis the fewer,
+ * larger tiles leave SMs idle instead. */
 static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                        jitops__scan_width width, int *warps, int *items) {
   const int wide = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype);
-  *warps = !lookback                               ? ROWS_WARPS
-           : wide && wide_pairs_beside(kop, dtype) ? ROWS_WIDE_PAIRS_BESIDE_WARPS
-                                                   : ROWS_LOOKBACK_WARPS;
+  *warps = lookback ? ROWS_LOOKBACK_WARPS : ROWS_WARPS;
   *items = wide ? wide_items(kop, dtype) : rows_items(kop, dtype, lookback, *warps);
 }
 

@@ -34,8 +34,7 @@ typedef enum jitops__scan_kind { JITOPS__SCAN_ROWS = 0, JITOPS__SCAN_COLS = 1 } 
  * scratch): the one-tile rows of plan.c. */
 typedef enum jitops__scan_width {
   JITOPS__SCAN_NARROW = 0, /* 8 warps of up to 16 positions a lane */
-  JITOPS__SCAN_WIDE = 1    /* staged by cp.async: 8 warps of 128 (in place) or 64 bytes a lane,
-                              4 warps of 128 for 2-byte ops not in place */
+  JITOPS__SCAN_WIDE = 1    /* staged by cp.async: 8 warps of 128 (in place) or 64 bytes a lane */
 } jitops__scan_width;
 
 typedef struct jitops__scan_plan {

@@ -119,17 +119,18 @@ template <> struct staged_type<long long, true> { typedef int type; };
 // items (make) before it writes that item's outputs (emit) to the same slot, while no lane reads
 // another's input 0. For an op of one input and one output, half the staging.
 //
-// PAIRS (64 positions a lane: 2-byte elements staged by cp.async, rows_stages_async) pads by
-// 32-bit words instead: the chunk moves as lane-striped words w (positions 2w and 2w + 1) at
-// word slot w + w/32, so index i is at i + 2·(i/64), and a lane's 32 words are free of bank
-// conflicts too. A word is copied as it lies in memory, so in a reverse scan its two positions
-// are swapped: kernel index i is then at slot(i ^ 1) (RowsFetch::swap). Every tensor keeps that
-// convention. The 8-byte tensors beside 2-byte data are axis positions (the indices cummax and
-// cummin write and their backward reads), which a PAIRS tile stages as their low 32 bits (the
-// host plans it only for axes shorter than 2^31): 6 bytes a position instead of 10, and a lane's
-// blocked accesses to them meet 2-way bank conflicts.
+// PAIRS (2-byte elements staged by cp.async, rows_stages_async: 64 positions a lane in place,
+// 32 beside) pads by 32-bit words instead: the chunk moves as lane-striped words w (positions
+// 2w and 2w + 1) at word slot w + w/32, so index i is at i + 2·(i/64), and a lane's 32 words (16:
+// two lanes to a row of 32, the second one bank further on) are free of bank conflicts too. A word
+// is copied as it lies in memory, so in a reverse scan its two positions are swapped: kernel index
+// i is then at slot(i ^ 1) (RowsFetch::swap). Every tensor keeps that convention. The 8-byte
+// tensors beside 2-byte data are axis positions (the indices cummax and cummin write and their
+// backward reads), which a PAIRS tile stages as their low 32 bits (the host plans it only for axes
+// shorter than 2^31): 6 bytes a position instead of 10, and a lane's blocked accesses to them meet
+// 2-way bank conflicts.
 template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
-  static constexpr bool PAIRS = ITEMS == 64;
+  static constexpr bool PAIRS = elem_size<Op>(0) == 2 && ITEMS >= 32;
   // The bytes a position of tensor k takes in the staging.
   __host__ __device__ static constexpr int staged_size(int k) {
     return PAIRS && elem_size<Op>(k) == 8 ? 4 : elem_size<Op>(k);
@@ -258,7 +259,7 @@ __device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64
         if (FULL || base + ((lane + 32 * j) ^ swap) < g.len)
           stage_element((int *)input + Stage::slot(lane + 32 * j), (const int *)(p + j * step));
     } else {
-      static_assert(sizeof(U) == 2 && ITEMS == 64, "words of two 2-byte elements, 64 a lane");
+      static_assert(sizeof(U) == 2 && ITEMS % 2 == 0, "words of two 2-byte elements");
       unsigned *buf = (unsigned *)input + lane;
       const i64 q = base + 2 * lane; // the first position of the lane's first word
       const U *p = rows_lane_pair<Op, K>(g, off, base, lane);
@@ -386,11 +387,12 @@ __device__ __forceinline__ RowsFetch<Op, NB, ITEMS>
 rows_item(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base, int lane,
           int i) {
   const int b0 = lane * ITEMS;
-  // A lane's items share one i/32 (one i/64 for PAIRS): slot(b0 + i) = slot(b0) + i, and
-  // slot(b0) = b0 + b0/32 in both layouts.
-  const int swap = RowsStage<Op, ITEMS>::PAIRS && g.reverse;
-  return RowsFetch<Op, NB, ITEMS>{
-      g, off, stage, base + b0 + i, b0 + i, b0 + (b0 >> 5) + (i ^ swap), swap};
+  // A lane's items share one i/32 (one i/64 for PAIRS): slot(b0 + i) = slot(b0) + i. (The
+  // other layouts spell slot(b0) out: through slot() the f32 cumprod backward's code changed.)
+  typedef RowsStage<Op, ITEMS> Stage;
+  const int swap = Stage::PAIRS && g.reverse;
+  const int s0 = Stage::PAIRS ? Stage::slot(b0) : b0 + (b0 >> 5);
+  return RowsFetch<Op, NB, ITEMS>{g, off, stage, base + b0 + i, b0 + i, s0 + (i ^ swap), swap};
 }
 
 // First pass over a staged chunk: the fold of the lane's ITEMS positions (unchecked with FULL;
@@ -498,8 +500,10 @@ template <class Op> __host__ __device__ constexpr bool in_place_op() {
 // blocks an SM (40 registers: f64 cummax spills 56 bytes, and was measured so). Their narrow
 // tiles, loaded through registers, hold at most 32 registers of prefetch a lane: 8 positions of
 // f32, half a wide tile. (128 bytes a lane, two blocks an SM, measured slower for f32.) In f16
-// and bf16 every one of them takes 128 bytes a lane in word pairs (PAIRS) in blocks of 4 warps,
-// int64 indices staged as 32 bits: 50 KiB again, four blocks an SM.
+// and bf16 every one of them takes 64 bytes a lane in word pairs (PAIRS), int64 indices staged
+// as 32 bits: 50 KiB again, four blocks an SM (64 registers). 128 bytes a lane in blocks of 4
+// warps, the same staging, ran at 128 registers and a quarter of the SM's warps, and 1.1-1.5x
+// slower at 2^27 (bench/NOTES-scan.md).
 //
 // Whether every input's elements have lo to hi bytes.
 template <class Op> __host__ __device__ constexpr bool inputs_sized(int lo, int hi, int k = 0) {
@@ -521,7 +525,7 @@ __host__ __device__ constexpr bool rows_stages_async() {
   else if constexpr (in_place_op<Op>())
     return ITEMS * sizeof(tensor_t<Op, 0>) == 128 && sizeof(typename Op::State) <= 8;
   else if constexpr (sizeof(tensor_t<Op, 0>) == 2)
-    return ITEMS == 64 && sizeof(tensor_t<Op, Op::NIN>) == 2 && pairs_tensors<Op>();
+    return ITEMS == 32 && sizeof(tensor_t<Op, Op::NIN>) == 2 && pairs_tensors<Op>();
   else
     return ITEMS * sizeof(tensor_t<Op, 0>) == 64 && inputs_sized<Op>(4, 8) && Op::NTENS > Op::NIN &&
            sizeof(tensor_t<Op, 0>) == sizeof(tensor_t<Op, Op::NIN>);
