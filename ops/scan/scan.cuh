@@ -389,10 +389,16 @@ rows_item(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 bas
   const int b0 = lane * ITEMS;
   // A lane's items share one i/32 (one i/64 for PAIRS): slot(b0 + i) = slot(b0) + i. (The
   // other layouts spell slot(b0) out: through slot() the f32 cumprod backward's code changed.)
+  // A swapped word's item is at i ^ 1: i + 1 for an even i, i - 1 for an odd one, so that in
+  // the unrolled passes (i a constant) each item's slot is one of two bases plus a constant.
   typedef RowsStage<Op, ITEMS> Stage;
   const int swap = Stage::PAIRS && g.reverse;
   const int s0 = Stage::PAIRS ? Stage::slot(b0) : b0 + (b0 >> 5);
-  return RowsFetch<Op, NB, ITEMS>{g, off, stage, base + b0 + i, b0 + i, s0 + (i ^ swap), swap};
+  if constexpr (Stage::PAIRS)
+    return RowsFetch<Op, NB, ITEMS>{
+        g, off, stage, base + b0 + i, b0 + i, (i & 1 ? s0 - swap : s0 + swap) + i, swap};
+  else
+    return RowsFetch<Op, NB, ITEMS>{g, off, stage, base + b0 + i, b0 + i, s0 + (i ^ swap), swap};
 }
 
 // First pass over a staged chunk: the fold of the lane's ITEMS positions (unchecked with FULL;
