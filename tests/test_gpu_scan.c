@@ -860,14 +860,16 @@ static void build_cases(void) {
         add("wide", op, bw, dt, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL);
         add("wide", op, bw, dt, 2, r8, 1, rev, GT_PADDED, GT_PADDED, DATA_NORMAL);
       }
-  /* Word-pair tiles whose rows end well inside a chunk (1100 positions into the first warp's) or
-   * past the first warps of the last tile (5000: two warps whole, the third partial; odd, so
-   * reverse takes narrow tiles), for the six ops that take them. */
-  static const int64_t p_1100[1] = {340 * 8192 + 1100}, p_5000[1] = {340 * 8192 + 5001},
-                       p_rows[2] = {8, 48 * 8192 + 3000};
+  /* Word-pair tiles (8 warps of 1024 positions) whose rows end inside the last tile's first
+   * warp's chunk (500 positions in), inside its second (1100: 76 in), or past its first warps
+   * (5001: four whole, the fifth partial; odd, so reverse takes narrow tiles), for the six ops
+   * that take them. */
+  static const int64_t p_500[1] = {340 * 8192 + 500}, p_1100[1] = {340 * 8192 + 1100},
+                       p_5000[1] = {340 * 8192 + 5001}, p_rows[2] = {8, 48 * 8192 + 3000};
   for (int o = 0; o < 6; ++o)
     for (int rev = 0; rev < 2; ++rev) {
       const int op = beside[o].op, bw = beside[o].backward, dt = o % 2 ? GT_F16 : GT_BF16;
+      add("wide", op, bw, dt, 1, p_500, 0, rev, 0, 0, DATA_NORMAL)->quick = o >= 4 && rev;
       add("wide", op, bw, dt, 1, p_1100, 0, rev, 0, 0, DATA_NORMAL)->quick = o < 2 && !rev;
       add("wide", op, bw, dt, 1, p_5000, 0, rev, 0, 0, DATA_NORMAL);
       add("wide", op, bw, dt, 2, p_rows, 1, rev, 0, 0, DATA_NORMAL)->quick = o == 4;

@@ -57,15 +57,16 @@ enum { ROWS_ASYNC_LANE_BYTES = 128, ROWS_ASYNC_LANE_BYTES_BESIDE = 64 };
 enum { WIDE_TILES_PER_SM = 2 };
 /* The wide tiles of word pairs beside (2-byte ops not in place: 8192 positions a tile) whose
  * rows end inside a tile need more of them: at least 5 for every 2 SMs, and at least 4 a row.
- * The warp whose chunk passes the end of its row scans it on the rolled path, a tail of several
- * microseconds (12 for the bf16 cumprod backward) on calls of tens. NVIDIA H200, bf16, wide
- * tiles (then of 4 warps of 2048 positions; the tiles of 8 warps of 1024 that replaced them ran
- * the cells around the switch within 0.9-1.09 of their time) against narrow ones around the
- * switch (cummax / its backward / the cumprod backward): 1 x 2170000 (265 tiles, the last partial)
- * 0.93 / 1.25 / 1.41, 4 x 540000 (264) 1.10 / 1.34 / 1.49, 200 x 10000 (400, 2 a row) 1.59 / 1.67
- * / 1.79, 200 x 20000 (600, 3 a row) 1.37 / 1.53 / 1.67; rows that fill their tiles keep the rule
- * of the others: 1 x 264 * 8192 0.74 / 0.99 / 0.81, 4 x 68 * 8192 0.86 / 1.00 / 0.86, 264 x 16384
- * 0.83 / 0.95 / 1.00, 1 x 2^22 0.73 / 0.84. */
+ * When this rule was measured, the warp whose chunk passes the end of its row scanned it on the
+ * rolled path, a tail of several microseconds (12 for the bf16 cumprod backward) on calls of
+ * tens; the backwards have scanned it unrolled since, the forwards still roll it. NVIDIA H200,
+ * bf16, wide tiles (then of 4 warps of 2048 positions; the tiles of 8 warps of 1024 that replaced
+ * them ran the cells around the switch within 0.9-1.09 of their time) against narrow ones around
+ * the switch (cummax / its backward / the cumprod backward): 1 x 2170000 (265 tiles, the last
+ * partial) 0.93 / 1.25 / 1.41, 4 x 540000 (264) 1.10 / 1.34 / 1.49, 200 x 10000 (400, 2 a row) 1.59
+ * / 1.67 / 1.79, 200 x 20000 (600, 3 a row) 1.37 / 1.53 / 1.67; rows that fill their tiles keep the
+ * rule of the others: 1 x 264 * 8192 0.74 / 0.99 / 0.81, 4 x 68 * 8192 0.86 / 1.00 / 0.86, 264 x
+ * 16384 0.83 / 0.95 / 1.00, 1 x 2^22 0.73 / 0.84. */
 enum { WIDE_PAIRS_TILES_PER_2_SMS = 5, WIDE_PAIRS_MIN_PARTIAL_ROW_TILES = 4 };
 /* One-tile rows: a row that one narrow look-back tile holds, with at most one row an SM, is one
  * block of 8 warps (no look-back, no scratch, no memset) when one warp would walk it in more than

@@ -119,16 +119,16 @@ template <> struct staged_type<long long, true> { typedef int type; };
 // items (make) before it writes that item's outputs (emit) to the same slot, while no lane reads
 // another's input 0. For an op of one input and one output, half the staging.
 //
-// PAIRS (2-byte elements staged by cp.async, rows_stages_async: 64 positions a lane in place,
-// 32 beside) pads by 32-bit words instead: the chunk moves as lane-striped words w (positions
-// 2w and 2w + 1) at word slot w + w/32, so index i is at i + 2·(i/64), and a lane's 32 words (16:
-// two lanes to a row of 32, the second one bank further on) are free of bank conflicts too. A word
-// is copied as it lies in memory, so in a reverse scan its two positions are swapped: kernel index
-// i is then at slot(i ^ 1) (RowsFetch::swap). Every tensor keeps that convention. The 8-byte
-// tensors beside 2-byte data are axis positions (the indices cummax and cummin write and their
-// backward reads), which a PAIRS tile stages as their low 32 bits (the host plans it only for axes
-// shorter than 2^31): 6 bytes a position instead of 10, and a lane's blocked accesses to them meet
-// 2-way bank conflicts.
+// PAIRS (2-byte elements staged by cp.async, rows_stages_async: 64 positions a lane in place, 32
+// beside) pads by 32-bit words instead: the chunk moves as lane-striped words w (positions 2w and
+// 2w + 1) at word slot w + w/32, so index i is at i + 2·(i/64), and a lane's 32 words are free of
+// bank conflicts too (16 beside: lanes 2m and 2m + 1 share padded row m, word slots 33m to 33m +
+// 31, and each row starts one bank after the one before). A word is copied as it lies in memory, so
+// in a reverse scan its two positions are swapped: kernel index i is then at slot(i ^ 1)
+// (RowsFetch::swap). Every tensor keeps that convention. The 8-byte tensors beside 2-byte data are
+// axis positions (the indices cummax and cummin write and their backward reads), which a PAIRS tile
+// stages as their low 32 bits (the host plans it only for axes shorter than 2^31): 6 bytes a
+// position instead of 10, and a lane's blocked accesses to them meet 2-way bank conflicts.
 template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
   static constexpr bool PAIRS = elem_size<Op>(0) == 2 && ITEMS >= 32;
   // The bytes a position of tensor k takes in the staging.
