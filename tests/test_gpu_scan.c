@@ -862,10 +862,12 @@ static void build_cases(void) {
       }
   /* Word-pair tiles (8 warps of 1024 positions) whose rows end inside the last tile's first
    * warp's chunk (500 positions in), inside its second (1100: 76 in), or past its first warps
-   * (5001: four whole, the fifth partial; odd, so reverse takes narrow tiles), for the six ops
-   * that take them. */
+   * (5001: four whole, the fifth partial; odd, so reverse takes narrow tiles), and the partial
+   * rows that take them by being 85% full (265 tiles, the last one nearly empty; 132 rows of 3
+   * tiles, 85.4%), for the six ops that take them. */
   static const int64_t p_500[1] = {340 * 8192 + 500}, p_1100[1] = {340 * 8192 + 1100},
-                       p_5000[1] = {340 * 8192 + 5001}, p_rows[2] = {8, 48 * 8192 + 3000};
+                       p_5000[1] = {340 * 8192 + 5001}, p_rows[2] = {8, 48 * 8192 + 3000},
+                       p_265[1] = {264 * 8192 + 8}, p_full[2] = {132, 21000};
   for (int o = 0; o < 6; ++o)
     for (int rev = 0; rev < 2; ++rev) {
       const int op = beside[o].op, bw = beside[o].backward, dt = o % 2 ? GT_F16 : GT_BF16;
@@ -873,6 +875,8 @@ static void build_cases(void) {
       add("wide", op, bw, dt, 1, p_1100, 0, rev, 0, 0, DATA_NORMAL)->quick = o < 2 && !rev;
       add("wide", op, bw, dt, 1, p_5000, 0, rev, 0, 0, DATA_NORMAL);
       add("wide", op, bw, dt, 2, p_rows, 1, rev, 0, 0, DATA_NORMAL)->quick = o == 4;
+      add("wide", op, bw, dt, 1, p_265, 0, rev, 0, 0, DATA_NORMAL);
+      add("wide", op, bw, dt, 2, p_full, 1, rev, 0, 0, DATA_NORMAL)->quick = o == 2 && rev;
     }
   /* Outputs at another stride than the inputs' (rows of an odd length, the outputs padded: f32
    * and f64 take wide tiles), and output 0 in place of input 0 (y is x, dx is dy) on wide tiles:

@@ -56,18 +56,20 @@ enum { ROWS_ASYNC_LANE_BYTES = 128, ROWS_ASYNC_LANE_BYTES_BESIDE = 64 };
 /* Wide look-back tiles when there are at least this many per SM. */
 enum { WIDE_TILES_PER_SM = 2 };
 /* The wide tiles of word pairs beside (2-byte ops not in place: 8192 positions a tile) whose
- * rows end inside a tile need more of them: at least 5 for every 2 SMs, and at least 4 a row.
- * When this rule was measured, the warp whose chunk passes the end of its row scanned it on the
- * rolled path, a tail of several microseconds (12 for the bf16 cumprod backward) on calls of
- * tens; the backwards have scanned it unrolled since, the forwards still roll it. NVIDIA H200,
- * bf16, wide tiles (then of 4 warps of 2048 positions; the tiles of 8 warps of 1024 that replaced
- * them ran the cells around the switch within 0.9-1.09 of their time) against narrow ones around
- * the switch (cummax / its backward / the cumprod backward): 1 x 2170000 (265 tiles, the last
- * partial) 0.93 / 1.25 / 1.41, 4 x 540000 (264) 1.10 / 1.34 / 1.49, 200 x 10000 (400, 2 a row) 1.59
- * / 1.67 / 1.79, 200 x 20000 (600, 3 a row) 1.37 / 1.53 / 1.67; rows that fill their tiles keep the
- * rule of the others: 1 x 264 * 8192 0.74 / 0.99 / 0.81, 4 x 68 * 8192 0.86 / 1.00 / 0.86, 264 x
- * 16384 0.83 / 0.95 / 1.00, 1 x 2^22 0.73 / 0.84. */
-enum { WIDE_PAIRS_TILES_PER_2_SMS = 5, WIDE_PAIRS_MIN_PARTIAL_ROW_TILES = 4 };
+ * rows end inside a tile: their tiles must be at least 85% full (the positions over the tiles'),
+ * or at least 5 for every 2 SMs and 4 a row, else narrow tiles (which waste less of a row's last
+ * one). NVIDIA H200, bf16, GPU time, wide over narrow (cummax, the backwards of cummax, cumprod
+ * and logcumsumexp): 85-100% full 0.66-0.95 (1 x 2170000, 1 x 2500000, 2 x 1100000, 4 x 540000,
+ * 8 x 300000, 16 x 140000, 32 x 70000, 40 x 62000, 132 x 21000 to 23000, 264 x 14000 to 16000);
+ * 81% 1.05-1.09 (200 x 20000), 61% 1.21-1.45 (200 x 10000). The second clause is the rule measured
+ * for the earlier tiles of 4 warps of 2048 positions (200 x 10000 1.59-1.79 on them); the cells
+ * that only it makes wide (100 x 26000: 79% full, 4 a row) were not measured against narrow ones
+ * since. */
+enum {
+  WIDE_PAIRS_MIN_FILL_PERCENT = 85,
+  WIDE_PAIRS_TILES_PER_2_SMS = 5,
+  WIDE_PAIRS_MIN_PARTIAL_ROW_TILES = 4
+};
 /* One-tile rows: a row that one narrow look-back tile holds, with at most one row an SM, is one
  * block of 8 warps (no look-back, no scratch, no memset) when one warp would walk it in more than
  * a few chunks, each waiting for the one before: more than four for cumsum and cumprod, whose
@@ -509,8 +511,11 @@ static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dty
   const int64_t tiles = tiles_of(g->len, warps, items);
   if (tiles < 2 || g->chains * tiles < (int64_t)sm_count * WIDE_TILES_PER_SM)
     return JITOPS__SCAN_NARROW;
-  const int partial = g->len % ((int64_t)warps * 32 * items) != 0;
-  if (wide_pairs_beside(kop, dtype) && partial &&
+  const int64_t tile = (int64_t)warps * 32 * items;
+  const int partial = g->len % tile != 0;
+  const int64_t unused = tiles * tile - g->len; /* past the row's end in its last tile */
+  const int full_enough = 100 * unused <= (100 - WIDE_PAIRS_MIN_FILL_PERCENT) * tiles * tile;
+  if (wide_pairs_beside(kop, dtype) && partial && !full_enough &&
       (tiles < WIDE_PAIRS_MIN_PARTIAL_ROW_TILES ||
        2 * g->chains * tiles < (int64_t)sm_count * WIDE_PAIRS_TILES_PER_2_SMS))
     return JITOPS__SCAN_NARROW;
