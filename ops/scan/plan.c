@@ -63,8 +63,8 @@ enum { WIDE_TILES_PER_SM = 2 };
  * 8 x 300000, 16 x 140000, 32 x 70000, 40 x 62000, 132 x 21000 to 23000, 264 x 14000 to 16000);
  * 81% 1.05-1.09 (200 x 20000), 61% 1.21-1.45 (200 x 10000). The second clause is the rule measured
  * for the earlier tiles of 4 warps of 2048 positions (200 x 10000 1.59-1.79 on them); the cells
- * that only it makes wide (100 x 26000: 79% full, 4 a row) were not measured against narrow ones
- * since. */
+ * that only it makes wide (76-83% full, 4-5 a row: 100 x 26000, 150 x 25000, 90 x 34000, 120 x
+ * 33000, 84 x 27000) ran 0.90-1.12 of their time on narrow tiles, no side ahead: kept. */
 enum {
   WIDE_PAIRS_MIN_FILL_PERCENT = 85,
   WIDE_PAIRS_TILES_PER_2_SMS = 5,
