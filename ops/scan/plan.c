@@ -64,7 +64,7 @@ enum { WIDE_TILES_PER_SM = 2 };
  * 81% 1.05-1.09 (200 x 20000), 61% 1.21-1.45 (200 x 10000). The second clause is the rule measured
  * for the earlier tiles of 4 warps of 2048 positions (200 x 10000 1.59-1.79 on them); the cells
  * that only it makes wide (76-83% full, 4-5 a row: 100 x 26000, 150 x 25000, 90 x 34000, 120 x
- * 33000, 84 x 27000) ran 0.90-1.12 of their time on narrow tiles, no side ahead: kept. */
+ * 33000, 84 x 27000) ran 0.89-1.11 of their time on narrow tiles, no side ahead: kept. */
 enum {
   WIDE_PAIRS_MIN_FILL_PERCENT = 85,
   WIDE_PAIRS_TILES_PER_2_SMS = 5,
