@@ -512,10 +512,9 @@ static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dty
   if (tiles < 2 || g->chains * tiles < (int64_t)sm_count * WIDE_TILES_PER_SM)
     return JITOPS__SCAN_NARROW;
   const int64_t tile = (int64_t)warps * 32 * items;
-  const int partial = g->len % tile != 0;
   const int64_t unused = tiles * tile - g->len; /* past the row's end in its last tile */
   const int full_enough = 100 * unused <= (100 - WIDE_PAIRS_MIN_FILL_PERCENT) * tiles * tile;
-  if (wide_pairs_beside(kop, dtype) && partial && !full_enough &&
+  if (wide_pairs_beside(kop, dtype) && !full_enough &&
       (tiles < WIDE_PAIRS_MIN_PARTIAL_ROW_TILES ||
        2 * g->chains * tiles < (int64_t)sm_count * WIDE_PAIRS_TILES_PER_2_SMS))
     return JITOPS__SCAN_NARROW;
