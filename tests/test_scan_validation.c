@@ -299,12 +299,17 @@ static void wide_tiles(void) {
   CHECK(p.shared_bytes == 0);
   /* The ops not in place: 16 positions of f32 a lane (4096 a tile), 8 of f64; output 0 over
    * input 0 and the rest beside, in 33 slots per 32 positions: cummax f32 stages x (then the
-   * values) and the indices, 8 * 528 * 12 bytes; the cumprod backward f64 dy (then dx), x and
-   * y, 8 * 264 * 24. Their narrow tiles take half as many positions. */
+   * values) and the int64 indices as 32 bits, 8 * 528 * 8 bytes, and so does its backward (dy,
+   * then dx, and the indices); the cumprod backward f64 dy (then dx), x and y, 8 * 264 * 24.
+   * Their narrow tiles take half as many positions. */
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMAX, JITOPS__DTYPE_F32, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.warps == 8 && p.items == 16);
-  CHECK(p.tiles == 1024 && p.shared_bytes == 50688);
-  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<float, true>, 0, 8, 16, true, 16, 50688>"));
+  CHECK(p.tiles == 1024 && p.shared_bytes == 33792);
+  CHECK(strstr(p.name, "rows<jitops::scan::Extremum<float, true>, 0, 8, 16, true, 16, 33792>"));
+  CHECK_OK(
+      jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE && p.items == 16 && p.shared_bytes == 33792);
+  CHECK(strstr(p.name, "rows<jitops::scan::ExtremumBackward<float>, 0, 8, 16, true, 8, 33792>"));
   const DLTensor *bb[4] = {&v, &v, &v, &v};
   jitops__scan_geom_build(&g, 4, bb, 0, 0);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F64, &g, 132));
@@ -360,8 +365,15 @@ static void wide_tiles(void) {
   jitops__scan_geom_build(&g, 3, bh, 0, 0);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMIN, JITOPS__DTYPE_BF16, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMMIN, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
   CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_LCSE_BWD, JITOPS__DTYPE_BF16, &g, 132));
   CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE);
+  CHECK_OK(jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_CUMPROD_BWD, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_WIDE);
+  CHECK_OK(
+      jitops__scan_plan_make("t", &p, JITOPS__SCAN_K_EXTREMUM_BWD, JITOPS__DTYPE_F32, &g, 132));
+  CHECK(p.lookback && p.width == JITOPS__SCAN_NARROW && p.shared_bytes == 0);
   jitops__scan_geom_build(&g, 4, bb, 0, 0);
   /* f64 cummax and the cummax backward stage 16 bytes a slot: 8 * 264 * 16. */
   CHECK_OK(

@@ -224,8 +224,8 @@ static int has_indices(jitops__scan_kop kop) {
 
 /* The dynamic shared memory of a rows kernel (scan.cuh, rows_dynamic_staging): the staging of
  * the wide tiles of an op not in place, output 0 over input 0 and the other outputs beside, in
- * slots of 33 positions per 32 (RowsStage), int64 indices beside 2-byte data as 32 bits; 0 for
- * every other rows kernel. */
+ * slots of 33 positions per 32 (RowsStage), int64 indices beside 2- and 4-byte data as 32 bits;
+ * 0 for every other rows kernel. */
 static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                                    jitops__scan_width width, int warps, int items) {
   if (!lookback || width != JITOPS__SCAN_WIDE || in_place_op(kop, dtype) ||
@@ -234,7 +234,7 @@ static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, in
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
   const size_t e = jitops__dtype_size(dtype);
-  const size_t narrowed = e == 2 && has_indices(kop) ? 4 : 0;
+  const size_t narrowed = e < 8 && has_indices(kop) ? 4 : 0;
   const size_t slots = (size_t)33 * (size_t)items;
   return (size_t)warps * slots * (in + out - e - narrowed);
 }
@@ -247,9 +247,9 @@ static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, in
  * nothing of its own in flight: the larger the tile, the less of its time that wait takes, and the
  * more tiles an SM holds, the more bytes stay in flight meanwhile. A wide tile is staged by
  * cp.async (no registers hold the loads, so shared memory alone bounds its blocks: six of 33 KiB an
- * SM in place, four of 50 KiB (six of 33 KiB: f64 cummax, cummin and its backward) for the others,
- * against four blocks of 16 warps of 16 positions through registers). On a short axis the fewer,
- * larger tiles leave SMs idle instead. */
+ * SM in place, four of 50 KiB (six of 33 KiB: f32 and f64 cummax, cummin and its backward) for the
+ * others, against four blocks of 16 warps of 16 positions through registers). On a short axis the
+ * fewer, larger tiles leave SMs idle instead. */
 static void rows_shape(jitops__scan_kop kop, jitops__dtype dtype, int lookback,
                        jitops__scan_width width, int *warps, int *items) {
   const int wide = lookback && width == JITOPS__SCAN_WIDE && jitops__scan_rows_wide(kop, dtype);
@@ -503,8 +503,10 @@ static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dty
                                          const jitops__scan_geom *g, int sm_count) {
   if (!jitops__scan_rows_wide(kop, dtype))
     return JITOPS__SCAN_NARROW;
-  if (jitops__dtype_size(dtype) == 2 &&
-      (!pairs_aligned(g) || (has_indices(kop) && g->len - 1 > INT32_MAX)))
+  /* Word pairs need aligned rows; indices staged as 32 bits (beside data narrower than they
+   * are) an axis shorter than 2^31. */
+  const size_t e = jitops__dtype_size(dtype);
+  if ((e == 2 && !pairs_aligned(g)) || (e < 8 && has_indices(kop) && g->len - 1 > INT32_MAX))
     return JITOPS__SCAN_NARROW;
   int warps, items;
   rows_shape(kop, dtype, 1, JITOPS__SCAN_WIDE, &warps, &items);

@@ -106,8 +106,8 @@ template <class U> __device__ __forceinline__ void stage_element(U *dst, const U
 // ---- rows: the axis is unit-stride --------------------------------------------------------
 
 // The type a position of a tensor of type T is staged as: its own, but 32 bits for the 64-bit
-// axis positions of a PAIRS tile (RowsStage).
-template <class T, bool PAIRS> struct staged_type { typedef T type; };
+// axis positions that a wide tile narrows (RowsStage::narrowed).
+template <class T, bool NARROWED> struct staged_type { typedef T type; };
 template <> struct staged_type<long long, true> { typedef int type; };
 
 // Shared staging of one warp's chunk: input K at in_offset<K>, then output J at out_offset<J>.
@@ -125,20 +125,28 @@ template <> struct staged_type<long long, true> { typedef int type; };
 // bank conflicts too (16 beside: lanes 2m and 2m + 1 share padded row m, word slots 33m to 33m +
 // 31, and each row starts one bank after the one before). A word is copied as it lies in memory, so
 // in a reverse scan its two positions are swapped: kernel index i is then at slot(i ^ 1)
-// (RowsFetch::swap). Every tensor keeps that convention. The 8-byte tensors beside 2-byte data are
-// axis positions (the indices cummax and cummin write and their backward reads), which a PAIRS tile
-// stages as their low 32 bits (the host plans it only for axes shorter than 2^31): 6 bytes a
-// position instead of 10, and a lane's blocked accesses to them meet 2-way bank conflicts.
-template <class Op, int ITEMS, bool SHARED = false> struct RowsStage {
+// (RowsFetch::swap). Every tensor keeps that convention.
+//
+// The 8-byte tensors beside 2- and 4-byte data are axis positions (the indices cummax and cummin
+// write and their backward reads), which a wide tile (WIDE: rows_stages_async) stages as their
+// low 32 bits (narrowed): 6 bytes a position instead of 10 in a PAIRS tile, where a lane's blocked
+// accesses to them meet 2-way bank conflicts, and 8 instead of 12 beside f32.
+template <class Op, int ITEMS, bool SHARED = false, bool WIDE = false> struct RowsStage {
   static constexpr bool PAIRS = elem_size<Op>(0) == 2 && ITEMS >= 32;
+  static_assert(!PAIRS || WIDE, "word pairs are the staging of a wide tile");
+  // Whether tensor k is staged as 32 bits: 64-bit axis positions beside 2- or 4-byte data in a
+  // wide tile (the host plans such tiles only for axes shorter than 2^31).
+  __host__ __device__ static constexpr bool narrowed(int k) {
+    return WIDE && elem_size<Op>(0) < 8 && elem_size<Op>(k) == 8;
+  }
   // The bytes a position of tensor k takes in the staging.
   __host__ __device__ static constexpr int staged_size(int k) {
-    return PAIRS && elem_size<Op>(k) == 8 ? 4 : elem_size<Op>(k);
+    return narrowed(k) ? 4 : elem_size<Op>(k);
   }
   __host__ __device__ static constexpr int staged_bytes(int b, int e) {
     return b >= e ? 0 : staged_size(b) + staged_bytes(b + 1, e);
   }
-  template <int K> using staged_t = typename staged_type<tensor_t<Op, K>, PAIRS>::type;
+  template <int K> using staged_t = typename staged_type<tensor_t<Op, K>, narrowed(K)>::type;
   static constexpr int CHUNK = 32 * ITEMS;
   // How far a lane's loops over a chunk unroll: fully, except where the chunk may pass the end
   // of the axis (the last one of a row), whose loops roll up by 4: they run once a row, and
@@ -229,27 +237,29 @@ rows_lane_pair(const Geom &g, const i64 (&off)[Op::NTENS], i64 base, int lane) {
 // go where rows_put would put them (lane-striped i = lane + 32j at slot lane + 33j); 2-byte ones
 // as lane-striped words (RowsStage::PAIRS), which the host has checked are aligned: every row
 // starts on a word and, in reverse, has an even length. A word half past the end (a forward row
-// of odd length) is copied alone. Beside words, 8-byte axis positions go as their low 32 bits,
-// kernel index i at slot(i ^ swap).
+// of odd length) is copied alone. Narrowed axis positions go as their low 32 bits: beside 4-byte
+// data where rows_put would put them, beside words at kernel index i's slot(i ^ swap).
 template <class Op, int K, int ITEMS, bool FULL>
 __device__ __forceinline__ void rows_stage_async_inputs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                         char *stage, i64 base, int lane) {
   if constexpr (K < Op::NIN) {
-    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+    typedef RowsStage<Op, ITEMS, false, true> Stage;
+    constexpr int UNROLL = Stage::template UNROLL<FULL>;
     typedef tensor_t<Op, K> U;
-    char *input = stage + RowsStage<Op, ITEMS>::template in_offset<K>();
-    if constexpr (sizeof(U) >= 4 && !RowsStage<Op, ITEMS>::PAIRS) {
-      U *buf = (U *)input + lane;
+    typedef typename Stage::template staged_t<K> S;
+    char *input = stage + Stage::template in_offset<K>();
+    if constexpr (sizeof(U) >= 4 && !Stage::PAIRS) {
+      // Lane-striped; narrowed axis positions as the low 32-bit word of each.
+      S *buf = (S *)input + lane;
       const U *p = rows_lane_ptr<Op, K>(g, off, base, lane);
       const int step = g.reverse ? -32 : 32;
 #pragma unroll(UNROLL)
       for (int j = 0; j < ITEMS; ++j)
         if (FULL || base + lane + 32 * j < g.len)
-          stage_element(buf + 33 * j, p + j * step);
+          stage_element(buf + 33 * j, (const S *)(p + j * step));
     } else if constexpr (sizeof(U) == 8) {
       // Axis positions beside words: the low 32 bits of each, lane-striped by position, kernel
       // index i at slot(i ^ swap) like the words' halves.
-      typedef RowsStage<Op, ITEMS> Stage;
       static_assert(Stage::staged_size(K) == 4, "64-bit positions staged as 32 bits");
       const int swap = g.reverse;
       const U *p = rows_lane_ptr<Op, K>(g, off, base, lane ^ swap);
@@ -290,10 +300,10 @@ __device__ __forceinline__ void rows_stage_async(const Geom &g, const i64 (&off)
 template <class Op, int ITEMS, bool FULL>
 __device__ __forceinline__ void rows_store_pairs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                  const char *stage, i64 base, int lane) {
-  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+  constexpr int UNROLL = RowsStage<Op, ITEMS, true, true>::template UNROLL<FULL>;
   typedef tensor_t<Op, Op::NIN> U;
   static_assert(sizeof(U) == 2, "pairs of a 2-byte output 0");
-  static_assert(RowsStage<Op, ITEMS, true>::template out_offset<0>() == 0,
+  static_assert(RowsStage<Op, ITEMS, true, true>::template out_offset<0>() == 0,
                 "the output is staged over input 0");
   const unsigned *buf = (const unsigned *)stage + lane;
   const i64 q = base + 2 * lane;
@@ -308,8 +318,8 @@ __device__ __forceinline__ void rows_store_pairs(const Geom &g, const i64 (&off)
   }
 }
 
-template <class Op, int NB, int ITEMS> struct RowsFetch {
-  typedef RowsStage<Op, ITEMS> Stage;
+template <class Op, int NB, int ITEMS, bool WIDE> struct RowsFetch {
+  typedef RowsStage<Op, ITEMS, false, WIDE> Stage;
   const Geom &g;
   const i64 (&off)[Op::NTENS];
   const char *stage;
@@ -336,8 +346,8 @@ template <class Op, int NB, int ITEMS> struct RowsFetch {
   }
 };
 
-template <class Op, int ITEMS, bool SHARED> struct RowsOut {
-  typedef RowsStage<Op, ITEMS, SHARED> Stage;
+template <class Op, int ITEMS, bool SHARED, bool WIDE> struct RowsOut {
+  typedef RowsStage<Op, ITEMS, SHARED, WIDE> Stage;
   char *stage;
   int sb;
   template <int J> __device__ __forceinline__ void put(acc_t<tensor_t<Op, Op::NIN + J>> v) {
@@ -347,15 +357,15 @@ template <class Op, int ITEMS, bool SHARED> struct RowsOut {
   }
 };
 
-// Stores output J onwards of a staged chunk, coalesced: lane-striped elements, or for a PAIRS
-// chunk output 0 in words and axis positions from their 32 bits (in the words' order: kernel
-// index i at slot(i ^ swap)).
-template <class Op, int J, int NB, int ITEMS, bool FULL, bool SHARED>
+// Stores output J onwards of a staged chunk, coalesced: lane-striped elements (narrowed axis
+// positions widened from their 32 bits), or for a PAIRS chunk output 0 in words and axis
+// positions from their 32 bits (in the words' order: kernel index i at slot(i ^ swap)).
+template <class Op, int J, int NB, int ITEMS, bool FULL, bool SHARED, bool WIDE>
 __device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&off)[Op::NTENS],
                                                    const char *stage, i64 base, int lane) {
   if constexpr (Op::NIN + J < Op::NTENS) {
-    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
-    typedef RowsStage<Op, ITEMS, SHARED> Stage;
+    typedef RowsStage<Op, ITEMS, SHARED, WIDE> Stage;
+    constexpr int UNROLL = Stage::template UNROLL<FULL>;
     typedef tensor_t<Op, Op::NIN + J> U;
     const int step = g.reverse ? -32 : 32;
     if constexpr (Stage::PAIRS && J == 0) {
@@ -370,20 +380,21 @@ __device__ __forceinline__ void rows_store_outputs(const Geom &g, const i64 (&of
         if (FULL || base + ((lane + 32 * j) ^ swap) < g.len)
           p[j * step] = buf[Stage::slot(lane + 32 * j)];
     } else {
-      const U *buf = (const U *)(stage + Stage::template out_offset<J>()) + lane;
+      typedef typename Stage::template staged_t<Op::NIN + J> S;
+      const S *buf = (const S *)(stage + Stage::template out_offset<J>()) + lane;
       U *p = rows_lane_ptr<Op, Op::NIN + J>(g, off, base, lane);
 #pragma unroll(UNROLL)
       for (int j = 0; j < ITEMS; ++j)
         if (FULL || base + lane + 32 * j < g.len)
           p[j * step] = buf[33 * j];
     }
-    rows_store_outputs<Op, J + 1, NB, ITEMS, FULL, SHARED>(g, off, stage, base, lane);
+    rows_store_outputs<Op, J + 1, NB, ITEMS, FULL, SHARED, WIDE>(g, off, stage, base, lane);
   }
 }
 
 // The lane's item i: its fetch view of the staged inputs.
-template <class Op, int NB, int ITEMS>
-__device__ __forceinline__ RowsFetch<Op, NB, ITEMS>
+template <class Op, int NB, int ITEMS, bool WIDE>
+__device__ __forceinline__ RowsFetch<Op, NB, ITEMS, WIDE>
 rows_item(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base, int lane,
           int i) {
   const int b0 = lane * ITEMS;
@@ -391,39 +402,42 @@ rows_item(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 bas
   // other layouts spell slot(b0) out: through slot() the f32 cumprod backward's code changed.)
   // A swapped word's item is at i ^ 1: i + 1 for an even i, i - 1 for an odd one, so that in
   // the unrolled passes (i a constant) each item's slot is one of two bases plus a constant.
-  typedef RowsStage<Op, ITEMS> Stage;
+  typedef RowsStage<Op, ITEMS, false, WIDE> Stage;
+  typedef RowsFetch<Op, NB, ITEMS, WIDE> Fetch;
   const int swap = Stage::PAIRS && g.reverse;
   const int s0 = Stage::PAIRS ? Stage::slot(b0) : b0 + (b0 >> 5);
   if constexpr (Stage::PAIRS)
-    return RowsFetch<Op, NB, ITEMS>{
-        g, off, stage, base + b0 + i, b0 + i, (i & 1 ? s0 - swap : s0 + swap) + i, swap};
+    return Fetch{g, off, stage, base + b0 + i, b0 + i, (i & 1 ? s0 - swap : s0 + swap) + i, swap};
   else
-    return RowsFetch<Op, NB, ITEMS>{g, off, stage, base + b0 + i, b0 + i, s0 + (i ^ swap), swap};
+    return Fetch{g, off, stage, base + b0 + i, b0 + i, s0 + (i ^ swap), swap};
 }
 
 // First pass over a staged chunk: the fold of the lane's ITEMS positions (unchecked with FULL;
 // checked, the identity for a lane wholly past the end; such lanes only ever precede positions
 // that are not emitted).
-template <class Op, int NB, int ITEMS, bool FULL>
+template <class Op, int NB, int ITEMS, bool FULL, bool WIDE = false>
 __device__ __forceinline__ typename Op::State
 rows_reduce(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 base, int lane) {
   typedef typename Op::State State;
   typename Op::Keep keep;
   if constexpr (FULL) {
-    const RowsFetch<Op, NB, ITEMS> f0 = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, 0);
+    const RowsFetch<Op, NB, ITEMS, WIDE> f0 =
+        rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, 0);
     State agg = Op::make(f0, f0.q, memory_pos(g, f0.q), keep);
 #pragma unroll
     for (int i = 1; i < ITEMS; ++i) {
-      const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
+      const RowsFetch<Op, NB, ITEMS, WIDE> f =
+          rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i);
       agg = Op::combine(agg, Op::make(f, f.q, memory_pos(g, f.q), keep));
     }
     return agg;
   } else {
-    constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<false>;
+    constexpr int UNROLL = RowsStage<Op, ITEMS, false, WIDE>::template UNROLL<false>;
     Prefix<State> agg{Op::identity(), false};
 #pragma unroll(UNROLL)
     for (int i = 0; i < ITEMS; ++i) {
-      const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
+      const RowsFetch<Op, NB, ITEMS, WIDE> f =
+          rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i);
       if (f.q < g.len)
         agg = extend<Op>(agg, Op::make(f, f.q, memory_pos(g, f.q), keep));
     }
@@ -434,30 +448,31 @@ rows_reduce(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 b
 // Second pass: scans the lane's positions from its exclusive prefix, stages the outputs, and
 // stores the chunk coalesced. FULL scans every item unchecked; the stores check the end unless
 // the chunk is whole (`whole`, which FULL alone does not imply).
-template <class Op, int NB, int ITEMS, bool FULL, bool SHARED = false>
+template <class Op, int NB, int ITEMS, bool FULL, bool SHARED = false, bool WIDE = false>
 __device__ __forceinline__ void
 rows_emit(const Geom &g, const i64 (&off)[Op::NTENS], char *stage, i64 base, int lane,
           const Prefix<typename Op::State> &prefix, bool whole = FULL) {
   typedef typename Op::State State;
-  constexpr int UNROLL = RowsStage<Op, ITEMS>::template UNROLL<FULL>;
+  constexpr int UNROLL = RowsStage<Op, ITEMS, SHARED, WIDE>::template UNROLL<FULL>;
   State run = prefix.s;
 #pragma unroll(UNROLL)
   for (int i = 0; i < ITEMS; ++i) {
-    const RowsFetch<Op, NB, ITEMS> f = rows_item<Op, NB, ITEMS>(g, off, stage, base, lane, i);
+    const RowsFetch<Op, NB, ITEMS, WIDE> f =
+        rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i);
     if (FULL || f.q < g.len) {
       typename Op::Keep keep;
       const i64 m = memory_pos(g, f.q);
       const State s = Op::make(f, f.q, m, keep);
       run = i == 0 ? (prefix.ok ? Op::combine(run, s) : s) : Op::combine(run, s);
-      RowsOut<Op, ITEMS, SHARED> o{stage, f.sb};
+      RowsOut<Op, ITEMS, SHARED, WIDE> o{stage, f.sb};
       Op::emit(o, run, keep, f.q, m);
     }
   }
   __syncwarp();
   if (FULL && whole)
-    rows_store_outputs<Op, 0, NB, ITEMS, true, SHARED>(g, off, stage, base, lane);
+    rows_store_outputs<Op, 0, NB, ITEMS, true, SHARED, WIDE>(g, off, stage, base, lane);
   else
-    rows_store_outputs<Op, 0, NB, ITEMS, false, SHARED>(g, off, stage, base, lane);
+    rows_store_outputs<Op, 0, NB, ITEMS, false, SHARED, WIDE>(g, off, stage, base, lane);
 }
 
 // One warp chunk once its inputs are staged: fold, shuffle scan, emit. Returns the chunk's
@@ -501,15 +516,17 @@ template <class Op> __host__ __device__ constexpr bool in_place_op() {
 // The other ops (cummax and cummin, the backwards of cumprod, cummax, cummin and logcumsumexp)
 // take wide tiles of 64 bytes a lane of input 0 where every input has 4- or 8-byte elements:
 // output 0 is staged over input 0 and the rest beside, in dynamic shared memory
-// (rows_dynamic_staging): 50 KiB a block in f32 and for the f64 three-input backwards, four
-// blocks an SM (64 registers); 33 KiB for f64 cummax, cummin and the cummax backward, six
-// blocks an SM (40 registers: f64 cummax spills 56 bytes, and was measured so). Their narrow
-// tiles, loaded through registers, hold at most 32 registers of prefetch a lane: 8 positions of
-// f32, half a wide tile. (128 bytes a lane, two blocks an SM, measured slower for f32.) In f16
-// and bf16 every one of them takes 64 bytes a lane in word pairs (PAIRS), int64 indices staged
-// as 32 bits: 50 KiB again, four blocks an SM (64 registers). 128 bytes a lane in blocks of 4
-// warps, the same staging, ran at 128 registers and a quarter of the SM's warps, and 1.1-1.5x
-// slower at 2^27 (bench/NOTES-scan.md).
+// (rows_dynamic_staging): 50 KiB a block for the f32 and f64 three-input backwards, four blocks
+// an SM (64 registers); 33 KiB for f32 and f64 cummax, cummin and the cummax backward, six blocks
+// an SM (40 registers), their int64 indices staged as 32 bits in f32 (narrowed). Measured so: f64
+// cummax spills 56 bytes, f32 cummax 8; on an H200 the f32 ones ran 0.88-0.93 of the time of four
+// blocks of 64 registers at 2^24 to 2^27 positions, the backward 1.02-1.05 at 2^22 to 2^23
+// (512 to 1056 tiles). Their narrow tiles, loaded through registers, hold at most 32 registers of
+// prefetch a lane: 8 positions of f32, half a wide tile. (128 bytes a lane, two blocks an SM,
+// measured slower for f32.) In f16 and bf16 every one of them takes 64 bytes a lane in word pairs
+// (PAIRS), int64 indices staged as 32 bits: 50 KiB again, four blocks an SM (64 registers). 128
+// bytes a lane in blocks of 4 warps, the same staging, ran at 128 registers and a quarter of the
+// SM's warps, and 1.1-1.5x slower at 2^27 (bench/NOTES-scan.md).
 //
 // Whether every input's elements have lo to hi bytes.
 template <class Op> __host__ __device__ constexpr bool inputs_sized(int lo, int hi, int k = 0) {
@@ -563,7 +580,7 @@ __host__ __device__ constexpr int rows_dynamic_staging() {
   if constexpr (in_place_op<Op>() || !rows_stages_async<Op, ITEMS, LOOKBACK>())
     return 0;
   else
-    return WARPS * RowsStage<Op, ITEMS, true>::BYTES;
+    return WARPS * RowsStage<Op, ITEMS, true, true>::BYTES;
 }
 
 template <class Op, int WARPS, int ITEMS, bool LOOKBACK>
@@ -571,7 +588,8 @@ __host__ __device__ constexpr int rows_blocks_per_sm() {
   if constexpr (!rows_shares_staging<Op, ITEMS, LOOKBACK>()) {
     return 0; // no minimum: a minimum of 1 lets ptxas spend more registers than it does unasked
   } else {
-    constexpr int stage = WARPS * RowsStage<Op, ITEMS, true>::BYTES;
+    constexpr int stage =
+        WARPS * RowsStage<Op, ITEMS, true, rows_stages_async<Op, ITEMS, LOOKBACK>()>::BYTES;
     constexpr int by_threads = 2048 / (WARPS * 32);
     constexpr int by_shared =
         JITOPS__SCAN_SM_SHARED / (stage + 2 * JITOPS__SCAN_BLOCK_RESERVED_SHARED);
@@ -585,9 +603,9 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     rows(const jitops__scan_args args) {
   typedef typename Op::State State;
   constexpr bool SHARED = rows_shares_staging<Op, ITEMS, LOOKBACK>();
-  typedef RowsStage<Op, ITEMS, SHARED> Stage;
-  static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   constexpr bool ASYNC = rows_stages_async<Op, ITEMS, LOOKBACK>();
+  typedef RowsStage<Op, ITEMS, SHARED, ASYNC> Stage;
+  static_assert(sizeof(State) == SBYTES, "the host's state size disagrees with the template");
   static_assert(ITEMS == 4 || ITEMS == 8 || ITEMS == 16 || ASYNC,
                 "ITEMS is 4, 8 or 16, or a wide tile's 64 or 128 bytes staged by cp.async");
   static_assert(fits_args<Op, NB>(), "more tensors or batch dimensions than the arguments hold");
@@ -681,8 +699,8 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     // cumsum's wide tile).
     constexpr bool SCAN_ALL = !QUICK_BUILD && Op::NIN > 1;
     const State agg = SCAN_ALL || full
-                          ? rows_reduce<Op, NB, ITEMS, true>(g, off, stage, base, lane)
-                          : rows_reduce<Op, NB, ITEMS, false>(g, off, stage, base, lane);
+                          ? rows_reduce<Op, NB, ITEMS, true, ASYNC>(g, off, stage, base, lane)
+                          : rows_reduce<Op, NB, ITEMS, false, ASYNC>(g, off, stage, base, lane);
     const State incl = warp_inclusive<Op>(agg, lane);
     const State excl = shfl_up_state(incl, 1);
     if (lane == 31)
@@ -707,9 +725,9 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     const Prefix<State> wp = s_prefix[warp];
     const Prefix<State> p = lane > 0 ? extend<Op>(wp, excl) : wp;
     if (SCAN_ALL || full)
-      rows_emit<Op, NB, ITEMS, true, SHARED>(g, off, stage, base, lane, p, full);
+      rows_emit<Op, NB, ITEMS, true, SHARED, ASYNC>(g, off, stage, base, lane, p, full);
     else
-      rows_emit<Op, NB, ITEMS, false, SHARED>(g, off, stage, base, lane, p);
+      rows_emit<Op, NB, ITEMS, false, SHARED, ASYNC>(g, off, stage, base, lane, p);
   }
 }
 
