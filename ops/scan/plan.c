@@ -200,7 +200,8 @@ static int rows_items(jitops__scan_kop kop, jitops__dtype dtype, int lookback, i
 
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype) {
   /* The others stage by cp.async elements of 4 and 8 bytes, and 2-byte ones in words, with
-   * int64 indices beside them as 32 bits (lookback_width checks that the axis allows it). */
+   * int64 indices beside 2- and 4-byte data as 32 bits (lookback_width checks that the axis
+   * allows it). */
   return !in_place_op(kop, dtype) || state_bytes(kop, dtype) <= 8;
 }
 
@@ -504,7 +505,7 @@ static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dty
   if (!jitops__scan_rows_wide(kop, dtype))
     return JITOPS__SCAN_NARROW;
   /* Word pairs need aligned rows; indices staged as 32 bits (beside data narrower than they
-   * are) an axis shorter than 2^31. */
+   * are) positions below 2^31. */
   const size_t e = jitops__dtype_size(dtype);
   if ((e == 2 && !pairs_aligned(g)) || (e < 8 && has_indices(kop) && g->len - 1 > INT32_MAX))
     return JITOPS__SCAN_NARROW;

@@ -84,7 +84,8 @@ jitops_status jitops__scan_plan_make(const char *fn, jitops__scan_plan *plan, ji
 /* Whether the op has wide look-back tiles (scan.cuh, rows_stages_async): one input, one output of
  * its size and a state of at most 8 bytes (cumsum, cumprod, and logcumsumexp but in f64), and
  * every other op; the plan takes them on long enough axes whose 2-byte elements line up in words
- * (and whose indices fit 32 bits, beside 2-byte data). */
+ * (and whose positions fit 31 bits where int64 indices are staged as 32 beside 2- or 4-byte
+ * data). */
 int jitops__scan_rows_wide(jitops__scan_kop kop, jitops__dtype dtype);
 
 /* The name expression of one specialization (what the plan and the catalogue compile); `width`

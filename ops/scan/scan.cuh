@@ -135,7 +135,9 @@ template <class Op, int ITEMS, bool SHARED = false, bool WIDE = false> struct Ro
   static constexpr bool PAIRS = elem_size<Op>(0) == 2 && ITEMS >= 32;
   static_assert(!PAIRS || WIDE, "word pairs are the staging of a wide tile");
   // Whether tensor k is staged as 32 bits: 64-bit axis positions beside 2- or 4-byte data in a
-  // wide tile (the host plans such tiles only for axes shorter than 2^31).
+  // wide tile (the host plans such tiles only for axes whose positions are below 2^31). An
+  // 8-byte tensor of another type there fails to compile: staged_type narrows only long long,
+  // and the readers assert that the staged type has the staged size.
   __host__ __device__ static constexpr bool narrowed(int k) {
     return WIDE && elem_size<Op>(0) < 8 && elem_size<Op>(k) == 8;
   }
@@ -535,7 +537,7 @@ template <class Op> __host__ __device__ constexpr bool inputs_sized(int lo, int 
 }
 
 // Whether every tensor of Op can be staged in a PAIRS tile: 2-byte elements, and 8-byte ones,
-// which beside 2-byte data are int64 axis positions (RowsStage::staged_t checks it).
+// which beside 2-byte data are int64 axis positions (RowsStage::narrowed checks it).
 template <class Op> __host__ __device__ constexpr bool pairs_tensors(int k = 0) {
   return k >= Op::NTENS ||
          ((elem_size<Op>(k) == 2 || elem_size<Op>(k) == 8) && pairs_tensors<Op>(k + 1));
