@@ -15,7 +15,8 @@
  * each as wall time and as the process's CPU time (all threads): on a shared machine a
  * sub-millisecond call's wall time is mostly the scheduler's, its CPU time is not.
  *
- * Usage: bench_cold_start [REPEAT (default 3)] [FAMILY ...]  (scan repeat ctc segment flce) */
+ * Usage: bench_cold_start [REPEAT (default 3)] [FAMILY ...]  (scan scan-long repeat ctc segment
+ * flce) */
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,17 +70,21 @@ static DLTensor *tensor(tensors *ts, DLDataType dtype, int ndim, int64_t d0, int
   return &ts->t[i];
 }
 
-/* scan: p = {op, axis, backward}; f32 8192 x 8192. */
+/* scan: p = {op, axis, backward, length, bf16}; f32 8192 x 8192, or with a length a 1-D tensor
+ * of that many elements (the long-axis table). */
 static jitops_status scan_call(jitops_runtime_t *rt, const row *r) {
   tensors ts = {0};
   const jitops_scan_op op = (jitops_scan_op)r->p[0];
   const int axis = (int)r->p[1];
   const int extremum = op == JITOPS_SCAN_CUMMAX || op == JITOPS_SCAN_CUMMIN;
-  DLTensor *x = tensor(&ts, F32, 2, 8192, 8192, 0), *y = tensor(&ts, F32, 2, 8192, 8192, 0);
-  DLTensor *idx = extremum ? tensor(&ts, I64, 2, 8192, 8192, 0) : NULL;
+  const DLDataType dt = r->p[4] ? BF16 : F32;
+  const int ndim = r->p[3] ? 1 : 2;
+  const int64_t d0 = r->p[3] ? r->p[3] : 8192, d1 = r->p[3] ? 0 : 8192;
+  DLTensor *x = tensor(&ts, dt, ndim, d0, d1, 0), *y = tensor(&ts, dt, ndim, d0, d1, 0);
+  DLTensor *idx = extremum ? tensor(&ts, I64, ndim, d0, d1, 0) : NULL;
   if (!r->p[2])
     return jitops_scan(rt, op, x, axis, 0, y, idx, NULL, NULL);
-  DLTensor *dy = tensor(&ts, F32, 2, 8192, 8192, 0), *dx = tensor(&ts, F32, 2, 8192, 8192, 0);
+  DLTensor *dy = tensor(&ts, dt, ndim, d0, d1, 0), *dx = tensor(&ts, dt, ndim, d0, d1, 0);
   const int saved = op == JITOPS_SCAN_CUMPROD || op == JITOPS_SCAN_LOGCUMSUMEXP;
   return jitops_scan_backward(rt, op, dy, saved ? x : NULL, saved ? y : NULL, idx, axis, 0, dx,
                               NULL, NULL);
@@ -154,7 +159,7 @@ static jitops_status flce_call(jitops_runtime_t *rt, const row *r) {
 
 /* ---- the tables' rows ------------------------------------------------------------------ */
 
-enum { MAX_ROWS = 160 };
+enum { MAX_ROWS = 200 };
 static row rows[MAX_ROWS];
 static int row_count;
 
@@ -180,6 +185,26 @@ static void add_scans(void) {
                  axis);
         r->p[0] = ops[i], r->p[1] = axis, r->p[2] = backward;
       }
+}
+
+/* The long-axis table: 1-D f32 and bf16 tensors of 2^20 and 2^27 elements. */
+static void add_long_scans(void) {
+  static const char *const names[] = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"};
+  static const jitops_scan_op ops[] = {JITOPS_SCAN_CUMSUM, JITOPS_SCAN_CUMPROD, JITOPS_SCAN_CUMMAX,
+                                       JITOPS_SCAN_CUMMIN, JITOPS_SCAN_LOGCUMSUMEXP};
+  static const int lengths_log2[] = {20, 27};
+  for (int bf16 = 0; bf16 < 2; ++bf16)
+    for (int l = 0; l < 2; ++l)
+      for (int backward = 0; backward < 2; ++backward)
+        for (int i = 0; i < 5; ++i) {
+          if (backward && ops[i] == JITOPS_SCAN_CUMMIN)
+            continue; /* cummax's kernel */
+          row *r = add("scan-long", scan_call);
+          snprintf(r->label, sizeof r->label, "%s%s, %s 2^%d", names[i],
+                   backward ? " backward" : "", bf16 ? "bf16" : "f32", lengths_log2[l]);
+          r->p[0] = ops[i], r->p[1] = 0, r->p[2] = backward;
+          r->p[3] = (int64_t)1 << lengths_log2[l], r->p[4] = bf16;
+        }
 }
 
 static void add_repeats(void) {
@@ -354,6 +379,7 @@ int main(int argc, char **argv) {
   int repeat = argc > 1 ? atoi(argv[1]) : 3;
   repeat = repeat < 1 ? 1 : repeat > MAX_REPEAT ? MAX_REPEAT : repeat;
   add_scans();
+  add_long_scans();
   add_repeats();
   add_ctcs();
   add_segments();
