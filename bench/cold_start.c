@@ -171,10 +171,15 @@ static row *add(const char *family, call_fn call) {
   return r;
 }
 
+/* The scans of both scan tables, and their names. */
+static const char *const scan_names[] = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"};
+static const jitops_scan_op scan_ops[] = {JITOPS_SCAN_CUMSUM, JITOPS_SCAN_CUMPROD,
+                                          JITOPS_SCAN_CUMMAX, JITOPS_SCAN_CUMMIN,
+                                          JITOPS_SCAN_LOGCUMSUMEXP};
+
 static void add_scans(void) {
-  static const char *const names[] = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"};
-  static const jitops_scan_op ops[] = {JITOPS_SCAN_CUMSUM, JITOPS_SCAN_CUMPROD, JITOPS_SCAN_CUMMAX,
-                                       JITOPS_SCAN_CUMMIN, JITOPS_SCAN_LOGCUMSUMEXP};
+  const char *const *names = scan_names;
+  const jitops_scan_op *ops = scan_ops;
   for (int backward = 0; backward < 2; ++backward)
     for (int i = 0; i < 5; ++i)
       for (int axis = 1; axis >= 0; --axis) {
@@ -189,9 +194,8 @@ static void add_scans(void) {
 
 /* The long-axis table: 1-D f32 and bf16 tensors of 2^20 and 2^27 elements. */
 static void add_long_scans(void) {
-  static const char *const names[] = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"};
-  static const jitops_scan_op ops[] = {JITOPS_SCAN_CUMSUM, JITOPS_SCAN_CUMPROD, JITOPS_SCAN_CUMMAX,
-                                       JITOPS_SCAN_CUMMIN, JITOPS_SCAN_LOGCUMSUMEXP};
+  const char *const *names = scan_names;
+  const jitops_scan_op *ops = scan_ops;
   static const int lengths_log2[] = {20, 27};
   for (int bf16 = 0; bf16 < 2; ++bf16)
     for (int l = 0; l < 2; ++l)

@@ -223,6 +223,13 @@ static int has_indices(jitops__scan_kop kop) {
          kop == JITOPS__SCAN_K_EXTREMUM_BWD;
 }
 
+/* Whether a wide tile of kop stages int64 indices as their low 32 bits: beside 2- and 4-byte
+ * data (scan.cuh, RowsStage::narrowed), which lookback_width allows only on axes whose
+ * positions are below 2^31. */
+static int indices_narrowed(jitops__scan_kop kop, jitops__dtype dtype) {
+  return jitops__dtype_size(dtype) < 8 && has_indices(kop);
+}
+
 /* The dynamic shared memory of a rows kernel (scan.cuh, rows_dynamic_staging): the staging of
  * the wide tiles of an op not in place, output 0 over input 0 and the other outputs beside, in
  * slots of 33 positions per 32 (RowsStage), int64 indices beside 2- and 4-byte data as 32 bits;
@@ -235,7 +242,7 @@ static size_t rows_dynamic_staging(jitops__scan_kop kop, jitops__dtype dtype, in
   size_t in, out;
   io_bytes(kop, dtype, &in, &out);
   const size_t e = jitops__dtype_size(dtype);
-  const size_t narrowed = e < 8 && has_indices(kop) ? 4 : 0;
+  const size_t narrowed = indices_narrowed(kop, dtype) ? 4 : 0;
   const size_t slots = (size_t)33 * (size_t)items;
   return (size_t)warps * slots * (in + out - e - narrowed);
 }
@@ -507,7 +514,7 @@ static jitops__scan_width lookback_width(jitops__scan_kop kop, jitops__dtype dty
   /* Word pairs need aligned rows; indices staged as 32 bits (beside data narrower than they
    * are) positions below 2^31. */
   const size_t e = jitops__dtype_size(dtype);
-  if ((e == 2 && !pairs_aligned(g)) || (e < 8 && has_indices(kop) && g->len - 1 > INT32_MAX))
+  if ((e == 2 && !pairs_aligned(g)) || (indices_narrowed(kop, dtype) && g->len - 1 > INT32_MAX))
     return JITOPS__SCAN_NARROW;
   int warps, items;
   rows_shape(kop, dtype, 1, JITOPS__SCAN_WIDE, &warps, &items);
