@@ -12,6 +12,8 @@
  *   test_gpu_scan race     a smaller one, f32 over each kernel path (for racecheck)
  *   test_gpu_scan race K/N the race cases whose index is K modulo N, so that N sanitized
  *                          processes can share the set
+ *   test_gpu_scan group G  the cases of group G only (the first argument of add(): "long",
+ *                          "wide", "prefetch", ...)
  *
  * Cases run on several threads, each with its own stream, so that the kernels' first
  * compiles overlap. Exits 77 without a GPU. */
@@ -889,6 +891,19 @@ static void build_cases(void) {
       add("wide", op, bw, GT_F32, 1, w_odd, 0, rev, 0, 0, DATA_NORMAL)->inplace = 1;
       add("wide", op, bw, GT_BF16, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL)->inplace = 1;
     }
+  /* Calls large enough for the wide tiles to prefetch the tiles ahead into L2 (at least 2^27
+   * bytes of input 0, scan.cuh's PREFETCH_MIN_BYTES; the other cases stay below it): f32 over
+   * one row of 2^25 + 37 positions and two rows of an even stride, both directions, and the
+   * 2-byte ops in place with a 4-byte state (bf16 cumsum and cumprod) over 2^26 + 6. */
+  static const int64_t pf_row[1] = {33554469}, pf_rows[2] = {2, 16777256}, pf_bf16[1] = {67108870};
+  for (int o = 0; o < 3; ++o)
+    for (int bw = 0; bw < 2; ++bw) {
+      add("prefetch", wide_ops[o], bw, GT_F32, 1, pf_row, 0, bw, 0, 0, DATA_NORMAL)->quick =
+          o == 0 && !bw;
+      add("prefetch", wide_ops[o], bw, GT_F32, 2, pf_rows, 1, !bw, 0, 0, DATA_NORMAL);
+    }
+  add("prefetch", OP_CUMSUM, 0, GT_BF16, 1, pf_bf16, 0, 1, 0, 0, DATA_NORMAL);
+  add("prefetch", OP_CUMPROD, 0, GT_BF16, 1, pf_bf16, 0, 0, 0, 0, DATA_NORMAL);
   /* Integers on wide tiles (forward: the backward takes floats only), exact. */
   for (int op = OP_CUMSUM; op <= OP_CUMPROD; ++op)
     for (int dt = GT_I32; dt <= GT_I64; ++dt)
@@ -922,14 +937,15 @@ static void build_cases(void) {
 
 typedef struct worker {
   jitops_runtime_t *rt;
-  int quick;         /* 1: the quick set, 2: the racecheck set */
+  int quick;         /* 1: the quick set, 2: the racecheck set, 3: one group */
   int shard, shards; /* race cases counted modulo `shards` must equal `shard` */
+  const char *group; /* the group that set 3 runs */
 } worker;
 
 /* Whether this process runs case i: its set, and its shard of the race set. */
 static int selected(const worker *w, int i) {
   if (cases[i].compile_only || (w->quick == 1 && !cases[i].quick) ||
-      (w->quick == 2 && !cases[i].race))
+      (w->quick == 2 && !cases[i].race) || (w->quick == 3 && strcmp(cases[i].group, w->group)))
     return 0;
   if (w->quick != 2)
     return 1;
@@ -1073,15 +1089,16 @@ int main(int argc, char **argv) {
     return prewarm(argv[2], nthreads);
   }
   jitops_runtime_t *rt = test_gpu_runtime_or_skip("test_gpu_scan");
-  const int quick = argc < 2                        ? 0
-                    : strcmp(argv[1], "quick") == 0 ? 1
-                    : strcmp(argv[1], "race") == 0  ? 2
-                                                    : 0;
+  const int quick = argc < 2                                    ? 0
+                    : strcmp(argv[1], "quick") == 0             ? 1
+                    : strcmp(argv[1], "race") == 0              ? 2
+                    : strcmp(argv[1], "group") == 0 && argc > 2 ? 3
+                                                                : 0;
   print_plans(rt);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   pthread_t threads[64];
-  worker w = {rt, quick, 0, 1};
+  worker w = {rt, quick, 0, 1, quick == 3 ? argv[2] : NULL};
   if (quick == 2 && argc > 2 && sscanf(argv[2], "%d/%d", &w.shard, &w.shards) == 2 &&
       (w.shards < 1 || w.shard < 0 || w.shard >= w.shards)) {
     fprintf(stderr, "test_gpu_scan: bad shard %s (want K/N with 0 <= K < N)\n", argv[2]);
@@ -1092,7 +1109,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nthreads; ++i)
     pthread_join(threads[i], NULL);
   const int listed = ncases;
-  if (!quick) {
+  if (quick == 0) {
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     run_big(rt, stream);

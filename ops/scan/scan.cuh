@@ -600,6 +600,64 @@ __host__ __device__ constexpr int rows_blocks_per_sm() {
   }
 }
 
+// ---- L2 prefetch for the wide tiles ------------------------------------------------------
+//
+// A wide tile holds its staging from its loads until its prefix arrives, so the tiles an SM
+// holds bound the bytes in flight, and every wait on a predecessor leaves DRAM idle. Each
+// block therefore asks L2 for the inputs of the block PREFETCH_TICKETS tickets after its own
+// (which starts about that many tiles later, about a DRAM latency from now), and that block's
+// cp.async then finds them in L2 (bench/NOTES-scan.md has the measurements behind each rule):
+// - 64 tickets ahead: farther, the lines are evicted before their loads (256 lost to none);
+// - only calls of at least PREFETCH_MIN_BYTES of input 0: at 2^24 f32 elements the prefetch
+//   made every op 1-15% slower, from 2^25 on it pays;
+// - only ops whose tensors are all 4 bytes (cumsum, cumprod and logcumsumexp in f32, and their
+//   backwards), or in place with a 4-byte state (cumsum and cumprod in bf16 and f16): the
+//   others gained at most 3% (cummax, whose tiles then spilled and lost as much on calls too
+//   small to prefetch) or nothing (2-byte logcumsumexp and backwards).
+enum : i64 { PREFETCH_TICKETS = 64, PREFETCH_MIN_BYTES = (i64)1 << 27 };
+
+template <class Op, int K = 0> __host__ __device__ constexpr bool all_tensors_sized(int bytes) {
+  if constexpr (K >= Op::NTENS)
+    return true;
+  else
+    return sizeof(tensor_t<Op, K>) == bytes && all_tensors_sized<Op, K + 1>(bytes);
+}
+
+template <class Op> __host__ __device__ constexpr bool rows_prefetches() {
+  return all_tensors_sized<Op>(4) || (in_place_op<Op>() && sizeof(typename Op::State) == 4);
+}
+
+// Prefetches input K onwards of `count` kernel positions from `first` on row `off`: a
+// contiguous memory range per input (the rows kernel's axis is unit-stride), one 128-byte line
+// per thread and step.
+template <class Op, int K>
+__device__ __forceinline__ void rows_prefetch_inputs(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                     i64 first, i64 count, int thread,
+                                                     int threads) {
+  if constexpr (K < Op::NIN) {
+    const i64 low = g.reverse ? g.len - first - count : first;
+    const char *from = (const char *)((const tensor_t<Op, K> *)g.ptr[K] + off[K] + low);
+    const char *line = (const char *)((unsigned long long)from & ~127ull);
+    const i64 lines = (from + count * (i64)sizeof(tensor_t<Op, K>) - line + 127) / 128;
+    for (i64 i = thread; i < lines; i += threads)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(line + 128 * i));
+    rows_prefetch_inputs<Op, K + 1>(g, off, first, count, thread, threads);
+  }
+}
+
+// Prefetches the inputs of the tile that ticket `ticket` names, if there is one: TILE
+// positions of row ticket % chains from (ticket / chains) * TILE, over the block's THREADS.
+template <class Op, int NB, int TILE, int THREADS>
+__device__ __forceinline__ void rows_prefetch_ticket(const Geom &g, i64 ticket) {
+  const i64 tile = ticket / g.chains, first = tile * TILE;
+  if (first >= g.len)
+    return;
+  i64 off[Op::NTENS];
+  chain_offsets<NB>(g, ticket - tile * g.chains, off);
+  const i64 count = g.len - first < TILE ? g.len - first : (i64)TILE;
+  rows_prefetch_inputs<Op, 0>(g, off, first, count, (int)threadIdx.x, THREADS);
+}
+
 template <class Op, int NB, int WARPS, int ITEMS, bool LOOKBACK, int SBYTES, int DYN = 0>
 __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEMS, LOOKBACK>())
     rows(const jitops__scan_args args) {
@@ -676,6 +734,9 @@ __global__ void __launch_bounds__(WARPS * 32, rows_blocks_per_sm<Op, WARPS, ITEM
     const bool full = !QUICK_BUILD && base + CHUNK <= g.len;
     chain_offsets<NB>(g, row, off);
     if constexpr (ASYNC) {
+      if (rows_prefetches<Op>() && !alone &&
+          g.len * g.chains * (i64)sizeof(tensor_t<Op, 0>) >= PREFETCH_MIN_BYTES)
+        rows_prefetch_ticket<Op, NB, WARPS * CHUNK, WARPS * 32>(g, s_ticket + PREFETCH_TICKETS);
       if (full)
         rows_stage_async<Op, ITEMS, true>(g, off, stage, base, lane);
       else
