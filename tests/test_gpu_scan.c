@@ -892,18 +892,23 @@ static void build_cases(void) {
       add("wide", op, bw, GT_BF16, 2, w_rows, 1, rev, 0, 0, DATA_NORMAL)->inplace = 1;
     }
   /* Calls large enough for the wide tiles to prefetch the tiles ahead into L2 (at least 2^27
-   * bytes of input 0, scan.cuh's PREFETCH_MIN_BYTES; the other cases stay below it): f32 over
-   * one row of 2^25 + 37 positions and two rows of an even stride, both directions, and the
+   * bytes of input 0, scan.cuh's PREFETCH_MIN_BYTES; every other case stays below it): f32 over
+   * one row of 2^25 + 37 positions (a partial last tile) with the kernel running each way (a
+   * backward runs it against `reverse`), and over three rows, whose tickets interleave, so that
+   * the tile 64 tickets ahead lies on another row; i32 cumsum and cumprod (exact), and the
    * 2-byte ops in place with a 4-byte state (bf16 cumsum and cumprod) over 2^26 + 6. */
-  static const int64_t pf_row[1] = {33554469}, pf_rows[2] = {2, 16777256}, pf_bf16[1] = {67108870};
+  static const int64_t pf_row[1] = {33554469}, pf_rows[2] = {3, 11184851}, pf_half[1] = {67108870};
   for (int o = 0; o < 3; ++o)
     for (int bw = 0; bw < 2; ++bw) {
-      add("prefetch", wide_ops[o], bw, GT_F32, 1, pf_row, 0, bw, 0, 0, DATA_NORMAL)->quick =
-          o == 0 && !bw;
-      add("prefetch", wide_ops[o], bw, GT_F32, 2, pf_rows, 1, !bw, 0, 0, DATA_NORMAL);
+      for (int rev = 0; rev < 2; ++rev)
+        add("prefetch", wide_ops[o], bw, GT_F32, 1, pf_row, 0, rev, 0, 0, DATA_NORMAL)->quick =
+            o == 0 && !bw && !rev;
+      add("prefetch", wide_ops[o], bw, GT_F32, 2, pf_rows, 1, bw ^ (o & 1), 0, 0, DATA_NORMAL);
     }
-  add("prefetch", OP_CUMSUM, 0, GT_BF16, 1, pf_bf16, 0, 1, 0, 0, DATA_NORMAL);
-  add("prefetch", OP_CUMPROD, 0, GT_BF16, 1, pf_bf16, 0, 0, 0, 0, DATA_NORMAL);
+  for (int op = OP_CUMSUM; op <= OP_CUMPROD; ++op) {
+    add("prefetch", op, 0, GT_I32, 1, pf_row, 0, op == OP_CUMSUM, 0, 0, DATA_WRAP);
+    add("prefetch", op, 0, GT_BF16, 1, pf_half, 0, op == OP_CUMSUM, 0, 0, DATA_NORMAL);
+  }
   /* Integers on wide tiles (forward: the backward takes floats only), exact. */
   for (int op = OP_CUMSUM; op <= OP_CUMPROD; ++op)
     for (int dt = GT_I32; dt <= GT_I64; ++dt)
@@ -950,6 +955,14 @@ static int selected(const worker *w, int i) {
   if (w->quick != 2)
     return 1;
   return (cases[i].race - 1) % w->shards == w->shard;
+}
+
+/* Whether any case belongs to `group` (NULL: none does). */
+static int group_exists(const char *group) {
+  for (int i = 0; group && i < ncases; ++i)
+    if (strcmp(cases[i].group, group) == 0)
+      return 1;
+  return 0;
 }
 
 static atomic_int next_case;
@@ -1087,6 +1100,12 @@ int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "--prewarm") == 0) {
     setenv("JITOPS_QUICK_BUILDS", "0", 1); /* the full builds only, for the GPU run to find */
     return prewarm(argv[2], nthreads);
+  }
+  if (argc > 1 && strcmp(argv[1], "group") == 0 && !group_exists(argc > 2 ? argv[2] : NULL)) {
+    fprintf(stderr, "test_gpu_scan: group needs the name of a group of cases (\"%s\" has none)\n",
+            argc > 2 ? argv[2] : "");
+    free(cases);
+    return 2;
   }
   jitops_runtime_t *rt = test_gpu_runtime_or_skip("test_gpu_scan");
   const int quick = argc < 2                                    ? 0

@@ -607,13 +607,15 @@ __host__ __device__ constexpr int rows_blocks_per_sm() {
 // block therefore asks L2 for the inputs of the block PREFETCH_TICKETS tickets after its own
 // (which starts about that many tiles later, about a DRAM latency from now), and that block's
 // cp.async then finds them in L2 (bench/NOTES-scan.md has the measurements behind each rule):
-// - 64 tickets ahead: farther, the lines are evicted before their loads (256 lost to none);
-// - only calls of at least PREFETCH_MIN_BYTES of input 0: at 2^24 f32 elements the prefetch
-//   made every op 1-15% slower, from 2^25 on it pays;
-// - only ops whose tensors are all 4 bytes (cumsum, cumprod and logcumsumexp in f32, and their
-//   backwards), or in place with a 4-byte state (cumsum and cumprod in bf16 and f16): the
-//   others gained at most 3% (cummax, whose tiles then spilled and lost as much on calls too
-//   small to prefetch) or nothing (2-byte logcumsumexp and backwards).
+// - 64 tickets ahead: 128 measured the same, 256 gained less and lost on some ops;
+// - only calls of at least PREFETCH_MIN_BYTES of input 0: at 2^24 f32 elements the prefetch made
+//   most ops 0-7% slower (at 2^22 up to 15%); from 2^26 on it paid for every op it is on, at 2^25
+//   for all but logcumsumexp (1.01-1.02);
+// - only ops whose tensors are all 4 bytes (cumsum, cumprod and logcumsumexp in f32 and their
+//   backwards; cumsum and cumprod in i32, the same tiles, tested but not timed), or in place with
+//   a 4-byte state (cumsum and cumprod in bf16 and f16): the others gained at most 3% (cummax,
+//   whose tiles then spilled and lost as much on calls too small to prefetch) or nothing (2-byte
+//   logcumsumexp and backwards).
 enum : i64 { PREFETCH_TICKETS = 64, PREFETCH_MIN_BYTES = (i64)1 << 27 };
 
 template <class Op, int K = 0> __host__ __device__ constexpr bool all_tensors_sized(int bytes) {
