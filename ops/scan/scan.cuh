@@ -536,6 +536,11 @@ template <class Op> __host__ __device__ constexpr bool inputs_sized(int lo, int 
          (elem_size<Op>(k) >= lo && elem_size<Op>(k) <= hi && inputs_sized<Op>(lo, hi, k + 1));
 }
 
+// Whether every tensor of Op, inputs and outputs, has elements of `bytes` bytes.
+template <class Op> __host__ __device__ constexpr bool tensors_sized(int bytes, int k = 0) {
+  return k >= Op::NTENS || (elem_size<Op>(k) == bytes && tensors_sized<Op>(bytes, k + 1));
+}
+
 // Whether every tensor of Op can be staged in a PAIRS tile: 2-byte elements, and 8-byte ones,
 // which beside 2-byte data are int64 axis positions (RowsStage::narrowed checks it).
 template <class Op> __host__ __device__ constexpr bool pairs_tensors(int k = 0) {
@@ -618,15 +623,8 @@ __host__ __device__ constexpr int rows_blocks_per_sm() {
 //   logcumsumexp and backwards).
 enum : i64 { PREFETCH_TICKETS = 64, PREFETCH_MIN_BYTES = (i64)1 << 27 };
 
-template <class Op, int K = 0> __host__ __device__ constexpr bool all_tensors_sized(int bytes) {
-  if constexpr (K >= Op::NTENS)
-    return true;
-  else
-    return sizeof(tensor_t<Op, K>) == bytes && all_tensors_sized<Op, K + 1>(bytes);
-}
-
 template <class Op> __host__ __device__ constexpr bool rows_prefetches() {
-  return all_tensors_sized<Op>(4) || (in_place_op<Op>() && sizeof(typename Op::State) == 4);
+  return tensors_sized<Op>(4) || (in_place_op<Op>() && sizeof(typename Op::State) == 4);
 }
 
 // Prefetches input K onwards of `count` kernel positions from `first` on row `off`: a
