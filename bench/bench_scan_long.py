@@ -16,7 +16,8 @@ Times are queued (20 calls between two CUDA events, median of 5 batches), as in
 bench_scan.py. Our backward is torch.ops.jitops.scan_backward called as autograd calls it;
 PyTorch's is autograd through its own op.
 
-    PYTHONPATH=build/python python3 bench/bench_scan_long.py [--part long|sweep|all] [--json F]
+    PYTHONPATH=build/python python3 bench/bench_scan_long.py [--part long|sweep|all]
+        [--ops cumsum,logcumsumexp,...] [--json F]
 """
 from __future__ import annotations
 
@@ -120,17 +121,17 @@ def bench_backward(op, x, copy, iters):
     return result("backward", op, x, queued(ours, iters), queued(theirs, iters), copy, err)
 
 
-def part_long(iters: int) -> list[dict]:
+def part_long(iters: int, ops: tuple[str, ...] = FORWARD) -> list[dict]:
     rows = []
     for dname, dtype in DTYPES.items():
         for shape in ((1 << 20,), (1 << 27,), (8, 1 << 17), (8, 1 << 24)):
             probe = torch.empty(shape, device="cuda", dtype=dtype).normal_()
             copy = copy_gbs(probe, iters)
             del probe
-            for op in FORWARD:
+            for op in (o for o in FORWARD if o in ops):
                 rows.append(bench_forward(op, make_input(op, shape, dtype, 1), copy, iters))
                 print(rows[-1], file=sys.stderr, flush=True)
-            for op in BACKWARD:
+            for op in (o for o in BACKWARD if o in ops):
                 rows.append(bench_backward(op, make_input(op, shape, dtype, 2), copy, iters))
                 print(rows[-1], file=sys.stderr, flush=True)
             torch.cuda.empty_cache()
@@ -181,9 +182,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", choices=("long", "sweep", "all"), default="all")
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--ops", default=",".join(FORWARD),
+                    help="comma-separated ops of the long part (default: all five)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    long_rows = part_long(args.iters) if args.part in ("long", "all") else []
+    ops = tuple(args.ops.split(","))
+    unknown = [o for o in ops if o not in FORWARD]
+    if unknown:
+        ap.error("unknown op(s): %s (choose from %s)" % (", ".join(unknown), ", ".join(FORWARD)))
+    long_rows = part_long(args.iters, ops) if args.part in ("long", "all") else []
     sweep_rows = part_sweep(args.iters) if args.part in ("sweep", "all") else []
     print("GPU: %s, PyTorch %s, %s" % (torch.cuda.get_device_name(), torch.__version__,
                                         datetime.date.today().isoformat()))
