@@ -40,10 +40,12 @@ enum {
   DATA_NEG_INF,
   DATA_INF_NAN,
   DATA_WRAP,
+  DATA_RISING,
   DATA_COUNT
 };
-static const char *const data_names[DATA_COUNT] = {"normal",    "ties+nan", "one zero", "3 zeros",
-                                                   "all zeros", "-inf",     "inf+nan",  "overflow"};
+static const char *const data_names[DATA_COUNT] = {"normal",  "ties+nan",  "one zero",
+                                                   "3 zeros", "all zeros", "-inf",
+                                                   "inf+nan", "overflow",  "rising"};
 
 typedef struct scase {
   const char *group;
@@ -129,6 +131,8 @@ static void generate_x(const scase *c, const lines *l, uint64_t *rng, double *x,
       v = test_rand_uniform(rng, -3, 3);
       if (c->data == DATA_NEG_INF && test_rand_uniform(rng, 0, 1) < 0.25)
         v = -INFINITY;
+      if (c->data == DATA_RISING) /* a trend under the noise: maxima keep rising all along */
+        v += 8.0 * (double)((e / l->inner) % l->len) / (double)l->len;
       if (c->data == DATA_INF_NAN) {
         const double r = test_rand_uniform(rng, 0, 1);
         v = r < 0.0003 ? NAN : r < 0.0009 ? INFINITY : r < 0.2 ? -INFINITY : v;
@@ -909,6 +913,25 @@ static void build_cases(void) {
     add("prefetch", op, 0, GT_I32, 1, pf_row, 0, op == OP_CUMSUM, 0, 0, DATA_WRAP);
     add("prefetch", op, 0, GT_BF16, 1, pf_half, 0, op == OP_CUMSUM, 0, 0, DATA_NORMAL);
   }
+  /* logcumsumexp's steady pass (scan.cuh, rows_scan_items_steady), forward and backward, on
+   * the kernels that take it: wide tiles (one odd row, 8 rows), narrow look-back tiles and the
+   * walk of 16 positions a lane. A trend under the noise makes the rows' maxima rise all along,
+   * so that a chunk's batches switch between the steady combine and the full one; +inf and NaN
+   * inside wide tiles (forward) send every later batch of their rows to the full one. */
+  static const int64_t st_narrow[1] = {100003}, st_walk[2] = {2200, 3000};
+  static const int st_dts[3] = {GT_F32, GT_F16, GT_BF16};
+  for (int t = 0; t < 3; ++t)
+    for (int bw = 0; bw < 2; ++bw)
+      for (int rev = 0; rev < 2; ++rev) {
+        const int dt = st_dts[t];
+        add("steady", OP_LCSE, bw, dt, 1, w_odd, 0, rev, 0, 0, DATA_RISING);
+        add("steady", OP_LCSE, bw, dt, 2, r8, 1, rev, 0, 0, DATA_RISING);
+        add("steady", OP_LCSE, bw, dt, 1, st_narrow, 0, rev, 0, 0, DATA_RISING)->quick =
+            dt == GT_BF16 && bw == rev;
+        add("steady", OP_LCSE, bw, dt, 2, st_walk, 1, rev, 0, 0, DATA_RISING);
+        if (!bw)
+          add("steady", OP_LCSE, 0, dt, 1, w_odd, 0, rev, 0, 0, DATA_INF_NAN);
+      }
   /* Integers on wide tiles (forward: the backward takes floats only), exact. */
   for (int op = OP_CUMSUM; op <= OP_CUMPROD; ++op)
     for (int dt = GT_I32; dt <= GT_I64; ++dt)

@@ -447,13 +447,19 @@ rows_reduce(const Geom &g, const i64 (&off)[Op::NTENS], const char *stage, i64 b
   }
 }
 
-// Second pass: scans the lane's positions from its exclusive prefix, stages the outputs, and
-// stores the chunk coalesced. FULL scans every item unchecked; the stores check the end unless
-// the chunk is whole (`whole`, which FULL alone does not imply).
-template <class Op, int NB, int ITEMS, bool FULL, bool SHARED = false, bool WIDE = false>
-__device__ __forceinline__ void
-rows_emit(const Geom &g, const i64 (&off)[Op::NTENS], char *stage, i64 base, int lane,
-          const Prefix<typename Op::State> &prefix, bool whole = FULL) {
+// Whether the second pass takes Op's steady(run, s): combine for an item that leaves the run's
+// maximum where it is, cheaper, where steady_fits(run, s) says so. Where Op sets STEADY
+// (logcumsumexp and its backward, scan_ops.cuh).
+template <class Op, class = void> struct steady_pass { static constexpr bool value = false; };
+template <class Op> struct steady_pass<Op, decltype((void)Op::STEADY)> {
+  static constexpr bool value = Op::STEADY;
+};
+
+// The second pass's scan of the lane's items, each output staged as it is made.
+template <class Op, int NB, int ITEMS, bool FULL, bool SHARED, bool WIDE>
+__device__ __forceinline__ void rows_scan_items(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                char *stage, i64 base, int lane,
+                                                const Prefix<typename Op::State> &prefix) {
   typedef typename Op::State State;
   constexpr int UNROLL = RowsStage<Op, ITEMS, SHARED, WIDE>::template UNROLL<FULL>;
   State run = prefix.s;
@@ -470,6 +476,69 @@ rows_emit(const Geom &g, const i64 (&off)[Op::NTENS], char *stage, i64 base, int
       Op::emit(o, run, keep, f.q, m);
     }
   }
+}
+
+// rows_scan_items for an Op with steady() and a whole chunk. The items go in batches of
+// STEADY_BATCH: a batch's inputs are read first, and where steady_fits() holds for every item
+// of every lane of the warp (a warp-uniform branch, so no divergent code runs) the batch is
+// scanned by steady(), otherwise by combine(). Either way the results are combine()'s, bit for
+// bit, and no item is scanned twice. (Reading a batch's inputs before staging its outputs also
+// keeps in-place staging safe.)
+constexpr int STEADY_BATCH = 4;
+// Chunks of fewer positions a lane (the walks of short rows in bulk) keep rows_scan_items: a
+// lane's first batch is the likeliest to raise the maximum, and there they are most batches.
+constexpr int STEADY_MIN_ITEMS = 16;
+template <class Op, int NB, int ITEMS, bool SHARED, bool WIDE>
+__device__ __forceinline__ void rows_scan_items_steady(const Geom &g, const i64 (&off)[Op::NTENS],
+                                                       char *stage, i64 base, int lane,
+                                                       const Prefix<typename Op::State> &prefix) {
+  typedef typename Op::State State;
+  typedef RowsFetch<Op, NB, ITEMS, WIDE> Fetch;
+  static_assert(ITEMS % STEADY_BATCH == 0, "whole batches");
+  State run = prefix.s;
+#pragma unroll
+  for (int i0 = 0; i0 < ITEMS; i0 += STEADY_BATCH) {
+    const bool started = i0 > 0 || prefix.ok; // otherwise item 0 starts the run
+    State s[STEADY_BATCH];
+    typename Op::Keep keep[STEADY_BATCH];
+    bool fits = started;
+#pragma unroll
+    for (int j = 0; j < STEADY_BATCH; ++j) {
+      const Fetch f = rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i0 + j);
+      s[j] = Op::make(f, f.q, memory_pos(g, f.q), keep[j]);
+      fits &= Op::steady_fits(run, s[j]);
+    }
+    if (__all_sync(0xffffffffu, fits)) {
+#pragma unroll
+      for (int j = 0; j < STEADY_BATCH; ++j) {
+        const Fetch f = rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i0 + j);
+        run = Op::steady(run, s[j]);
+        RowsOut<Op, ITEMS, SHARED, WIDE> o{stage, f.sb};
+        Op::emit(o, run, keep[j], f.q, memory_pos(g, f.q));
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < STEADY_BATCH; ++j) {
+        const Fetch f = rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i0 + j);
+        run = j > 0 || started ? Op::combine(run, s[j]) : s[j];
+        RowsOut<Op, ITEMS, SHARED, WIDE> o{stage, f.sb};
+        Op::emit(o, run, keep[j], f.q, memory_pos(g, f.q));
+      }
+    }
+  }
+}
+
+// Second pass: scans the lane's positions from its exclusive prefix, stages the outputs, and
+// stores the chunk coalesced. FULL scans every item unchecked; the stores check the end unless
+// the chunk is whole (`whole`, which FULL alone does not imply).
+template <class Op, int NB, int ITEMS, bool FULL, bool SHARED = false, bool WIDE = false>
+__device__ __forceinline__ void
+rows_emit(const Geom &g, const i64 (&off)[Op::NTENS], char *stage, i64 base, int lane,
+          const Prefix<typename Op::State> &prefix, bool whole = FULL) {
+  if constexpr (FULL && steady_pass<Op>::value && ITEMS >= STEADY_MIN_ITEMS)
+    rows_scan_items_steady<Op, NB, ITEMS, SHARED, WIDE>(g, off, stage, base, lane, prefix);
+  else
+    rows_scan_items<Op, NB, ITEMS, FULL, SHARED, WIDE>(g, off, stage, base, lane, prefix);
   __syncwarp();
   if (FULL && whole)
     rows_store_outputs<Op, 0, NB, ITEMS, true, SHARED, WIDE>(g, off, stage, base, lane);
