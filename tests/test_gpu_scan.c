@@ -913,11 +913,15 @@ static void build_cases(void) {
     add("prefetch", op, 0, GT_I32, 1, pf_row, 0, op == OP_CUMSUM, 0, 0, DATA_WRAP);
     add("prefetch", op, 0, GT_BF16, 1, pf_half, 0, op == OP_CUMSUM, 0, 0, DATA_NORMAL);
   }
-  /* logcumsumexp's steady pass (scan.cuh, rows_scan_items_steady), forward and backward, on
-   * the kernels that take it: wide tiles (one odd row, 8 rows), narrow look-back tiles and the
-   * walk of 16 positions a lane. A trend under the noise makes the rows' maxima rise all along,
-   * so that a chunk's batches switch between the steady combine and the full one; +inf and NaN
-   * inside wide tiles (forward) send every later batch of their rows to the full one. */
+  /* logcumsumexp's steady pass (scan.cuh, rows_scan_items_steady), forward and backward, f32,
+   * f16 and bf16 (the backward takes it in f16 and bf16, on wide tiles only), over rows whose
+   * values trend upward in memory order: scanned forward their maximum keeps rising, so that
+   * batches switch between the steady combine and the full one (in the walk nearly all take the
+   * full one); scanned in reverse it falls, and nearly all take the steady one. Shapes: wide
+   * tiles (odd and even lengths, 8 rows of even and odd stride; 2-byte rows of odd stride or odd
+   * length in reverse take narrow tiles), narrow look-back tiles and the walk of 16 a lane
+   * (forward). +inf and NaN inside wide tiles (forward) send every later batch of their rows to
+   * the full one. */
   static const int64_t st_narrow[1] = {100003}, st_walk[2] = {2200, 3000};
   static const int st_dts[3] = {GT_F32, GT_F16, GT_BF16};
   for (int t = 0; t < 3; ++t)
@@ -925,9 +929,12 @@ static void build_cases(void) {
       for (int rev = 0; rev < 2; ++rev) {
         const int dt = st_dts[t];
         add("steady", OP_LCSE, bw, dt, 1, w_odd, 0, rev, 0, 0, DATA_RISING);
+        add("steady", OP_LCSE, bw, dt, 1, w_vec, 0, rev, 0, 0, DATA_RISING)->quick =
+            dt == GT_BF16 && bw && !rev;
+        add("steady", OP_LCSE, bw, dt, 2, w_rows, 1, rev, 0, 0, DATA_RISING);
         add("steady", OP_LCSE, bw, dt, 2, r8, 1, rev, 0, 0, DATA_RISING);
         add("steady", OP_LCSE, bw, dt, 1, st_narrow, 0, rev, 0, 0, DATA_RISING)->quick =
-            dt == GT_BF16 && bw == rev;
+            dt == GT_BF16 && !bw && !rev;
         add("steady", OP_LCSE, bw, dt, 2, st_walk, 1, rev, 0, 0, DATA_RISING);
         if (!bw)
           add("steady", OP_LCSE, 0, dt, 1, w_odd, 0, rev, 0, 0, DATA_INF_NAN);

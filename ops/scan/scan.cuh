@@ -478,15 +478,20 @@ __device__ __forceinline__ void rows_scan_items(const Geom &g, const i64 (&off)[
   }
 }
 
-// rows_scan_items for an Op with steady() and a whole chunk. The items go in batches of
-// STEADY_BATCH: a batch's inputs are read first, and where steady_fits() holds for every item
-// of every lane of the warp (a warp-uniform branch, so no divergent code runs) the batch is
-// scanned by steady(), otherwise by combine(). Either way the results are combine()'s, bit for
-// bit, and no item is scanned twice. (Reading a batch's inputs before staging its outputs also
-// keeps in-place staging safe.)
+// rows_scan_items for an Op with steady() and an unchecked (FULL) chunk. The items go in
+// batches of STEADY_BATCH: a batch's inputs are read first, and where steady_fits() holds for
+// every item of every lane of the warp (a warp-uniform branch, so no divergent code runs) the
+// batch is scanned by steady(), otherwise by combine(). Either way the results are combine()'s,
+// bit for bit, and no item is scanned twice.
+//
+// Contract: steady_fits(run, s) reads only what steady() leaves unchanged (the running
+// maximum), so testing every item of a batch against the batch's first run covers the batch.
+// Where a FULL chunk passes the row's end (SCAN_ALL), the items past it come after every
+// in-range item in scan order and can only change which branch runs, not an output.
 constexpr int STEADY_BATCH = 4;
-// Chunks of fewer positions a lane (the walks of short rows in bulk) keep rows_scan_items: a
-// lane's first batch is the likeliest to raise the maximum, and there they are most batches.
+// Chunks of fewer positions a lane keep rows_scan_items: the walks of short rows in bulk (4 and
+// 8 a lane), whose lanes' first batches, the likeliest to raise the maximum, are most of their
+// batches; this also leaves the backwards' narrow tiles and walks (8 a lane) as they were.
 constexpr int STEADY_MIN_ITEMS = 16;
 template <class Op, int NB, int ITEMS, bool SHARED, bool WIDE>
 __device__ __forceinline__ void rows_scan_items_steady(const Geom &g, const i64 (&off)[Op::NTENS],

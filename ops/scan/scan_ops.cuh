@@ -208,8 +208,9 @@ template <class T> struct Lcse {
   template <class F> __device__ static State make(const F &f, i64, i64, Keep &) {
     return State{f.template get<0>(0, A(0)), A(0)};
   }
-  // The second pass's shortcut (scan.cuh, rows_scan_items_steady): an item s = make(x) with
-  // x ≤ run.m and run.m finite (steady_fits) combines as run.t + exp(x − run.m), which is what
+  // The second pass's shortcut (scan.cuh, rows_scan_items_steady), for items only: an item
+  // s = make(x) (so s.t = 0, which steady relies on) with x ≤ run.m and run.m finite
+  // (steady_fits) combines as run.t + exp(x − run.m), which is what
   // combine computes then, bit for bit (the maximum stays run's, and fma(0, e, e) = e). Deep in
   // a row the running maximum rarely rises, so most items skip combine's selections and tests.
   // Taken where measured: f32, f16 and bf16 (bench/NOTES-scan.md, "logcumsumexp's steady
