@@ -131,7 +131,7 @@ static void generate_x(const scase *c, const lines *l, uint64_t *rng, double *x,
       v = test_rand_uniform(rng, -3, 3);
       if (c->data == DATA_NEG_INF && test_rand_uniform(rng, 0, 1) < 0.25)
         v = -INFINITY;
-      if (c->data == DATA_RISING) /* a trend under the noise: maxima keep rising all along */
+      if (c->data == DATA_RISING) /* a trend of 8 along the axis, in memory order */
         v += 8.0 * (double)((e / l->inner) % l->len) / (double)l->len;
       if (c->data == DATA_INF_NAN) {
         const double r = test_rand_uniform(rng, 0, 1);

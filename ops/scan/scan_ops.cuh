@@ -210,11 +210,11 @@ template <class T> struct Lcse {
   }
   // The second pass's shortcut (scan.cuh, rows_scan_items_steady), for items only: an item
   // s = make(x) (so s.t = 0, which steady relies on) with x ≤ run.m and run.m finite
-  // (steady_fits) combines as run.t + exp(x − run.m), which is what
-  // combine computes then, bit for bit (the maximum stays run's, and fma(0, e, e) = e). Deep in
-  // a row the running maximum rarely rises, so most items skip combine's selections and tests.
-  // Taken where measured: f32, f16 and bf16 (bench/NOTES-scan.md, "logcumsumexp's steady
-  // pass"). Once a row's maximum is +inf every later item takes combine.
+  // (steady_fits) combines as run.t + exp(x − run.m), which is what combine computes then, bit
+  // for bit (the maximum stays run's, and fma(0, e, e) = e). Deep in a row the running maximum
+  // rarely rises, so most items skip combine's selections and tests. Taken where measured:
+  // f32, f16 and bf16 (bench/NOTES-scan.md, "logcumsumexp's steady pass"). Once a row's
+  // maximum is +inf every later item takes combine.
   static constexpr bool STEADY = sizeof(T) <= 4;
   __device__ static bool steady_fits(const State &run, const State &s) {
     return (s.m <= run.m) & (abs_acc(run.m) < limits<A>::infinity()); // & : no branch
