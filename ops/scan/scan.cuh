@@ -501,6 +501,12 @@ __device__ __forceinline__ void rows_scan_items_steady(const Geom &g, const i64 
   typedef RowsFetch<Op, NB, ITEMS, WIDE> Fetch;
   static_assert(ITEMS % STEADY_BATCH == 0, "whole batches");
   State run = prefix.s;
+  // Stages item i's output from the run through it.
+  auto stage_output = [&](int i, const typename Op::Keep &keep) {
+    const Fetch f = rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i);
+    RowsOut<Op, ITEMS, SHARED, WIDE> o{stage, f.sb};
+    Op::emit(o, run, keep, f.q, memory_pos(g, f.q));
+  };
 #pragma unroll
   for (int i0 = 0; i0 < ITEMS; i0 += STEADY_BATCH) {
     const bool started = i0 > 0 || prefix.ok; // otherwise item 0 starts the run
@@ -516,18 +522,14 @@ __device__ __forceinline__ void rows_scan_items_steady(const Geom &g, const i64 
     if (__all_sync(0xffffffffu, fits)) {
 #pragma unroll
       for (int j = 0; j < STEADY_BATCH; ++j) {
-        const Fetch f = rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i0 + j);
         run = Op::steady(run, s[j]);
-        RowsOut<Op, ITEMS, SHARED, WIDE> o{stage, f.sb};
-        Op::emit(o, run, keep[j], f.q, memory_pos(g, f.q));
+        stage_output(i0 + j, keep[j]);
       }
     } else {
 #pragma unroll
       for (int j = 0; j < STEADY_BATCH; ++j) {
-        const Fetch f = rows_item<Op, NB, ITEMS, WIDE>(g, off, stage, base, lane, i0 + j);
         run = j > 0 || started ? Op::combine(run, s[j]) : s[j];
-        RowsOut<Op, ITEMS, SHARED, WIDE> o{stage, f.sb};
-        Op::emit(o, run, keep[j], f.q, memory_pos(g, f.q));
+        stage_output(i0 + j, keep[j]);
       }
     }
   }
