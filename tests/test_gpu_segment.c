@@ -9,7 +9,9 @@
  * repeat its full build, so the comparison holds quick builds to the full builds' bits. First,
  * the digit path's cold calls on fresh runtimes: with and without its fallback flag raised,
  * which a cold call reads before it builds the fallback's kernels (cold_digit_calls), and once
- * while another thread captures a graph (cold_digit_call_beside_a_capture).
+ * while another thread captures a graph (cold_digit_call_beside_a_capture); then the narrow
+ * max/min built in a float output itself against a scratch table, bit for bit, over NaNs,
+ * zeros and infinities (narrow_in_place_matches_table).
  *
  * Data are multiples of 1/8 in most cases, so that every sum is exact in any order and any
  * lost or doubled row shows; the "random" cases use full-precision values and a tolerance.
@@ -19,7 +21,8 @@
  *                               once (for compute-sanitizer)
  *   test_gpu_segment --match TEXT
  *                               the cases whose name contains TEXT (all of their calls, twice);
- *                               "cold digit" runs only the digit path's cold calls
+ *                               "cold digit" runs only the digit path's cold calls, "narrow in
+ *                               place" only narrow_in_place_matches_table
  *   test_gpu_segment --prewarm DIR
  *                               no GPU: runs every case's calls on a compile-only sm_90
  *                               runtime caching in DIR, so a later GPU run finds its kernels */
@@ -1079,6 +1082,205 @@ static void cold_digit_call_beside_a_capture(void) {
   test_remove_tree(dir);
 }
 
+/* ---- max/min's codes in the output itself --------------------------------------------------- */
+
+/* The narrow path builds max/min of a packed f32 or f64 output in the output itself (the codes
+ * decoded in place, plan.c's narrow_in_place); a padded output takes a scratch table of codes.
+ * Both must give the same bits, and the bits of segment_atomic.cuh's order: checked here
+ * against a host reference of that order, over values where a scheme could slip: both zeros,
+ * both infinities, NaNs of either sign and of several payloads (every NaN comes out as the
+ * one pattern its code decodes to), subnormals, the extremes, and ties; the default fill and a
+ * custom one; dropped ids on both sides. */
+typedef struct in_place_case {
+  int vt;
+  bool id64;
+  int64_t D;
+} in_place_case;
+
+static uint64_t special_value(int vt, uint64_t *seed) {
+  static const uint32_t f32[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                 0xffc00000u, 0x7f800001u, 0xffffffffu, 0x7fffffffu, 0x00000001u,
+                                 0x80000001u, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u, 0xbf800000u};
+  static const uint64_t f64[] = {0x0ull,
+                                 0x8000000000000000ull,
+                                 0x7ff0000000000000ull,
+                                 0xfff0000000000000ull,
+                                 0x7ff8000000000000ull,
+                                 0xfff8000000000000ull,
+                                 0x7ff0000000000001ull,
+                                 0xffffffffffffffffull,
+                                 0x7fffffffffffffffull,
+                                 0x7fffffff7fffffffull,
+                                 0x1ull,
+                                 0x8000000000000001ull,
+                                 0x7fefffffffffffffull,
+                                 0xffefffffffffffffull,
+                                 0x3ff0000000000000ull};
+  const uint64_t u = test_rand_u64(seed);
+  const double tie = (double)((int64_t)(u >> 8) % 17 - 8) / 4.0; /* -2 .. 2 by quarters */
+  if (vt == F32) {
+    if (u % 4 == 0)
+      return f32[(u >> 2) % (sizeof f32 / sizeof f32[0])];
+    float f = (float)tie;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+  }
+  if (u % 4 == 0)
+    return f64[(u >> 2) % (sizeof f64 / sizeof f64[0])];
+  uint64_t b;
+  memcpy(&b, &tie, 8);
+  return b;
+}
+
+/* segment_atomic.cuh's code of a value's bits (w = 32 or 64), NaN at the end that wins. */
+static uint64_t order_code(uint64_t b, int w, bool max) {
+  const uint64_t sign = 1ull << (w - 1), all = w == 64 ? ~0ull : 0xffffffffull;
+  const uint64_t exponent = w == 64 ? 0x7ff0000000000000ull : 0x7f800000ull;
+  const uint64_t mantissa = w == 64 ? 0x000fffffffffffffull : 0x007fffffull;
+  if ((b & exponent) == exponent && (b & mantissa) != 0)
+    return max ? all : 0;
+  return (b & sign) ? ~b & all : b | sign;
+}
+
+static uint64_t order_decode(uint64_t k, int w) {
+  const uint64_t sign = 1ull << (w - 1), all = w == 64 ? ~0ull : 0xffffffffull;
+  return (k & sign) ? k & ~sign : ~k & all;
+}
+
+/* want[s, c]: the bits of the reduction of column c over the rows of segment s in the codes'
+ * order, `fill_bits` where no row came. */
+static void order_reference(const unsigned char *x, const int64_t *ids, int64_t N, int64_t D,
+                            int64_t S, size_t elem, bool max, uint64_t fill_bits, uint64_t *want) {
+  const int w = (int)elem * 8;
+  bool *seen = calloc((size_t)(S * D), 1);
+  CHECK(seen != NULL);
+  for (int64_t row = 0; row < N; ++row) {
+    if (ids[row] < 0 || ids[row] >= S)
+      continue;
+    for (int64_t c = 0; c < D; ++c) {
+      uint64_t b = 0;
+      memcpy(&b, x + (size_t)(row * D + c) * elem, elem); /* little-endian: the low bytes */
+      const uint64_t k = order_code(b, w, max);
+      const int64_t cell = ids[row] * D + c;
+      if (!seen[cell] || (max ? k > want[cell] : k < want[cell]))
+        want[cell] = k;
+      seen[cell] = true;
+    }
+  }
+  for (int64_t cell = 0; cell < S * D; ++cell)
+    want[cell] = seen[cell] ? order_decode(want[cell], w) : fill_bits;
+  free(seen);
+}
+
+/* The packed [S, D] and padded [S, D + 1] results against want, bit for bit. */
+static void compare_layouts(const char *name, const unsigned char *packed,
+                            const unsigned char *padded, const uint64_t *want, int64_t S, int64_t D,
+                            size_t elem) {
+  int64_t bad = 0;
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t c = 0; c < D; ++c) {
+      uint64_t a = 0, b = 0;
+      memcpy(&a, packed + (size_t)(s * D + c) * elem, elem);
+      memcpy(&b, padded + (size_t)(s * (D + 1) + c) * elem, elem);
+      if ((a != want[s * D + c] || b != want[s * D + c]) && bad++ < 5)
+        fprintf(stderr, "%s: out[%lld, %lld]: packed %#llx, padded %#llx, expected %#llx\n", name,
+                (long long)s, (long long)c, (unsigned long long)a, (unsigned long long)b,
+                (unsigned long long)want[s * D + c]);
+    }
+  if (bad > 0)
+    ++test_failures;
+  printf("%-45s %s\n", name, bad == 0 ? "ok" : "FAILED");
+}
+
+static DLTensor ids_tensor(void *ptr, bool id64, int64_t *shape, int64_t *stride) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = ptr;
+  t.device.device_type = kDLCUDA;
+  t.ndim = 1;
+  t.dtype.code = kDLInt;
+  t.dtype.bits = id64 ? 64 : 32;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  t.strides = stride;
+  return t;
+}
+
+static void narrow_in_place_case(jitops_runtime_t *rt, cudaStream_t stream,
+                                 const in_place_case *k) {
+  const int64_t N = 60000, S = 50000, D = k->D; /* 1.2 rows a segment: about 30% empty */
+  const vtype *t = &vtypes[k->vt];
+  const size_t elem = t->size, x_bytes = (size_t)(N * D) * elem;
+  const size_t packed_bytes = (size_t)(S * D) * elem, padded_bytes = (size_t)(S * (D + 1)) * elem;
+  uint64_t seed = 0x5eed0000u + (uint64_t)(k->vt * 16 + D);
+  unsigned char *x = malloc(x_bytes), *packed = malloc(packed_bytes),
+                *padded = malloc(padded_bytes);
+  int64_t *ids = malloc((size_t)N * sizeof(int64_t));
+  int32_t *ids32 = malloc((size_t)N * sizeof(int32_t));
+  uint64_t *want = malloc((size_t)(S * D) * sizeof(uint64_t));
+  CHECK(x != NULL && packed != NULL && padded != NULL && ids != NULL && ids32 != NULL &&
+        want != NULL);
+  for (int64_t i = 0; i < N * D; ++i) {
+    const uint64_t b = special_value(k->vt, &seed);
+    memcpy(x + (size_t)i * elem, &b, elem);
+  }
+  for (int64_t r = 0; r < N; ++r) {
+    ids[r] = (int64_t)(test_rand_u64(&seed) % (uint64_t)(S + 100)) - 50; /* some dropped */
+    ids32[r] = (int32_t)ids[r];
+  }
+  void *d_x = dev_alloc(x_bytes), *d_ids = dev_alloc((size_t)N * 8);
+  void *d_packed = dev_alloc(packed_bytes), *d_padded = dev_alloc(padded_bytes);
+  to_dev(d_x, x, x_bytes);
+  to_dev(d_ids, k->id64 ? (void *)ids : (void *)ids32, (size_t)N * (k->id64 ? 8 : 4));
+  int64_t shape[3][2], strides[3][2], id_shape = N, id_stride = 1;
+  DLTensor data = tensor2(d_x, t, shape[0], strides[0], N, D, D);
+  DLTensor out_packed = tensor2(d_packed, t, shape[1], strides[1], S, D, D);
+  DLTensor out_padded = tensor2(d_padded, t, shape[2], strides[2], S, D, D + 1);
+  DLTensor id_view = ids_tensor(d_ids, k->id64, &id_shape, &id_stride);
+  for (int r = JITOPS_SEGMENT_MAX; r <= JITOPS_SEGMENT_MIN; ++r)
+    for (int custom = 0; custom < 2; ++custom) {
+      const bool max = r == JITOPS_SEGMENT_MAX;
+      char name[96];
+      snprintf(name, sizeof name, "narrow in place %s %s D%lld %s%s", t->name,
+               k->id64 ? "i64" : "i32", (long long)D, max ? "max" : "min", custom ? " fill" : "");
+      jitops_segment_options options;
+      jitops_segment_options_init(&options);
+      options.has_fill = custom;
+      options.fill = max ? -0.0 : 2.5; /* -0.0: a fill that a +0.0 row beats in max */
+      poison(d_packed, packed_bytes);
+      poison(d_padded, padded_bytes);
+      const bool ran_packed =
+          call_ok(jitops_segment_reduce(rt, (jitops_segment_reduction)r, &data, &id_view, S,
+                                        &out_packed, &options, NULL, (void *)stream),
+                  "packed", name);
+      const bool ran_padded =
+          call_ok(jitops_segment_reduce(rt, (jitops_segment_reduction)r, &data, &id_view, S,
+                                        &out_padded, &options, NULL, (void *)stream),
+                  "padded", name);
+      if (!ran_packed || !ran_padded)
+        continue;
+      CUDA_OK(cudaStreamSynchronize(stream));
+      to_host(packed, d_packed, packed_bytes);
+      to_host(padded, d_padded, padded_bytes);
+      const double fill = custom ? options.fill : default_fill(k->vt, r);
+      const float fill32 = (float)fill;
+      uint64_t fill_bits = 0;
+      memcpy(&fill_bits, k->vt == F32 ? (const void *)&fill32 : (const void *)&fill, elem);
+      order_reference(x, ids, N, D, S, elem, max, fill_bits, want);
+      compare_layouts(name, packed, padded, want, S, D, elem);
+    }
+  dev_free(d_x), dev_free(d_ids), dev_free(d_packed), dev_free(d_padded);
+  free(x), free(packed), free(padded), free(ids), free(ids32), free(want);
+}
+
+static void narrow_in_place_matches_table(jitops_runtime_t *rt, cudaStream_t stream) {
+  static const in_place_case shapes[] = {{F32, true, 1},  {F32, false, 3}, {F32, true, 8},
+                                         {F64, false, 1}, {F64, true, 4},  {F64, true, 8}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+    narrow_in_place_case(rt, stream, &shapes[i]);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* keep the log when a time limit stops the test */
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -1104,6 +1306,8 @@ int main(int argc, char **argv) {
     cold_digit_calls(stream);
     cold_digit_call_beside_a_capture();
   }
+  if (match == NULL || strstr("narrow in place", match) != NULL)
+    narrow_in_place_matches_table(rt, stream);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     if ((quick && !cases[i].quick) || (match != NULL && strstr(cases[i].name, match) == NULL))
       continue;
