@@ -601,6 +601,21 @@ static DLTensor tensor2(void *ptr, const vtype *t, int64_t *shape, int64_t *stri
   return x;
 }
 
+/* A 1-D int32 or int64 id tensor at `ptr`, on the host or the device. */
+static DLTensor ids_tensor(void *ptr, bool host, bool id64, int64_t *shape, int64_t *stride) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = ptr;
+  t.device.device_type = host ? kDLCPU : kDLCUDA;
+  t.ndim = 1;
+  t.dtype.code = kDLInt;
+  t.dtype.bits = id64 ? 64 : 32;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  t.strides = stride;
+  return t;
+}
+
 typedef struct views {
   int64_t shape[5][2], strides[5][2];
   DLTensor data, out, dy, dx, ids, counter;
@@ -613,17 +628,10 @@ static void make_views(const seg_case *c, const buffers *b, views *v) {
   v->out = tensor2(b->out, t, v->shape[1], v->strides[1], c->S, c->D, c->D + c->out_pad);
   v->dy = tensor2(b->dy, t, v->shape[2], v->strides[2], c->S, c->D, c->D);
   v->dx = tensor2(b->dx, t, v->shape[3], v->strides[3], c->N, c->D, c->D + c->data_pad);
-  memset(&v->ids, 0, sizeof v->ids);
-  v->ids.data = c->host_ids ? b->host_ids : b->ids;
-  v->ids.device.device_type = c->host_ids ? kDLCPU : kDLCUDA;
-  v->ids.ndim = 1;
-  v->ids.dtype.code = kDLInt;
-  v->ids.dtype.bits = c->id64 ? 64 : 32;
-  v->ids.dtype.lanes = 1;
   v->id_shape = c->N;
   v->id_stride = c->id_stride > 0 ? c->id_stride : 1;
-  v->ids.shape = &v->id_shape;
-  v->ids.strides = &v->id_stride;
+  v->ids = ids_tensor(c->host_ids ? b->host_ids : b->ids, c->host_ids, c->id64, &v->id_shape,
+                      &v->id_stride);
   memset(&v->counter, 0, sizeof v->counter);
   v->counter.data = b->counter;
   v->counter.device.device_type = kDLCUDA;
@@ -1193,20 +1201,6 @@ static void compare_layouts(const char *name, const unsigned char *packed,
   printf("%-45s %s\n", name, bad == 0 ? "ok" : "FAILED");
 }
 
-static DLTensor ids_tensor(void *ptr, bool id64, int64_t *shape, int64_t *stride) {
-  DLTensor t;
-  memset(&t, 0, sizeof t);
-  t.data = ptr;
-  t.device.device_type = kDLCUDA;
-  t.ndim = 1;
-  t.dtype.code = kDLInt;
-  t.dtype.bits = id64 ? 64 : 32;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  t.strides = stride;
-  return t;
-}
-
 static void narrow_in_place_case(jitops_runtime_t *rt, cudaStream_t stream,
                                  const in_place_case *k) {
   const int64_t N = 60000, S = 50000, D = k->D; /* 1.2 rows a segment: about 30% empty */
@@ -1237,7 +1231,7 @@ static void narrow_in_place_case(jitops_runtime_t *rt, cudaStream_t stream,
   DLTensor data = tensor2(d_x, t, shape[0], strides[0], N, D, D);
   DLTensor out_packed = tensor2(d_packed, t, shape[1], strides[1], S, D, D);
   DLTensor out_padded = tensor2(d_padded, t, shape[2], strides[2], S, D, D + 1);
-  DLTensor id_view = ids_tensor(d_ids, k->id64, &id_shape, &id_stride);
+  DLTensor id_view = ids_tensor(d_ids, false, k->id64, &id_shape, &id_stride);
   for (int r = JITOPS_SEGMENT_MAX; r <= JITOPS_SEGMENT_MIN; ++r)
     for (int custom = 0; custom < 2; ++custom) {
       const bool max = r == JITOPS_SEGMENT_MAX;
