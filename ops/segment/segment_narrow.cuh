@@ -49,14 +49,23 @@ template <class T, class I> struct narrow_element {
   acc_t<T> v;
 };
 
+// Whether the atomic passes read data and ids evict-first (ld.global.cs), leaving L2 to the
+// table that the atomics and the finalize work on: for rows of 32 bytes or more. Measured on
+// f32 rows of N = 2^20 (bench/NOTES-segment.md): at D = 8 the H100 ran 6-11% faster, the H200
+// 7% faster over 10^6 segments and 5% slower over 10^5 (a table that fits in L2 anyway); at
+// D <= 4 it gained nothing on the H100 and cost up to 4%.
+template <class T, int D> constexpr bool NARROW_STREAMS = D * sizeof(T) >= 32;
+
 template <class T, class I, int D>
 __device__ __forceinline__ narrow_element<T, I> narrow_load(const jitops__segment_narrow_args &a,
                                                             i64 e) {
   const i64 r = e / D, c = e - r * D;
-  narrow_element<T, I> x;
-  x.id = ((const I *)a.ids.ptr)[r * a.ids.stride];
-  x.v = load((const T *)a.tensors.data + r * a.tensors.data_stride + c);
-  return x;
+  const I *id = (const I *)a.ids.ptr + r * a.ids.stride;
+  const T *v = (const T *)a.tensors.data + r * a.tensors.data_stride + c;
+  if constexpr (NARROW_STREAMS<T, D>)
+    return narrow_element<T, I>{load_id_stream(id), load_stream(v)};
+  else
+    return narrow_element<T, I>{*id, load(v)};
 }
 
 // A thread's next NARROW_UNROLL elements from e0, `step` apart, all loads issued before any
