@@ -12,6 +12,7 @@ import glob
 import os
 import sys
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from . import errors
 
@@ -42,4 +43,7 @@ def _load() -> ModuleType:
     return _C
 
 
-C = _load()
+if TYPE_CHECKING:  # what _load returns, as its stub (_C.pyi) describes it
+    from . import _C as C
+else:
+    C = _load()

@@ -9,14 +9,18 @@ nothing; writing calls create the cache.
 
 from __future__ import annotations
 
+import builtins  # annotations say builtins.list: this module's `list` (entries, below) hides it
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Optional, overload
 
 from . import errors
 from ._lib import C
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,17 @@ class PrewarmResult:
     entries: int
     compiled: int
     cached: int
-    failures: list[tuple[str, str]] = field(default_factory=list)  # (description, error)
+    failures: builtins.list[tuple[str, str]] = field(default_factory=builtins.list)  # (description, error)
+
+
+@overload
+def _opened(dir: Optional[str], writable: Literal[True]) -> AbstractContextManager[int]: ...
+@overload
+def _opened(dir: Optional[str], writable: Literal[False]) -> AbstractContextManager[Optional[int]]: ...
 
 
 @contextmanager
-def _opened(dir: Optional[str], writable: bool) -> Iterator[Optional[int]]:
+def _opened(dir: Optional[str], writable: bool) -> Iterator[Any]:  # int or None, as the overloads say
     """The open cache, or None for a read on a directory that has none."""
     try:
         handle = C.cache_open(dir, int(writable))
@@ -91,14 +101,14 @@ def path(dir: Optional[str] = None) -> str:
         return C.cache_path(handle)
 
 
-def stats(dir: Optional[str] = None) -> list[GroupStats]:
+def stats(dir: Optional[str] = None) -> builtins.list[GroupStats]:
     """Entries, bytes, hits and misses by op and target."""
     with _opened(dir, False) as handle:
         return [GroupStats(*row) for row in C.cache_stats(handle)] if handle else []
 
 
 def entries(op: Optional[str] = None, target: Optional[str] = None,
-            dir: Optional[str] = None) -> list[Entry]:
+            dir: Optional[str] = None) -> builtins.list[Entry]:
     """The entries of ``op`` and ``target`` (None: any), most recently used first."""
     with _opened(dir, False) as handle:
         return [Entry(*row) for row in C.cache_list(handle, op, target)] if handle else []
@@ -158,14 +168,14 @@ def pull(remote: Optional[str] = None, key: Optional[str] = None, dir: Optional[
         return C.cache_pull(handle, remote, key)
 
 
-def catalogue() -> list[tuple[str, str]]:
+def catalogue() -> builtins.list[tuple[str, str]]:
     """The prewarm catalogue: (op, description) of each entry."""
     return [C.catalogue_describe(i) for i in range(C.catalogue_size())]
 
 
 def prewarm(archs: Iterable[str] = ("sm_90",), *, op: Optional[str] = None, jobs: Optional[int] = None,
             dir: Optional[str] = None,
-            progress: Optional[Callable[[str, int, int], None]] = None) -> list[PrewarmResult]:
+            progress: Optional[Callable[[str, int, int], None]] = None) -> builtins.list[PrewarmResult]:
     """Compiles the catalogue (or ``op``'s part of it) for each architecture into the cache,
     ``jobs`` at a time (default: the CPU count). ``progress(arch, done, total)`` is called
     after each entry. Failures are returned, not raised; a cache that cannot be written
@@ -175,7 +185,7 @@ def prewarm(archs: Iterable[str] = ("sm_90",), *, op: Optional[str] = None, jobs
     selected = [i for i, (entry_op, _) in enumerate(catalogue()) if op is None or entry_op == op]
     if op is not None and not selected:
         raise errors.NotFoundError(f"prewarm: no catalogue entries for op {op!r}")
-    results = []
+    results: builtins.list[PrewarmResult] = []
     for arch in archs:
         with Runtime(arch=arch, cache_dir=dir, cache_mode="readwrite", shipped_cache="") as runtime:
             if not runtime.info.cache_writable:
@@ -184,9 +194,9 @@ def prewarm(archs: Iterable[str] = ("sm_90",), *, op: Optional[str] = None, jobs
     return results
 
 
-def _prewarm_arch(runtime, arch: str, selected: list[int], jobs: Optional[int],
+def _prewarm_arch(runtime: Runtime, arch: str, selected: builtins.list[int], jobs: Optional[int],
                   progress: Optional[Callable[[str, int, int], None]]) -> PrewarmResult:
-    failures: list[tuple[str, str]] = []
+    failures: builtins.list[tuple[str, str]] = []
     done = 0
 
     def compile_one(index: int) -> None:

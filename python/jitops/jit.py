@@ -65,7 +65,7 @@ class Kernel:
 
     __slots__ = ("runtime", "source", "name_expression", "options", "lowered_name", "_handle")
 
-    def __init__(self, runtime, source: str, name_expression: str, options: tuple[str, ...],
+    def __init__(self, runtime: Runtime, source: str, name_expression: str, options: tuple[str, ...],
                  handle: int, lowered_name: str) -> None:
         self.runtime = runtime
         self.source = source
@@ -87,7 +87,7 @@ class Kernel:
 
 
 def get_kernel(source: str, name_expression: str, options: Iterable[str] = (),
-               runtime=None) -> Kernel:
+               runtime: Optional[Runtime] = None) -> Kernel:
     """The kernel ``name_expression`` (a ``__global__`` function, or a template instance
     such as ``"axpy<float, 4>"``) of the registered source ``source``, compiled with the NVRTC
     ``options``. The first request compiles it (or loads it from the disk cache); later ones,
@@ -103,7 +103,7 @@ def get_kernel(source: str, name_expression: str, options: Iterable[str] = (),
     return Kernel(runtime, source, name_expression, options, handle, lowered)
 
 
-def _register_pending_sources(runtime) -> None:
+def _register_pending_sources(runtime: Runtime) -> None:
     with _sources_lock:
         pending = [(n, c) for n, c in _sources.items() if n not in runtime._registered]
     for name, code in pending:
@@ -183,3 +183,6 @@ def _pack_arguments(args: Iterable[Any]) -> tuple[bytes, tuple[int, ...]]:
         offsets.append(len(packed))
         packed.extend(data)
     return bytes(packed) or b"\0", tuple(offsets)
+
+
+from .runtime import Runtime  # noqa: E402  (circular, as at the end of runtime.py: annotations name Runtime)

@@ -54,7 +54,7 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
                  lse_square_scale: float = 0.0, label_smoothing: float = 0.0, reduction: str = "mean",
                  softcap: Optional[float] = None, return_z_loss: bool = False,
                  accum_dtype: Optional[torch.dtype] = None, use_token_scaling: bool = False,
-                 return_token_accuracy: bool = False, *, process_group=None,
+                 return_token_accuracy: bool = False, *, process_group: Optional[torch.distributed.ProcessGroup] = None,
                  vocab_range: Optional[tuple[int, int]] = None) -> None:
         super().__init__()
         refused = {"ce_weight": ce_weight is not None, "use_token_scaling": use_token_scaling,

@@ -15,7 +15,7 @@ import atexit
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from ._lib import C
 
@@ -92,8 +92,11 @@ class Runtime:
     _shared: dict[int, "Runtime"] = {}
     _shared_lock = threading.Lock()
 
+    # Set by _create, which makes every instance (object.__new__; there is no __init__).
     handle: int
     shared: bool
+    _registered: set[str]
+    _lock: threading.Lock
 
     def __new__(
         cls,
@@ -120,7 +123,8 @@ class Runtime:
             return runtime
 
     @classmethod
-    def _create(cls, index, arch, cache_dir, cache_mode, cache_max_bytes, shipped_cache, shared) -> "Runtime":
+    def _create(cls, index: int, arch: Optional[str], cache_dir: Optional[str], cache_mode: Optional[str],
+                cache_max_bytes: Optional[int], shipped_cache: Optional[str], shared: bool) -> "Runtime":
         runtime = object.__new__(cls)
         runtime.handle = C.runtime_create(
             index, arch, cache_dir, _CACHE_MODES[cache_mode], cache_max_bytes or 0, shipped_cache
@@ -174,7 +178,7 @@ class Runtime:
         with self._lock:
             self._registered.add(name)
 
-    def get_kernel(self, source: str, name_expression: str, options=()) -> "Kernel":
+    def get_kernel(self, source: str, name_expression: str, options: Iterable[str] = ()) -> "Kernel":
         """The kernel ``name_expression`` of the registered source ``source``; see
         :func:`jitops.get_kernel`."""
         from .jit import get_kernel

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import typing
 
 import pytest
 
@@ -68,6 +69,14 @@ def test_cache_errors_name_the_problem(tmp_path):
     os.chmod(unsafe, 0o777)
     with pytest.raises(jitops.CacheError):
         jitops.cache.path(str(unsafe))
+
+
+def test_annotations_resolve():
+    # typing.get_type_hints once failed here: the module's own `list` (jitops-cache's name for
+    # entries) stood for the built-in one in the annotations.
+    for api in (jitops.cache.PrewarmResult, jitops.cache.stats, jitops.cache.entries, jitops.cache.catalogue,
+                jitops.cache.prewarm, jitops.get_kernel, jitops.Kernel.__init__):
+        typing.get_type_hints(api)
 
 
 def test_catalogue_lists_every_family():

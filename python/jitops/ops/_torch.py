@@ -16,7 +16,7 @@ import contextlib
 import ctypes
 import os
 import threading
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, TypeVar, Union
 
 import torch
 from torch.compiler import is_compiling
@@ -31,7 +31,7 @@ def _load_torch_layer() -> None:
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(here, "libjitops_torch.so")
-    built_for = _torch_build.TORCH_VERSION
+    built_for: Optional[str] = _torch_build.TORCH_VERSION  # _torch_build: written by the build, untyped
     if built_for is None or not os.path.exists(path):
         raise ImportError(
             "jitops was built without PyTorch (the torch layer needs it at build time): "
@@ -54,6 +54,7 @@ _load_torch_layer()
 # The direct entries, told the exact types of a plain tensor and of the default-device mode
 # (torch.set_default_device), which they see through; they stay off (declining every call)
 # unless their view of torch's tensor object matches this torch's.
+_DeviceContext: Optional[type]
 try:
     from torch.utils._device import DeviceContext as _DeviceContext
 except ImportError:  # another torch: every TorchFunctionMode goes through torch.ops
@@ -161,10 +162,17 @@ def direct_counts() -> tuple[int, int]:
 # ---- fake kernels ---------------------------------------------------------------------------
 
 
-def fake(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+#: A ``SymInt`` argument of an op's schema, as a fake kernel gets it: an int, or a symbolic size while torch.compile
+#: traces with dynamic shapes.
+SymInt = Union[int, torch.SymInt]
+
+
+def fake(name: str) -> Callable[[_Function], _Function]:
     """Registers the decorated function as the fake kernel of ``jitops::<name>``."""
 
-    def register(function: Callable[..., Any]) -> Callable[..., Any]:
+    def register(function: _Function) -> _Function:
         torch.library.register_fake(f"jitops::{name}", function)
         return function
 
@@ -189,7 +197,7 @@ def _validation_runtime() -> int:
     return _validation.handle
 
 
-def static(values) -> bool:
+def static(values: Iterable[object]) -> bool:
     """Whether a list of sizes holds plain ints (not torch.compile's symbolic sizes, which
     validation must not read)."""
     return all(type(v) is int for v in values)

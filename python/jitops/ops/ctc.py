@@ -33,8 +33,9 @@ Lengths = Union[torch.Tensor, Sequence[int]]
 
 
 @_torch.fake("ctc_loss")
-def _fake_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity,
-                   max_target_length):
+def _fake_ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: torch.Tensor,
+                   target_lengths: torch.Tensor, blank: int, reduction: str, zero_infinity: bool,
+                   max_target_length: int) -> torch.Tensor:
     if log_probs.dim() != 3:
         raise errors.InvalidShapeError(f"jitops.ctc_loss: log_probs has rank {log_probs.dim()}; expected [T, N, C]")
     dtype = torch.float32 if log_probs.dtype in (torch.float16, torch.bfloat16) else log_probs.dtype
@@ -45,8 +46,9 @@ def _fake_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, red
 
 
 @_torch.fake("ctc_loss_backward")
-def _fake_ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, blank, reduction,
-                            zero_infinity, max_target_length):
+def _fake_ctc_loss_backward(grad: torch.Tensor, log_probs: torch.Tensor, targets: torch.Tensor,
+                            input_lengths: torch.Tensor, target_lengths: torch.Tensor, blank: int, reduction: str,
+                            zero_infinity: bool, max_target_length: int) -> torch.Tensor:
     grad_log_probs = torch.empty_like(log_probs)
     _torch.validate("ctc_loss_backward", C.ctc_loss_backward, log_probs, targets, input_lengths, target_lengths,
                     blank, _torch.reduction_code(reduction, _REDUCTIONS, "ctc_loss"), zero_infinity,

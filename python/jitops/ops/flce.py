@@ -16,7 +16,7 @@ The loss is f32 for f16 and bf16 inputs (f64 for f64); gradients have their para
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional, Sequence, overload
 
 import torch
 
@@ -47,19 +47,23 @@ def _gradient_like(wanted: bool, param: torch.Tensor, input: torch.Tensor) -> to
     return _gradient_of(param) if wanted else input.new_empty(0)
 
 
-def _validate(name, input, weight, target, bias, grad_output, loss, lse, grads, options, reduction):
+def _validate(name: str, input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+              bias: Optional[torch.Tensor], grad_output: Optional[torch.Tensor], loss: torch.Tensor,
+              lse: Optional[torch.Tensor], grads: Sequence[Optional[torch.Tensor]],
+              options: tuple[int, float, float, float], reduction: str) -> None:
     _torch.validate(name, C.flce_forward, input, weight, bias, target, grad_output, loss, lse, *grads,
                     _REDUCTIONS[reduction], *options, 0, 0)
 
 
 @_torch.fake("fused_linear_cross_entropy")
-def _fake_flce(input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, reduction, grads,
-               lse, shared_gradients=False):
+def _fake_flce(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor],
+               ignore_index: int, label_smoothing: float, softcap: float, z_loss_scale: float, reduction: str,
+               grads: Sequence[bool], lse: bool, shared_gradients: bool = False) -> list[torch.Tensor]:
     _torch.reduction_code(reduction, _REDUCTIONS, "fused_linear_cross_entropy")
     rows = input.shape[0] if input.dim() >= 1 else 0
     loss = input.new_empty((rows,) if reduction == "none" else (), dtype=_accumulation(input))
     lse_rows = input.new_empty((rows,), dtype=_accumulation(input)) if lse else None
-    made = [None, None, None]  # the gradients the forward makes (reduction mean or sum)
+    made: list[Optional[torch.Tensor]] = [None, None, None]  # the gradients the forward makes (reduction mean or sum)
     if reduction != "none":
         for i, param in enumerate((input, weight, bias)):
             if grads[i] and param is not None:
@@ -70,7 +74,9 @@ def _fake_flce(input, weight, target, bias, ignore_index, label_smoothing, softc
 
 
 @_torch.fake("fused_linear_cross_entropy_grads")
-def _fake_flce_grads(grad, input, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss_scale, grads):
+def _fake_flce_grads(grad: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                     bias: Optional[torch.Tensor], ignore_index: int, label_smoothing: float, softcap: float,
+                     z_loss_scale: float, grads: Sequence[bool]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     outputs = (_gradient_like(grads[0], input, input), _gradient_like(grads[1], weight, input),
                _gradient_like(grads[2], bias, input) if bias is not None else input.new_empty(0))
     loss = input.new_empty((input.shape[0],), dtype=_accumulation(input))
@@ -80,12 +86,25 @@ def _fake_flce_grads(grad, input, weight, target, bias, ignore_index, label_smoo
 
 
 @_torch.fake("fused_linear_cross_entropy_scale")
-def _fake_flce_scale(grad, grad_input, grad_weight, grad_bias):
+def _fake_flce_scale(grad: torch.Tensor, grad_input: torch.Tensor, grad_weight: torch.Tensor,
+                     grad_bias: torch.Tensor) -> None:
     _torch.validate("fused_linear_cross_entropy_backward", C.flce_backward, grad, _present(grad_input),
                     _present(grad_weight), _present(grad_bias))
 
 
 _OP = torch.ops.jitops.fused_linear_cross_entropy.default
+
+
+# Overloaded on the literal `lse` flag, so that each caller's result type follows from it (typing only: a call runs
+# the one function below).
+@overload
+def _forward(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor],
+             ignore_index: int, label_smoothing: float, softcap: Optional[float], z_loss_scale: float,
+             reduction: str, lse: Literal[False]) -> torch.Tensor: ...
+@overload
+def _forward(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor],
+             ignore_index: int, label_smoothing: float, softcap: Optional[float], z_loss_scale: float,
+             reduction: str, lse: Literal[True]) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 def _forward(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor],
@@ -113,7 +132,7 @@ def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tenso
                                         bias: Optional[torch.Tensor] = None, ignore_index: int = -100,
                                         label_smoothing: float = 0.0, softcap: Optional[float] = None,
                                         z_loss_scale: float = 0.0, reduction: str = "mean", *,
-                                        process_group=None,
+                                        process_group: Optional[torch.distributed.ProcessGroup] = None,
                                         vocab_range: Optional[tuple[int, int]] = None
                                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`fused_linear_cross_entropy` and each row's log-sum-exp of the logits ([BT], 0 for
@@ -128,7 +147,8 @@ def fused_linear_cross_entropy_with_lse(input: torch.Tensor, weight: torch.Tenso
 def fused_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                                bias: Optional[torch.Tensor] = None, ignore_index: int = -100,
                                label_smoothing: float = 0.0, softcap: Optional[float] = None,
-                               z_loss_scale: float = 0.0, reduction: str = "mean", *, process_group=None,
+                               z_loss_scale: float = 0.0, reduction: str = "mean", *,
+                               process_group: Optional[torch.distributed.ProcessGroup] = None,
                                vocab_range: Optional[tuple[int, int]] = None) -> torch.Tensor:
     """``cross_entropy(input @ weight.T + bias, target)`` without the logits: ``input``
     [BT, H], ``weight`` [V, H] (as ``nn.Linear`` stores it), int64 ``target`` [BT], optional

@@ -27,7 +27,8 @@ break around it.
 
 from __future__ import annotations
 
-from typing import Optional
+from types import ModuleType
+from typing import Any, Optional
 
 import torch
 
@@ -39,7 +40,7 @@ _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 _RUN = 0  # jitops._C's launch mode: the workspace comes from torch's caching allocator
 
 
-def _dist():
+def _dist() -> ModuleType:
     import torch.distributed as dist  # imported late: most users of the package never need it
 
     return dist
@@ -72,7 +73,8 @@ class _Shard:
                            _REDUCTIONS["none"], *self.options, *self.vocab, stream)
         return lse_local, linear
 
-    def gradients(self, lse: torch.Tensor, grad_output: torch.Tensor, reduction: str, wanted: tuple[bool, bool, bool]):
+    def gradients(self, lse: torch.Tensor, grad_output: torch.Tensor, reduction: str, wanted: tuple[bool, bool, bool]
+                  ) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
         """grad_input's partial sum over this shard, and the shard's grad_weight and grad_bias."""
         def like(flag: bool, t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
             return torch.empty_like(t, memory_format=torch.contiguous_format) if flag and t is not None else None
@@ -86,7 +88,8 @@ class _Shard:
         return grad_input, grad_weight, grad_bias
 
 
-def _global_lse(lse_local: torch.Tensor, valid: torch.Tensor, group) -> torch.Tensor:
+def _global_lse(lse_local: torch.Tensor, valid: torch.Tensor,
+                group: Optional[torch.distributed.ProcessGroup]) -> torch.Tensor:
     """log(sum over ranks of exp(lse_local)), stably: a max all-reduce, then a sum of the
     rescaled sums. Ignored rows (lse_local 0 on every rank) get 0."""
     dist = _dist()
@@ -106,8 +109,10 @@ def _reduce(loss_rows: torch.Tensor, valid: torch.Tensor, reduction: str) -> tor
 
 class _VocabParallel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, weight, bias, target, ignore_index, label_smoothing, softcap, z_loss_scale,
-                reduction, vocab_start, vocab_size, group):
+    def forward(ctx: Any, input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
+                ignore_index: int, label_smoothing: float, softcap: float, z_loss_scale: float, reduction: str,
+                vocab_start: int, vocab_size: int, group: Optional[torch.distributed.ProcessGroup]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         shard = _Shard(input, weight, bias, target, ignore_index, label_smoothing, softcap, z_loss_scale,
                        vocab_start, vocab_size)
         lse_local, linear = shard.stats()
@@ -122,7 +127,8 @@ class _VocabParallel(torch.autograd.Function):
         return _reduce(loss_rows, valid, reduction), lse
 
     @staticmethod
-    def backward(ctx, grad_loss, _grad_lse):
+    def backward(ctx: Any, grad_loss: torch.Tensor, _grad_lse: Optional[torch.Tensor]
+                 ) -> tuple[Optional[torch.Tensor], ...]:
         (lse,) = ctx.saved_tensors
         shard = ctx.shard
         wanted = (ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2])
@@ -133,7 +139,8 @@ class _VocabParallel(torch.autograd.Function):
         return (grad_input, grad_weight, grad_bias) + (None,) * 9
 
 
-def _vocab_range(weight: torch.Tensor, group, vocab_range: Optional[tuple[int, int]]) -> tuple[int, int]:
+def _vocab_range(weight: torch.Tensor, group: Optional[torch.distributed.ProcessGroup],
+                 vocab_range: Optional[tuple[int, int]]) -> tuple[int, int]:
     if vocab_range is not None:
         start, total = (int(v) for v in vocab_range)
         if start < 0 or total < start + weight.shape[0]:
@@ -148,7 +155,8 @@ def _vocab_range(weight: torch.Tensor, group, vocab_range: Optional[tuple[int, i
 
 def vocab_parallel_cross_entropy(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                                  bias: Optional[torch.Tensor], ignore_index: int, label_smoothing: float,
-                                 softcap: Optional[float], z_loss_scale: float, reduction: str, process_group,
+                                 softcap: Optional[float], z_loss_scale: float, reduction: str,
+                                 process_group: Optional[torch.distributed.ProcessGroup],
                                  vocab_range: Optional[tuple[int, int]] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The loss (reduced as ``reduction`` says) and each row's global log-sum-exp, with this
     rank's weight (and bias) holding its vocabulary shard; see the module's documentation.

@@ -5,7 +5,7 @@ does not promise)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, Union
 
 import torch
 
@@ -14,7 +14,7 @@ from .._lib import C
 from . import _torch
 
 
-def _repeated_shape(x: torch.Tensor, repeats: Sequence[int]) -> list[int]:
+def _repeated_shape(x: torch.Tensor, repeats: Sequence[_torch.SymInt]) -> list[_torch.SymInt]:
     if len(repeats) < x.dim():
         raise errors.InvalidShapeError(
             f"jitops.repeat: {len(repeats)} repeats for a tensor of rank {x.dim()}; give at least one per dimension"
@@ -26,7 +26,7 @@ def _repeated_shape(x: torch.Tensor, repeats: Sequence[int]) -> list[int]:
 
 
 @_torch.fake("repeat")
-def _fake_repeat(x, repeats):
+def _fake_repeat(x: torch.Tensor, repeats: Sequence[_torch.SymInt]) -> torch.Tensor:
     y = x.new_empty(_repeated_shape(x, repeats))
     if _torch.static(repeats):
         _torch.validate("repeat", C.repeat, x, list(repeats), y)
@@ -34,7 +34,8 @@ def _fake_repeat(x, repeats):
 
 
 @_torch.fake("repeat_backward")
-def _fake_repeat_backward(grad, repeats, input_shape):
+def _fake_repeat_backward(grad: torch.Tensor, repeats: Sequence[_torch.SymInt], input_shape: Sequence[_torch.SymInt]
+                          ) -> torch.Tensor:
     grad_x = grad.new_empty(input_shape)
     if _torch.static(repeats):
         _torch.validate("repeat_backward", C.repeat_backward, grad, list(repeats), grad_x)
@@ -44,7 +45,7 @@ def _fake_repeat_backward(grad, repeats, input_shape):
 _OP = torch.ops.jitops.repeat.default
 
 
-def repeat(x: torch.Tensor, *sizes) -> torch.Tensor:
+def repeat(x: torch.Tensor, *sizes: Union[int, Sequence[int]]) -> torch.Tensor:
     """``x.repeat(*sizes)``: ``sizes`` as separate ints or one sequence, at least one per
     dimension of ``x`` (leading ones pad ``x``'s shape), at most 8. Any dtype the library
     takes (floats, int32, int64) forward; floats backward."""

@@ -8,7 +8,7 @@ accumulate in f32. cumsum and cumprod also take int32 and int64. Tensors have ra
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -18,13 +18,15 @@ from . import _torch
 
 _CODES = {"cumsum": 0, "cumprod": 1, "cummax": 2, "cummin": 3, "logcumsumexp": 4}
 
+_Values = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # cummax and cummin: (values, indices)
+
 
 def _rank1(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     # The library scans tensors of rank >= 1; a 0-d tensor is its own one-element scan.
     return t.reshape(1) if t is not None and t.dim() == 0 else t
 
 
-def _fake_scan(op: str, x: torch.Tensor, dim: int, reverse: bool):
+def _fake_scan(op: str, x: torch.Tensor, dim: int, reverse: bool) -> _Values:
     y = torch.empty_like(x)
     indices = torch.empty_like(x, dtype=torch.int64) if op in ("cummax", "cummin") else None
     _torch.validate(op, C.scan, _CODES[op], _rank1(x), dim, reverse, _rank1(y), _rank1(indices))
@@ -32,11 +34,15 @@ def _fake_scan(op: str, x: torch.Tensor, dim: int, reverse: bool):
 
 
 for _op in _CODES:
-    _torch.fake(_op)(lambda x, dim, reverse=False, _op=_op: _fake_scan(_op, x, dim, reverse))
+    def _fake_values(x: torch.Tensor, dim: int, reverse: bool = False, _op: str = _op) -> _Values:
+        return _fake_scan(_op, x, dim, reverse)
+
+    _torch.fake(_op)(_fake_values)
 
 
 @_torch.fake("scan_backward")
-def _fake_backward(op, grad, x, y, indices, dim, reverse):
+def _fake_backward(op: str, grad: torch.Tensor, x: Optional[torch.Tensor], y: Optional[torch.Tensor],
+                   indices: Optional[torch.Tensor], dim: int, reverse: bool) -> torch.Tensor:
     grad_x = torch.empty_like(grad)
     _torch.validate(f"{op}_backward", C.scan_backward, _CODES[op], _rank1(grad), _rank1(x), _rank1(y),
                     _rank1(indices), dim, reverse, _rank1(grad_x))
