@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: build, then the C suites (ctest), then the Python package as `pip install .`
-# makes it, against PyTorch (pytest). GPU tests report themselves skipped where there is no
+# makes it, against PyTorch (pytest), then the package's type annotations (mypy, with the
+# settings of pyproject.toml). GPU tests report themselves skipped where there is no
 # GPU (ctest exit 77, pytest skip). Extra arguments go to ctest (for example: -L cpu, or
 # -R cache); PYTEST_ARGS goes to pytest; JITOPS_PYTHON_TESTS=0 leaves the Python suite out.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -30,6 +31,12 @@ install_torch() {
 }
 "$VENV/bin/python" -c "import torch" 2>/dev/null || install_torch
 "$VENV/bin/python" -c "import pytest, numpy" 2>/dev/null || "${PIP[@]}" pytest numpy
+# mypy within one minor version: a newer one may report new errors on unchanged code.
+"${PIP[@]}" "mypy>=2.4,<2.5"
 "${PIP[@]}" "$ROOT"
 cd "$BUILD_DIR" # not the source tree, whose python/jitops has no compiled extension
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$ROOT/python/tests"
+# One mypy run over python/jitops (about 10 s on 2 cores without its cache), reading this
+# torch's annotations; any error fails the script.
+cd "$ROOT"
+"$VENV/bin/python" -m mypy --cache-dir "$BUILD_DIR/mypy-cache"
