@@ -111,7 +111,8 @@ def train(loss_fn: LossFn, batches: list[Batch], dtype: torch.dtype, device: str
     torch.manual_seed(SEED)
     model = Model().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    losses, peak = [], 0
+    losses: list[torch.Tensor] = []
+    peak = 0
     start = time.perf_counter()
     for step, batch in enumerate(batches):
         measured = step == MEASURE_STEP and device == "cuda"
@@ -128,8 +129,7 @@ def train(loss_fn: LossFn, batches: list[Batch], dtype: torch.dtype, device: str
         if measured:
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base
-    losses = torch.stack(losses).tolist()
-    return Run(losses, peak, time.perf_counter() - start)
+    return Run(torch.stack(losses).tolist(), peak, time.perf_counter() - start)
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ modules; both load on first access.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import cache, errors
 from ._lib import C as _C
@@ -27,6 +27,9 @@ from .runtime import Runtime, RuntimeInfo, RuntimeStats
 __version__: str = _C.version()
 
 _LAZY = ("ops", "nn")
+
+if TYPE_CHECKING:  # what type checkers see for the lazy submodules (at run time: __getattr__ below)
+    from . import nn, ops
 
 
 def __getattr__(name: str) -> Any:
