@@ -36,7 +36,11 @@ install_torch() {
 "${PIP[@]}" "$ROOT"
 cd "$BUILD_DIR" # not the source tree, whose python/jitops has no compiled extension
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$ROOT/python/tests"
-# One mypy run over python/jitops (about 10 s on 2 cores without its cache), reading this
+# The extensions' stubs (_C.pyi, _direct.pyi) against the installed modules: a function added,
+# removed or renamed in the C sources and not in its stub fails here (the C functions carry no
+# signatures, so names are what can be compared).
+"$VENV/bin/python" -m mypy.stubtest jitops._C jitops._direct
+# One mypy run over python/jitops and examples/python (about 10 s on 2 cores without its cache), reading this
 # torch's annotations; any error fails the script.
 cd "$ROOT"
 "$VENV/bin/python" -m mypy --cache-dir "$BUILD_DIR/mypy-cache"
