@@ -114,7 +114,8 @@ def _forward(input: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bi
     want, computed here with reduction mean or sum; the autograd graph keeps them, and the
     direct entry leaves them out.)"""
     if softcap is not None and not softcap > 0:
-        raise errors.InvalidArgumentError(f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
+        raise errors.InvalidArgumentError(
+            f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
     args = (input, weight, target, bias, ignore_index, label_smoothing, softcap or 0.0, z_loss_scale, reduction)
     # The direct entry reads which gradients autograd wants itself (grads None): FLCE is the op
     # whose Python call costs the most above its C call, and these reads are part of it.

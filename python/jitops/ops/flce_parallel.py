@@ -165,7 +165,8 @@ def vocab_parallel_cross_entropy(input: torch.Tensor, weight: torch.Tensor, targ
         raise errors.InvalidArgumentError(
             f"jitops.fused_linear_cross_entropy: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
     if softcap is not None and not softcap > 0:
-        raise errors.InvalidArgumentError(f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
+        raise errors.InvalidArgumentError(
+            f"jitops.fused_linear_cross_entropy: softcap must be None or > 0; got {softcap}")
     if not (input.is_cuda and weight.is_cuda and target.is_cuda):
         raise errors.InvalidDeviceError("jitops.fused_linear_cross_entropy: input, weight and target must be CUDA "
                                         "tensors with a process group")
