@@ -38,9 +38,11 @@ cd "$BUILD_DIR" # not the source tree, whose python/jitops has no compiled exten
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$ROOT/python/tests"
 # The extensions' stubs (_C.pyi, _direct.pyi) against the installed modules: a function added,
 # removed or renamed in the C sources and not in its stub fails here (the C functions carry no
-# signatures, so names are what can be compared).
-"$VENV/bin/python" -m mypy.stubtest jitops._C jitops._direct
-# One mypy run over python/jitops and examples/python (about 10 s on 2 cores without its cache), reading this
-# torch's annotations; any error fails the script.
+# signatures, so names are what can be compared). torch first: _direct links libtorch, which
+# only `import torch` puts in the process.
+"$VENV/bin/python" -c 'import sys, torch; from mypy.stubtest import main; sys.exit(main())' \
+  jitops._C jitops._direct
+# One mypy run over python/jitops and examples/python (about 10 s on 2 cores without its
+# cache), reading this torch's annotations; any error fails the script.
 cd "$ROOT"
 "$VENV/bin/python" -m mypy --cache-dir "$BUILD_DIR/mypy-cache"
