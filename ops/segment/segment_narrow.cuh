@@ -198,6 +198,49 @@ __device__ __forceinline__ bool finite_bits(float v) {
   return (__float_as_uint(v) & 0x7fffffffu) < 0x7f800000u;
 }
 
+// Folds a value into a thread's largest finite |x| (as float bits, ordered as integers) and its
+// non-finite bit.
+__device__ __forceinline__ void fold_magnitude(float v, unsigned &most, unsigned &nonfinite) {
+  if (finite_bits(v))
+    most = max(most, __float_as_uint(v) & 0x7fffffffu);
+  else
+    nonfinite = 0x80000000u;
+}
+
+// The largest |x| over data whose rows are contiguous and 16-byte aligned, read as one flat
+// array in 16-byte packs (NARROW_UNROLL in flight a thread: four times the bytes of the
+// element-wise loop, whose 4-byte loads left the pass short of DRAM bandwidth), the elements
+// past the last whole pack one a thread. For rows of 3 columns or more (NARROW_PACKED_PREPARE):
+// f32 over 2^20 rows on an H100, the sums and means ran 2-8% faster at D = 3, 4 and 8; at
+// D = 1, where a thread reads about one pack, 2-4% slower, and D = 2 the same.
+template <int D> constexpr bool NARROW_PACKED_PREPARE = D >= 3;
+
+template <class T>
+__device__ __forceinline__ void fold_magnitudes_packed(const T *__restrict__ data, i64 total,
+                                                       unsigned &most, unsigned &nonfinite) {
+  constexpr int VEC = 16 / sizeof(T);
+  const i64 packs = total / VEC, step = narrow_step();
+  for (i64 q0 = narrow_first(); q0 < packs; q0 += step * NARROW_UNROLL) {
+    float v[NARROW_UNROLL][VEC];
+#pragma unroll
+    for (int u = 0; u < NARROW_UNROLL; ++u) {
+      if (q0 + u * step < packs)
+        load_pack<T, VEC>(data + (q0 + u * step) * VEC, v[u]);
+      else
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          v[u][e] = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < NARROW_UNROLL; ++u)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        fold_magnitude(v[u][e], most, nonfinite);
+  }
+  for (i64 e = packs * VEC + narrow_first(); e < total; e += step)
+    fold_magnitude(load(data + e), most, nonfinite);
+}
+
 // Clears the table, the marks and the counts, and writes this block's largest finite |x| (and
 // whether it saw a non-finite value) to block_max[blockIdx.x].
 template <class T, int D>
@@ -209,19 +252,20 @@ __global__ void __launch_bounds__(THREADS)
   const T *__restrict__ data = (const T *)a.tensors.data;
   const i64 total = (i64)a.ids.rows * D, step = narrow_step();
   unsigned most = 0, nonfinite = 0;
-  for (i64 e0 = narrow_first(); e0 < total; e0 += step * NARROW_UNROLL) {
-    float v[NARROW_UNROLL];
+  if (NARROW_PACKED_PREPARE<D> && a.tensors.data_stride == D &&
+      ((unsigned long long)data & 15) == 0) {
+    fold_magnitudes_packed(data, total, most, nonfinite);
+  } else {
+    for (i64 e0 = narrow_first(); e0 < total; e0 += step * NARROW_UNROLL) {
+      float v[NARROW_UNROLL];
 #pragma unroll
-    for (int u = 0; u < NARROW_UNROLL; ++u) {
-      const i64 e = e0 + u * step, r = e / D;
-      v[u] = e < total ? load(data + r * a.tensors.data_stride + (e - r * D)) : 0.0f;
-    }
+      for (int u = 0; u < NARROW_UNROLL; ++u) {
+        const i64 e = e0 + u * step, r = e / D;
+        v[u] = e < total ? load(data + r * a.tensors.data_stride + (e - r * D)) : 0.0f;
+      }
 #pragma unroll
-    for (int u = 0; u < NARROW_UNROLL; ++u) {
-      if (finite_bits(v[u]))
-        most = max(most, __float_as_uint(v[u]) & 0x7fffffffu); // |v|, ordered as an integer
-      else
-        nonfinite = 0x80000000u;
+      for (int u = 0; u < NARROW_UNROLL; ++u)
+        fold_magnitude(v[u], most, nonfinite);
     }
   }
   const unsigned all = block_merge(most | nonfinite);
