@@ -142,7 +142,7 @@ template <class T> __device__ __forceinline__ acc_t<T> load_stream(const T *p) {
   return v[0];
 }
 
-// A segment id read once (evict-first).
+// A segment id, read evict-first (the lanes of a warp on the same row read it in one request).
 template <class I> __device__ __forceinline__ I load_id_stream(const I *p) {
   if constexpr (sizeof(I) == 8) {
     long long v;

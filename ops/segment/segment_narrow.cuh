@@ -53,7 +53,9 @@ template <class T, class I> struct narrow_element {
 // table that the atomics and the finalize work on: for rows of 32 bytes or more. Measured on
 // f32 rows of N = 2^20 (bench/NOTES-segment.md): at D = 8 the H100 ran 6-11% faster, the H200
 // 7% faster over 10^6 segments and 5% slower over 10^5 (a table that fits in L2 anyway); at
-// D <= 4 it gained nothing on the H100 and cost up to 4%.
+// D <= 4 it gained nothing on the H100 and cost up to 4%. The rule also takes f64 rows of 4
+// columns or more, f16/bf16 rows of 16 or more and the small calls' rows of up to 64 columns,
+// none of them measured.
 template <class T, int D> constexpr bool NARROW_STREAMS = D * sizeof(T) >= 32;
 
 template <class T, class I, int D>
@@ -218,6 +220,7 @@ template <int D> constexpr bool NARROW_PACKED_PREPARE = D >= 3;
 template <class T>
 __device__ __forceinline__ void fold_magnitudes_packed(const T *__restrict__ data, i64 total,
                                                        unsigned &most, unsigned &nonfinite) {
+  static_assert(sizeof(acc_t<T>) == 4, "the fixed-point sums take f32, f16 and bf16 data");
   constexpr int VEC = 16 / sizeof(T);
   const i64 packs = total / VEC, step = narrow_step();
   for (i64 q0 = narrow_first(); q0 < packs; q0 += step * NARROW_UNROLL) {

@@ -1,5 +1,5 @@
 """Type stub of jitops._C, the CPython extension (python/csrc): libjitops' API, one function per
-entry point. Every function takes positional arguments only (METH_FASTCALL). Handles (runtimes,
+entry point. Every function takes positional arguments only. Handles (runtimes,
 caches, kernels, streams) are addresses as ints. Op functions take a mode (0 launch, 1 validate,
 2 workspace size) and return None after a launch, whether validation ran (False: symbolic
 sizes skipped it) or the workspace bytes."""
