@@ -135,24 +135,11 @@ __device__ __forceinline__ void load_pack_stream(const T *p, acc_t<T> (&out)[VEC
     out[e] = load(&r.t.v[e]);
 }
 
-// One element read once (evict-first), in its accumulation type.
+// One element read evict-first, in its accumulation type (an integer id as itself).
 template <class T> __device__ __forceinline__ acc_t<T> load_stream(const T *p) {
   acc_t<T> v[1];
   load_pack_stream<T, 1>(p, v);
   return v[0];
-}
-
-// A segment id, read evict-first (the lanes of a warp on the same row read it in one request).
-template <class I> __device__ __forceinline__ I load_id_stream(const I *p) {
-  if constexpr (sizeof(I) == 8) {
-    long long v;
-    asm("ld.global.cs.s64 %0, [%1];" : "=l"(v) : "l"(p));
-    return (I)v;
-  } else {
-    int v;
-    asm("ld.global.cs.s32 %0, [%1];" : "=r"(v) : "l"(p));
-    return (I)v;
-  }
 }
 
 template <class T, int VEC>

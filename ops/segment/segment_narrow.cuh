@@ -65,7 +65,7 @@ __device__ __forceinline__ narrow_element<T, I> narrow_load(const jitops__segmen
   const I *id = (const I *)a.ids.ptr + r * a.ids.stride;
   const T *v = (const T *)a.tensors.data + r * a.tensors.data_stride + c;
   if constexpr (NARROW_STREAMS<T, D>)
-    return narrow_element<T, I>{load_id_stream(id), load_stream(v)};
+    return narrow_element<T, I>{load_stream(id), load_stream(v)};
   else
     return narrow_element<T, I>{*id, load(v)};
 }
