@@ -57,6 +57,87 @@ static int known(const jitops__background *bg, const char *source_name,
          listed(bg->failed, source_name, name_expression);
 }
 
+/* ---- process exit ------------------------------------------------------------------------
+ *
+ * exit() runs the process's exit handlers, NVRTC's and the C++ library's static destructors
+ * among them, while a background thread may be compiling: the compile then crashes the exit of
+ * a program that did not destroy its runtimes (one that returns from main after a cold call,
+ * say). So the library registers an exit handler that lets no worker of any runtime start
+ * another build and waits for the builds under way (an exit waits at most for the longest of
+ * them; the builds left in the queues are dropped, and a later process asks for them again).
+ *
+ * Exit handlers run newest first, and NVRTC registers some of its own during a process's first
+ * compile, so the handler must be newer than those. It is registered once per process when the
+ * first worker starts, on the caller's thread (an exit right after the call must find it), and
+ * again before each build, after every compile that came before it (the atexit list grows by
+ * one entry a background build; running the handler again is harmless). What stays open: an
+ * exit during the process's first NVRTC compile when that compile is a background build (a
+ * process whose cold call found its quick builds on disk). jitops.h therefore still asks for
+ * runtimes to be destroyed before the process exits.
+ *
+ * Invariants: `building` counts the threads of this process inside build() and never grows once
+ * `exiting` is set; fork() is made holding the lock, and the child (which has no workers)
+ * starts with no build counted. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t idle; /* `building` fell to 0 */
+  int exiting;
+  int building;
+} process_builds = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+static pthread_once_t process_exit_once = PTHREAD_ONCE_INIT;
+
+static void wait_for_builds_at_exit(void) {
+  pthread_mutex_lock(&process_builds.lock);
+  process_builds.exiting = 1;
+  while (process_builds.building > 0)
+    pthread_cond_wait(&process_builds.idle, &process_builds.lock);
+  pthread_mutex_unlock(&process_builds.lock);
+}
+
+static void lock_before_fork(void) {
+  pthread_mutex_lock(&process_builds.lock);
+}
+static void unlock_after_fork(void) {
+  pthread_mutex_unlock(&process_builds.lock);
+}
+static void reset_in_child(void) {
+  process_builds.building = 0;
+  pthread_cond_init(&process_builds.idle, NULL);
+  pthread_mutex_unlock(&process_builds.lock);
+}
+
+static void register_exit_handler(void) {
+  if (atexit(wait_for_builds_at_exit) != 0)
+    jitops__log(JITOPS__LOG_WARN, "could not register the exit handler that waits for background "
+                                  "builds: destroy every runtime before the process exits");
+}
+
+static void register_process_handlers(void) {
+  register_exit_handler();
+  pthread_atfork(lock_before_fork, unlock_after_fork, reset_in_child);
+}
+
+/* Whether a build may start (then it is counted, and the exit handler registered again): not
+ * once the process exits. */
+static int build_may_start(void) {
+  pthread_mutex_lock(&process_builds.lock);
+  const int may = !process_builds.exiting;
+  process_builds.building += may;
+  pthread_mutex_unlock(&process_builds.lock);
+  if (may)
+    register_exit_handler();
+  return may;
+}
+
+static void build_ended(void) {
+  pthread_mutex_lock(&process_builds.lock);
+  if (--process_builds.building == 0)
+    pthread_cond_broadcast(&process_builds.idle);
+  pthread_mutex_unlock(&process_builds.lock);
+}
+
+/* ---- the workers --------------------------------------------------------------------------- */
+
 /* Builds the item in full; whether that succeeded. */
 static int build(jitops_runtime_t *rt, const jitops__background_item *item) {
   jitops_kernel_t *kernel;
@@ -73,7 +154,7 @@ static void *work(void *arg) {
   jitops_runtime_t *rt = slot->runtime;
   jitops__background *bg = &rt->background;
   pthread_mutex_lock(&bg->lock);
-  while (bg->head != NULL) {
+  while (bg->head != NULL && build_may_start()) {
     jitops__background_item *item = bg->head;
     bg->head = item->next;
     if (bg->head == NULL)
@@ -81,6 +162,7 @@ static void *work(void *arg) {
     slot->current = item;
     pthread_mutex_unlock(&bg->lock);
     const int built = build(rt, item);
+    build_ended();
     pthread_mutex_lock(&bg->lock);
     slot->current = NULL;
     if (built) {
@@ -161,6 +243,7 @@ static void start(jitops_runtime_t *rt) {
   join_left(bg);
   if (bg->alive >= bg->workers)
     return;
+  pthread_once(&process_exit_once, register_process_handlers);
   for (int i = 0; i < bg->workers; ++i) {
     jitops__background_slot *slot = &bg->slot[i];
     if (slot->joinable)

@@ -14,7 +14,9 @@
  * finds the queue empty (no thread lingers in an idle process); a worker that has left is
  * joined before its slot is used again and when the runtime is destroyed, which first waits
  * for every worker. Only the process that started the workers waits for them: a forked child
- * inherits the queue but no thread (and must not use the runtime: see jitops.h). */
+ * inherits the queue but no thread (and must not use the runtime: see jitops.h). An exit with
+ * runtimes alive lets no build start and waits for those under way (background.c, "process
+ * exit"). */
 #ifndef JITOPS_RUNTIME_BACKGROUND_H
 #define JITOPS_RUNTIME_BACKGROUND_H
 
