@@ -1,11 +1,13 @@
 /* The background builds (background.h). */
 #include "runtime/background.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "runtime/compiler.h"
 #include "runtime/runtime_internal.h"
 
 struct jitops__background_item {
@@ -63,33 +65,35 @@ static int known(const jitops__background *bg, const char *source_name,
  * among them, while a background thread may be compiling: the compile then crashes the exit of
  * a program that did not destroy its runtimes (one that returns from main after a cold call,
  * say). So the library registers an exit handler that lets no worker of any runtime start
- * another build and waits for the builds under way (an exit waits at most for the longest of
- * them; the builds left in the queues are dropped, and a later process asks for them again).
+ * another build and waits for the background builds under way, whatever they wait for in turn
+ * (another process's claim on the kernel, the remote tier). The builds left in the queues are
+ * dropped; a later process asks for them again. Compiles on other threads (an op's parallel
+ * builds, the application's own) are the caller's, as any call in flight at exit is.
  *
- * Exit handlers run newest first, and NVRTC registers some of its own during a process's first
- * compile, so the handler must be newer than those. It is registered once per process when the
- * first worker starts, on the caller's thread (an exit right after the call must find it), and
- * again before each build, after every compile that came before it (the atexit list grows by
- * one entry a background build; running the handler again is harmless). What stays open: an
- * exit during the process's first NVRTC compile when that compile is a background build (a
- * process whose cold call found its quick builds on disk). jitops.h therefore still asks for
- * runtimes to be destroyed before the process exits.
+ * Exit handlers run newest first, and a process's first NVRTC compile registers fourteen of
+ * NVRTC's and the C++ library's (none came later, in the runs of bench/NOTES-jit.md), so the
+ * handler is registered after that compile: when the process's first worker starts, on the
+ * caller's thread (an exit right after the call must find it), after a compile of an empty
+ * kernel there if the process has compiled nothing yet (a cold call whose quick builds came
+ * from disk; tens of milliseconds, once per process).
  *
  * Invariants: `building` counts the threads of this process inside build() and never grows once
- * `exiting` is set; fork() is made holding the lock, and the child (which has no workers)
- * starts with no build counted. */
+ * `exiting` is set; `builds_here` is the calling thread's share of it, which an exit on a worker
+ * (a signal handler, a log callback) does not wait for; fork() is made holding the lock, and the
+ * child (which has no workers) starts with no build counted and not exiting. */
 static struct {
   pthread_mutex_t lock;
-  pthread_cond_t idle; /* `building` fell to 0 */
+  pthread_cond_t idle; /* `building` fell */
   int exiting;
   int building;
-} process_builds = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+} process_builds = {.lock = PTHREAD_MUTEX_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER};
+static _Thread_local int builds_here;
 static pthread_once_t process_exit_once = PTHREAD_ONCE_INIT;
 
 static void wait_for_builds_at_exit(void) {
   pthread_mutex_lock(&process_builds.lock);
   process_builds.exiting = 1;
-  while (process_builds.building > 0)
+  while (process_builds.building > builds_here)
     pthread_cond_wait(&process_builds.idle, &process_builds.lock);
   pthread_mutex_unlock(&process_builds.lock);
 }
@@ -102,37 +106,42 @@ static void unlock_after_fork(void) {
 }
 static void reset_in_child(void) {
   process_builds.building = 0;
-  pthread_cond_init(&process_builds.idle, NULL);
+  process_builds.exiting = 0;
+  process_builds.idle = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
   pthread_mutex_unlock(&process_builds.lock);
-}
-
-static void register_exit_handler(void) {
-  if (atexit(wait_for_builds_at_exit) != 0)
-    jitops__log(JITOPS__LOG_WARN, "could not register the exit handler that waits for background "
-                                  "builds: destroy every runtime before the process exits");
 }
 
 static void register_process_handlers(void) {
-  register_exit_handler();
+  if (atexit(wait_for_builds_at_exit) != 0)
+    jitops__log(JITOPS__LOG_WARN, "could not register the exit handler that waits for background "
+                                  "builds: destroy every runtime before the process exits");
   pthread_atfork(lock_before_fork, unlock_after_fork, reset_in_child);
 }
 
-/* Whether a build may start (then it is counted, and the exit handler registered again): not
- * once the process exits. */
+/* Once per process, before its first worker starts (see above). */
+static void prepare_for_exit(const jitops_runtime_t *rt) {
+  if (!jitops__nvrtc_has_compiled())
+    jitops__nvrtc_warm_up(&rt->target);
+  pthread_once(&process_exit_once, register_process_handlers);
+}
+
+/* Whether a build may start (then it is counted): not once the process exits. */
 static int build_may_start(void) {
   pthread_mutex_lock(&process_builds.lock);
   const int may = !process_builds.exiting;
-  process_builds.building += may;
+  if (may) {
+    ++process_builds.building;
+    ++builds_here;
+  }
   pthread_mutex_unlock(&process_builds.lock);
-  if (may)
-    register_exit_handler();
   return may;
 }
 
 static void build_ended(void) {
   pthread_mutex_lock(&process_builds.lock);
-  if (--process_builds.building == 0)
-    pthread_cond_broadcast(&process_builds.idle);
+  --process_builds.building;
+  --builds_here;
+  pthread_cond_broadcast(&process_builds.idle);
   pthread_mutex_unlock(&process_builds.lock);
 }
 
@@ -235,16 +244,15 @@ static void drop_queue(jitops__background *bg) {
   bg->head = bg->tail = NULL;
 }
 
-/* Starts one more worker for the queue, up to `workers`; where none runs and none can start,
- * empties the queue again. The caller holds the lock and has forgotten a forked parent's
- * workers. */
-static void start(jitops_runtime_t *rt) {
+/* Starts a worker in a free slot; whether one started. Workers take no asynchronous signal
+ * (the mask is inherited): the application's handlers run on its own threads. */
+static int spawn_worker(jitops_runtime_t *rt) {
   jitops__background *bg = &rt->background;
-  join_left(bg);
-  if (bg->alive >= bg->workers)
-    return;
-  pthread_once(&process_exit_once, register_process_handlers);
-  for (int i = 0; i < bg->workers; ++i) {
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
+  int started = 0;
+  for (int i = 0; i < bg->workers && !started; ++i) {
     jitops__background_slot *slot = &bg->slot[i];
     if (slot->joinable)
       continue;
@@ -253,9 +261,22 @@ static void start(jitops_runtime_t *rt) {
       break;
     slot->alive = slot->joinable = 1;
     ++bg->alive;
-    return;
+    started = 1;
   }
-  if (bg->alive == 0) {
+  pthread_sigmask(SIG_SETMASK, &before, NULL);
+  return started;
+}
+
+/* Starts one more worker for the queue, up to `workers`; where none runs and none can start,
+ * empties the queue again. The caller holds the lock and has forgotten a forked parent's
+ * workers. */
+static void start(jitops_runtime_t *rt) {
+  jitops__background *bg = &rt->background;
+  join_left(bg);
+  if (bg->alive >= bg->workers)
+    return;
+  prepare_for_exit(rt);
+  if (!spawn_worker(rt) && bg->alive == 0) {
     jitops__log(JITOPS__LOG_INFO, "no thread for background builds: quick builds stay in use");
     drop_queue(bg);
   }

@@ -1,6 +1,7 @@
 #include "runtime/compiler.h"
 
 #include <nvrtc.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,12 @@
 const char *const jitops__default_options[] = {"-std=c++17", "-minimal", "--no-source-include"};
 const size_t jitops__default_option_count =
     sizeof jitops__default_options / sizeof jitops__default_options[0];
+
+static atomic_int nvrtc_compiled;
+
+int jitops__nvrtc_has_compiled(void) {
+  return atomic_load(&nvrtc_compiled);
+}
 
 int jitops__nvrtc_version(void) {
   int major = 0, minor = 0;
@@ -112,6 +119,7 @@ static jitops_status run_program(nvrtcProgram program, const char *name_expressi
   if (r != NVRTC_SUCCESS)
     return nvrtc_fail(r, "registering the name expression");
   r = nvrtcCompileProgram(program, (int)num_options, options);
+  atomic_store(&nvrtc_compiled, 1);
   if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION ||
       r == NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID)
     return compile_failed(program, name_expression);
@@ -156,4 +164,19 @@ void jitops__compiled_free(jitops__compiled *compiled) {
   free(compiled->image);
   free(compiled->lowered_name);
   memset(compiled, 0, sizeof *compiled);
+}
+
+void jitops__nvrtc_warm_up(const jitops__target *target) {
+  char arch[48];
+  snprintf(arch, sizeof arch, "--gpu-architecture=%s", target->name);
+  const char *options[] = {"-minimal", arch};
+  nvrtcProgram program = NULL;
+  if (nvrtcCreateProgram(&program, "__global__ void jitops_warm_up() {}", "jitops_warm_up.cu", 0,
+                         NULL, NULL) != NVRTC_SUCCESS)
+    return;
+  const nvrtcResult r = nvrtcCompileProgram(program, 2, options);
+  atomic_store(&nvrtc_compiled, 1);
+  if (r != NVRTC_SUCCESS)
+    jitops__log(JITOPS__LOG_DEBUG, "the warm-up compile failed: %s", nvrtcGetErrorString(r));
+  nvrtcDestroyProgram(&program);
 }

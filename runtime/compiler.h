@@ -42,4 +42,13 @@ jitops_status jitops__compile(const jitops__source *const *closure, size_t closu
 
 void jitops__compiled_free(jitops__compiled *compiled);
 
+/* Whether an NVRTC compile has finished in this process (successfully or not). A process's first
+ * compile registers exit handlers of NVRTC's and of the C++ library's (background.c, "process
+ * exit", needs its own to be newer). */
+int jitops__nvrtc_has_compiled(void);
+
+/* Compiles an empty kernel for `target`, for that first compile's side effects alone; the result
+ * is dropped. */
+void jitops__nvrtc_warm_up(const jitops__target *target);
+
 #endif

@@ -313,13 +313,13 @@ JITOPS_API jitops_status jitops_runtime_get_stats(const jitops_runtime_t *runtim
  *
  * jitops_runtime_wait_builds returns once the background builds queued before it are done, so
  * that every later launch of those kernels is a full build (before timing an op, say).
- * jitops_runtime_destroy waits for all of them. A process that exits with runtimes alive waits
- * for the builds under way and drops the queued ones (an exit handler, registered on the first
- * background build; NVRTC's own static destructors must not run under a compile). Destroy
- * runtimes before the process exits all the same: the handler cannot cover an exit during the
- * process's first NVRTC compile when that compile is a background build (a process whose cold
- * call found its quick builds on disk). Do not use a runtime in a child forked from its process
- * (its background threads are not there). */
+ * jitops_runtime_destroy waits for all of them. A process that exits with runtimes alive lets
+ * no background build start and waits for those under way, dropping the queued ones (an exit
+ * handler, registered when the process's first background worker starts, so that NVRTC's static
+ * destructors never run under a compile; after it has run, jitops_runtime_wait_builds returns
+ * with the dropped builds not done). Compiles on the application's own threads are its own, as
+ * any call in flight at exit is. Background threads block asynchronous signals. Do not use a
+ * runtime in a child forked from its process (its background threads are not there). */
 JITOPS_API jitops_status jitops_runtime_wait_builds(jitops_runtime_t *runtime);
 
 /* ------------------------------------------------------------------------------------------
