@@ -20,15 +20,18 @@ take int64 padded targets and int64 lengths in device memory (no host sync); tor
 the same targets and CPU lengths (its fastest: no device sync). Each of our calls takes its
 workspace from torch's caching allocator (jitops._C allocates it per call).
 """
+from __future__ import annotations
+
 import argparse
 import sys
+from typing import Callable, TypedDict, cast
 
 import torch
 import torch.nn.functional as F
 
 import jitops.ops  # also makes torch's caching allocator the workspace allocator of jitops._C
 from jitops import _C
-from timing import time_queued_ms
+from timing import Fn, time_queued_ms
 
 RUN = 0  # jitops._C's mode: validate, allocate the workspace, launch
 BLANK = 0
@@ -36,12 +39,34 @@ REDUCTION_MEAN = 2
 GRADIENT_PYTORCH = 1
 
 
-def time_ms(fn, reps):
+class Row(TypedDict, total=False):
+    """bench_shape's results for one shape (ms, and the agreement with torch); c_fwd and
+    c_fwd_bwd only where cuDNN applies."""
+    shape: str
+    fwd: float
+    fwd_bwd: float
+    fused: float
+    ab: float
+    t_fwd: float
+    t_fwd_bwd: float
+    cudnn_used: bool
+    c_fwd: float
+    c_fwd_bwd: float
+    loss_rel: float
+    grad_abs: float
+    ratio_fwd: float
+    ratio_fwd_bwd: float
+    ratio_fused: float
+    gbps: float
+
+
+def time_ms(fn: Fn, reps: int) -> float:
     """Median milliseconds per fn() over `reps` samples of 10 queued calls."""
     return time_queued_ms(fn, inner=10, reps=reps)
 
 
-def make_inputs(T, N, C, S, dtype, seed=0):
+def make_inputs(T: int, N: int, C: int, S: int, dtype: torch.dtype, seed: int = 0
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator(device="cuda").manual_seed(seed)
     logits = torch.randn(T, N, C, device="cuda", generator=g, dtype=torch.float32)
     lp = logits.log_softmax(-1).to(dtype)
@@ -53,27 +78,30 @@ def make_inputs(T, N, C, S, dtype, seed=0):
     return lp, targets.cuda(), il, tl
 
 
-def our_calls(lp, targets, il, tl, grad_out, grad, loss):
+def our_calls(lp: torch.Tensor, targets: torch.Tensor, il: torch.Tensor, tl: torch.Tensor, grad_out: torch.Tensor,
+              grad: torch.Tensor, loss: torch.Tensor
+              ) -> tuple[Callable[[], None], Callable[[bool], None],
+                         Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]]:
     """Our calls on these tensors (blank 0, mean reduction, PyTorch's gradient convention), as
     closures: fwd() writes `loss`; bwd(with_loss) writes `grad` and, with with_loss, `loss` from
     the same pass; ab(la, lb, nll) runs the alpha/beta pass alone into those tensors."""
     rt = jitops.Runtime(lp.device).handle
     stream = torch.cuda.current_stream().cuda_stream
 
-    def fwd():
+    def fwd() -> None:
         _C.ctc_loss(RUN, rt, lp, targets, il, tl, BLANK, REDUCTION_MEAN, False, 0, loss, stream)
 
-    def bwd(with_loss):
+    def bwd(with_loss: bool) -> None:
         _C.ctc_loss_backward(RUN, rt, lp, targets, il, tl, BLANK, REDUCTION_MEAN, False, 0,
                              GRADIENT_PYTORCH, grad_out, grad, loss if with_loss else None, stream)
 
-    def ab(la, lb, nll):
+    def ab(la: torch.Tensor, lb: torch.Tensor, nll: torch.Tensor) -> None:
         _C.ctc_alpha_beta(RUN, rt, lp, targets, il, tl, BLANK, 0, la, lb, nll, stream)
 
     return fwd, bwd, ab
 
 
-def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
+def bench_shape(T: int, N: int, C: int, S: int, dtype: torch.dtype = torch.float32, reps: int = 20) -> Row:
     lp, targets, il_cpu, tl_cpu = make_inputs(T, N, C, S, dtype)
     il_dev, tl_dev = il_cpu.cuda(), tl_cpu.cuda()
     loss = torch.empty((), device="cuda", dtype=torch.float32)
@@ -81,14 +109,14 @@ def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
     grad = torch.empty_like(lp)
     ours_fwd, ours_bwd, ours_ab = our_calls(lp, targets, il_dev, tl_dev, grad_out, grad, loss)
 
-    def ours_fwd_bwd():
+    def ours_fwd_bwd() -> None:
         ours_fwd()
         ours_bwd(False)
 
-    def ours_fused():
+    def ours_fused() -> None:
         ours_bwd(True)
 
-    row = {"shape": "T=%d N=%d C=%d S=%d %s" % (T, N, C, S, str(dtype).replace("torch.", ""))}
+    row: Row = {"shape": "T=%d N=%d C=%d S=%d %s" % (T, N, C, S, str(dtype).replace("torch.", ""))}
     row["fwd"] = time_ms(ours_fwd, reps)
     row["fwd_bwd"] = time_ms(ours_fwd_bwd, reps)
     row["fused"] = time_ms(ours_fused, reps)
@@ -104,10 +132,10 @@ def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
     # torch native: f32 only (it rejects f16/bf16 on CUDA); compare against f32 for halves.
     lp32 = lp.float().detach().requires_grad_(True)
 
-    def torch_fwd():
+    def torch_fwd() -> torch.Tensor:
         return F.ctc_loss(lp32, targets, il_cpu, tl_cpu, blank=0, reduction="mean")
 
-    def torch_fwd_bwd():
+    def torch_fwd_bwd() -> None:
         torch.autograd.grad(torch_fwd(), lp32)
 
     with torch.backends.cudnn.flags(enabled=False):
@@ -127,10 +155,11 @@ def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
         eligible = False
     row["cudnn_used"] = eligible
     if eligible:
-        def cudnn_fwd():
-            return F.ctc_loss(lp32, tcat, il_list, tl_list, blank=0, reduction="mean")
+        def cudnn_fwd() -> torch.Tensor:
+            # Lists of lengths (cuDNN's form): F.ctc_loss takes them, though annotated for tensors only.
+            return F.ctc_loss(lp32, tcat, il_list, tl_list, blank=0, reduction="mean")  # type: ignore[arg-type]
 
-        def cudnn_fwd_bwd():
+        def cudnn_fwd_bwd() -> None:
             torch.autograd.grad(cudnn_fwd(), lp32)
 
         row["c_fwd"] = time_ms(lambda: cudnn_fwd(), reps)
@@ -150,7 +179,7 @@ def bench_shape(T, N, C, S, dtype=torch.float32, reps=20):
     return row
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", action="append", default=[],
@@ -177,7 +206,8 @@ def main():
     cases = [(T, N, C, S, torch.float32) for (T, N, C, S) in shapes]
     cases.append((500, 64, 64, 100, torch.bfloat16))
     if args.only:
-        cases = [tuple(int(v) for v in o.split(",")) + (torch.float32,) for o in args.only]
+        cases = [cast("tuple[int, int, int, int]", tuple(int(v) for v in o.split(","))) + (torch.float32,)
+                 for o in args.only]
     for (T, N, C, S, dtype) in cases:
         r = bench_shape(T, N, C, S, dtype)
         c_f = "%8.3f" % r["c_fwd"] if "c_fwd" in r else "%8s" % "n/a"

@@ -15,32 +15,76 @@ errors), and checks that two libjitops runs give identical bytes.
 Usage: PYTHONPATH=build/python python3 bench/bench_flce.py [--shapes BT,H,V ...] [--dtype bf16]
        [--quick]
 """
+from __future__ import annotations
+
 import argparse
 import json
 import math
 import sys
+from typing import TypedDict, cast
 
 import torch
 import torch.nn.functional as F
 
 import jitops.ops  # also makes torch's caching allocator the workspace allocator of jitops._C
 from jitops import _C
-from timing import peak_bytes, time_interleaved
+from timing import Fn, peak_bytes, time_interleaved
 
 GIB = float(1 << 30)
 RUN, SIZE = 0, 2  # jitops._C's modes: launch (the workspace from torch) / the workspace bytes
 REDUCTION_MEAN = 1
 IGNORE_INDEX = -100
 
+Options = tuple[int, float, float, float, int, int]  # what options() returns
+Config = tuple[str, Options, bool]  # (name, options, dy in the forward)
 
-def options(chunk_rows=0, scratch_budget_bytes=0):
+
+class TimingRow(TypedDict):
+    bt: int
+    h: int
+    v: int
+    dtype: str
+    config: str
+    ms: float
+    torch_ms: float
+    ratio: float
+    peak_gib: float
+    torch_peak_gib: float
+    workspace_gib: float
+    tflops_3gemm: float
+
+
+class AccuracyRow(TypedDict):
+    what: str
+    loss_abs_err: float
+    grad_input_rel_l2: float
+    grad_weight_rel_l2: float
+
+
+class BreakdownRow(TypedDict):
+    what: str
+    ms: float
+
+
+class Results(TypedDict):
+    """What --json writes."""
+    gpu: str
+    torch: str
+    timing: list[TimingRow]
+    accuracy: list[AccuracyRow]
+    breakdown: list[BreakdownRow]
+
+
+def options(chunk_rows: int = 0, scratch_budget_bytes: int = 0) -> Options:
     """jitops_flce_options past the reduction, in jitops._C.flce_forward's order: ignore_index,
     label_smoothing, softcap, z_loss_scale, chunk_rows, scratch_budget_bytes (0: the
     library's choice)."""
     return (IGNORE_INDEX, 0.0, 0.0, 0.0, chunk_rows, scratch_budget_bytes)
 
 
-def loss_and_grads(x, w, target, opts, dy=None, dy_in_forward=False, grads=True):
+def loss_and_grads(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor, opts: Options,
+                   dy: torch.Tensor | None = None, dy_in_forward: bool = False, grads: bool = True
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int | None]:
     """What F.cross_entropy(x @ w.T) + backward(dy) gives: (loss, grad_input, grad_weight,
     workspace bytes). dy goes to jitops_flce_backward (a scalar rescale of the saved
     gradients), or with dy_in_forward to the forward, which then needs no backward.
@@ -59,29 +103,32 @@ def loss_and_grads(x, w, target, opts, dy=None, dy_in_forward=False, grads=True)
     return loss, gi, gw, ws_bytes
 
 
-def torch_unfused(x, w, target):
+def torch_unfused(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
     loss = F.cross_entropy(xr @ wr.t(), target)
     loss.backward()
     return loss.detach(), xr.grad, wr.grad
 
 
-def rel(a, ref):
+def rel(a: torch.Tensor, ref: torch.Tensor) -> float:
     a, ref = a.double(), ref.double()
     return ((a - ref).norm() / ref.norm()).item()
 
 
-def accuracy_report(x, w, target, configs, out):
+def accuracy_report(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor, configs: list[Config],
+                    out: list[AccuracyRow]) -> None:
     """Errors against the f32 unfused computation, for torch bf16 and each jitops config."""
     xf, wf = x.float().requires_grad_(), w.float().requires_grad_()
     ref_loss = F.cross_entropy(xf @ wf.t(), target)
     ref_loss.backward()
-    ref = (ref_loss.detach().double(), xf.grad, wf.grad)
+    ref = (ref_loss.detach().double(), cast(torch.Tensor, xf.grad), cast(torch.Tensor, wf.grad))  # set by backward()
     del xf, wf
     torch.cuda.empty_cache()
-    rows = []
+    rows: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = []
     tl, tgi, tgw = torch_unfused(x, w, target)
-    rows.append(("torch %s unfused" % str(x.dtype).split(".")[1], tl, tgi, tgw))
+    rows.append(("torch %s unfused" % str(x.dtype).split(".")[1], tl, cast(torch.Tensor, tgi),
+                 cast(torch.Tensor, tgw)))  # set by backward()
     del tl, tgi, tgw
     dy = torch.ones((), dtype=torch.float32, device=x.device)
     for name, opts, dy_fwd in configs:
@@ -95,8 +142,8 @@ def accuracy_report(x, w, target, configs, out):
                                                                       w.shape[0]))
     print("  %-62s %10s %10s %11s" % ("", "|dloss|", "grad_input", "grad_weight"))
     for name, l, gi, gw in rows:
-        r = {"what": name, "loss_abs_err": abs(l.double().item() - ref[0].item()),
-             "grad_input_rel_l2": rel(gi, ref[1]), "grad_weight_rel_l2": rel(gw, ref[2])}
+        r: AccuracyRow = {"what": name, "loss_abs_err": abs(l.double().item() - ref[0].item()),
+                           "grad_input_rel_l2": rel(gi, ref[1]), "grad_weight_rel_l2": rel(gw, ref[2])}
         out.append(r)
         print("  %-62s %10.3e %10.3e %11.3e" % (name, r["loss_abs_err"], r["grad_input_rel_l2"],
                                                 r["grad_weight_rel_l2"]))
@@ -104,7 +151,7 @@ def accuracy_report(x, w, target, configs, out):
     torch.cuda.empty_cache()
 
 
-def bench_shape(bt, h, v, dtype, quick, results, accuracy):
+def bench_shape(bt: int, h: int, v: int, dtype: torch.dtype, quick: bool, results: Results, accuracy: bool) -> None:
     torch.manual_seed(0)
     dev = torch.device("cuda")
     x = torch.randn(bt, h, device=dev, dtype=dtype)
@@ -129,7 +176,7 @@ def bench_shape(bt, h, v, dtype, quick, results, accuracy):
     dy = torch.ones((), dtype=torch.float32, device=dev)
     flops = 6.0 * bt * h * v
 
-    def ours(opts, dy_fwd):
+    def ours(opts: Options, dy_fwd: bool) -> Fn:
         return lambda: loss_and_grads(x, w, target, opts, dy, dy_fwd)
 
     # Timing in rounds: torch and every config once per round.
@@ -138,20 +185,20 @@ def bench_shape(bt, h, v, dtype, quick, results, accuracy):
     t_ms = times[0]
     torch.cuda.empty_cache()
     try:
-        t_peak = peak_bytes(lambda: torch_unfused(x, w, target))
+        t_peak: float = peak_bytes(lambda: torch_unfused(x, w, target))
     except torch.cuda.OutOfMemoryError:
         t_peak = float("nan")
     torch.cuda.empty_cache()
     for (name, opts, dy_fwd), ms in zip(configs, times[1:]):
-        held = []
+        held: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int | None]] = []
         peak = peak_bytes(lambda: held.append(loss_and_grads(x, w, target, opts, dy, dy_fwd)))
-        ws_bytes = held[0][3]
+        ws_bytes = cast(int, held[0][3])  # mode SIZE's result: the bytes, never None
         del held
         torch.cuda.empty_cache()
-        r = {"bt": bt, "h": h, "v": v, "dtype": str(dtype), "config": name, "ms": ms,
-             "torch_ms": t_ms, "ratio": ms / t_ms, "peak_gib": peak / GIB,
-             "torch_peak_gib": t_peak / GIB, "workspace_gib": ws_bytes / GIB,
-             "tflops_3gemm": flops / (ms * 1e9)}
+        r: TimingRow = {"bt": bt, "h": h, "v": v, "dtype": str(dtype), "config": name, "ms": ms,
+                         "torch_ms": t_ms, "ratio": ms / t_ms, "peak_gib": peak / GIB,
+                         "torch_peak_gib": t_peak / GIB, "workspace_gib": ws_bytes / GIB,
+                         "tflops_3gemm": flops / (ms * 1e9)}
         results["timing"].append(r)
         print("%6d %5d %6d  %-40s %9.2f %9.2f %6.3f %9.3f %9.3f %7.1f" % (
             bt, h, v, name, ms, t_ms, r["ratio"], r["peak_gib"], r["torch_peak_gib"],
@@ -175,7 +222,7 @@ def bench_shape(bt, h, v, dtype, quick, results, accuracy):
     torch.cuda.empty_cache()
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", nargs="*", default=["8192,4096,128256", "2048,4096,128256",
                                                     "8192,4096,32000", "32768,4096,128256"])
@@ -191,8 +238,8 @@ def main():
     print("%6s %5s %6s  %-40s %9s %9s %6s %9s %9s %7s" % (
         "BT", "H", "V", "config", "ours ms", "torch ms", "ratio", "peak GiB", "torch GiB",
         "TFLOP/s"))
-    results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": [],
-               "accuracy": [], "breakdown": []}
+    results: Results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": [],
+                        "accuracy": [], "breakdown": []}
     for i, s in enumerate(args.shapes):
         bt, h, v = (int(t) for t in s.split(","))
         bench_shape(bt, h, v, dtype, args.quick, results,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -22,7 +23,7 @@ import jitops.ops as O
 SHAPES = [(8192, 4096, 128256), (4096, 4096, 32000)]
 
 
-def timed(fn, warmup=2, iters=7):
+def timed(fn: Callable[[], object], warmup: int = 2, iters: int = 7) -> float:
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -37,7 +38,7 @@ def timed(fn, warmup=2, iters=7):
     return statistics.median(samples)
 
 
-def peak_above(fn, base):
+def peak_above(fn: Callable[[], object], base: int) -> float:
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     fn()
@@ -45,14 +46,14 @@ def peak_above(fn, base):
     return (torch.cuda.max_memory_allocated() - base) / 2**30
 
 
-def step(x, w, target, **kw):
-    def run():
+def step(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor, **kw: Any) -> Callable[[], None]:
+    def run() -> None:
         x.grad = w.grad = None
         O.fused_linear_cross_entropy(x, w, target, **kw).backward()
     return run
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", nargs="*", help="BT,H,V triples")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])

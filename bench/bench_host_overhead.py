@@ -109,7 +109,7 @@ CASES = [
 def python_batch(fn: Fn, calls: int) -> list[float]:
     """The host nanoseconds of each of `calls` fn() calls, from an idle GPU queue."""
     torch.cuda.synchronize()
-    samples = []
+    samples: list[float] = []
     for _ in range(calls):
         start = time.perf_counter_ns()
         fn()
@@ -211,7 +211,8 @@ def measure(row: Row, c: CBaseline, chunks: int) -> Measured:
             pools[2] += python_batch(python_fns[1], BATCH)
             pools[3] += python_batch(python_fns[2], BATCH)
     deciles = statistics.quantiles(turns, n=10)
-    return Measured(*(statistics.median(p) for p in pools), (deciles[0], deciles[-1]))
+    return Measured(statistics.median(pools[0]), statistics.median(pools[1]), statistics.median(pools[2]),
+                    statistics.median(pools[3]), (deciles[0], deciles[-1]))
 
 
 def main() -> int:

@@ -18,21 +18,43 @@ writes the rows.
 
     PYTHONPATH=build/python python3 bench/bench_scan.py [--n 8192] [--iters 20] [--json out.json]
 """
+from __future__ import annotations
+
 import argparse
 import datetime
 import json
 import sys
+from typing import Callable, TypedDict, Union, cast
 
 import torch
 
 import jitops.ops
-from timing import time_ms, time_queued_ms
+from timing import Fn, time_ms, time_queued_ms
 
-SCANS = {"cumsum": jitops.ops.cumsum, "cumprod": jitops.ops.cumprod, "cummax": jitops.ops.cummax,
-         "cummin": jitops.ops.cummin, "logcumsumexp": jitops.ops.logcumsumexp}
+Scan = Callable[[torch.Tensor, int], Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]]  # jitops.ops' scans
+
+SCANS: dict[str, Scan] = {"cumsum": jitops.ops.cumsum, "cumprod": jitops.ops.cumprod, "cummax": jitops.ops.cummax,
+                          "cummin": jitops.ops.cummin, "logcumsumexp": jitops.ops.logcumsumexp}
 
 
-def torch_forward(op, x, axis, y, idx):
+class Row(TypedDict):
+    """One row of the table (and of --json)."""
+    kind: str
+    op: str
+    shape: list[int]
+    axis: int | str
+    ours_ms: float
+    torch_ms: float
+    ours_synced_ms: float
+    torch_synced_ms: float
+    speedup_vs_torch: float
+    floor_mb: float
+    ours_gbs: float
+    pct_of_copy: float
+    max_rel_err_vs_torch: float
+
+
+def torch_forward(op: str, x: torch.Tensor, axis: int, y: torch.Tensor, idx: torch.Tensor | None) -> Fn:
     if op == "cumsum":
         return lambda: torch.cumsum(x, axis, out=y)
     if op == "cumprod":
@@ -40,10 +62,11 @@ def torch_forward(op, x, axis, y, idx):
     if op == "logcumsumexp":
         return lambda: torch.logcumsumexp(x, axis, out=y)
     fn = torch.cummax if op == "cummax" else torch.cummin
-    return lambda: fn(x, axis, out=(y, idx))
+    indices = cast(torch.Tensor, idx)  # not None: the caller passes cummax's and cummin's indices
+    return lambda: fn(x, axis, out=(y, indices))
 
 
-def torch_op(op, x, axis):
+def torch_op(op: str, x: torch.Tensor, axis: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     if op == "cumsum":
         return torch.cumsum(x, axis)
     if op == "cumprod":
@@ -53,7 +76,7 @@ def torch_op(op, x, axis):
     return (torch.cummax if op == "cummax" else torch.cummin)(x, axis)
 
 
-def make_input(op, n, seed):
+def make_input(op: str, n: int, seed: int) -> torch.Tensor:
     g = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.randn(n, n, device="cuda", generator=g)
     if op == "cumprod":  # products that stay finite along 8192 elements
@@ -61,20 +84,21 @@ def make_input(op, n, seed):
     return x
 
 
-def timings(fn, iters):
+def timings(fn: Fn, iters: int) -> tuple[float, float]:
     """(queued, synced) milliseconds per call: queued is the median over 5 batches of `iters`
     calls queued between two events."""
     return time_queued_ms(fn, inner=iters, reps=5), time_ms(fn, iters=iters)
 
 
-def rel_err(a, b):
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double(), b.double()
     finite = torch.isfinite(b)
     scale = b[finite].abs().max().clamp_min(1e-30)
     return float(((a - b)[finite]).abs().max() / scale)
 
 
-def row(kind, op, shape, axis, ours, theirs, floor_bytes, copy_gbs, err):
+def row(kind: str, op: str, shape: torch.Size, axis: int | str, ours: tuple[float, float], theirs: tuple[float, float],
+        floor_bytes: int, copy_gbs: float, err: float) -> Row:
     ours_ms, torch_ms = ours[0], theirs[0]
     gbs = floor_bytes / (ours_ms * 1e6)
     return {
@@ -87,13 +111,13 @@ def row(kind, op, shape, axis, ours, theirs, floor_bytes, copy_gbs, err):
     }
 
 
-def bench_forward(n, iters, copy_gbs):
+def bench_forward(n: int, iters: int, copy_gbs: float) -> list[Row]:
     rows = []
     for op in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"):
         x = make_input(op, n, 1)
         for axis in (1, 0):
 
-            def ours():
+            def ours() -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
                 return SCANS[op](x, axis)
 
             out = ours()
@@ -113,7 +137,7 @@ def bench_forward(n, iters, copy_gbs):
     return rows
 
 
-def bench_backward(n, iters, copy_gbs):
+def bench_backward(n: int, iters: int, copy_gbs: float) -> list[Row]:
     rows = []
     for op in ("cumsum", "cumprod", "cummax", "logcumsumexp"):
         x = make_input(op, n, 2)
@@ -126,10 +150,10 @@ def bench_backward(n, iters, copy_gbs):
             dy = torch.randn(x.shape, device="cuda", generator=g)
             y = yv.detach()
 
-            def ours():
+            def ours() -> torch.Tensor:
                 return torch.ops.jitops.scan_backward(op, dy, x, y, idx, axis, False)
 
-            def theirs():
+            def theirs() -> None:
                 torch.autograd.grad(yv, xg, dy, retain_graph=True)
 
             err = rel_err(ours(), torch.autograd.grad(yv, xg, dy, retain_graph=True)[0])
@@ -142,12 +166,12 @@ def bench_backward(n, iters, copy_gbs):
     return rows
 
 
-def bench_repeat(iters, copy_gbs):
+def bench_repeat(iters: int, copy_gbs: float) -> list[Row]:
     rows = []
     x = torch.randn(1024, 1024, device="cuda")
     reps = (4, 4)
 
-    def ours():
+    def ours() -> torch.Tensor:
         return jitops.ops.repeat(x, *reps)
 
     y = ours()
@@ -162,7 +186,7 @@ def bench_repeat(iters, copy_gbs):
     yg = xg.repeat(*reps)
     dy = torch.randn(yg.shape, device="cuda")
 
-    def ours_bwd():
+    def ours_bwd() -> torch.Tensor:
         return torch.ops.jitops.repeat_backward(dy, list(reps), list(x.shape))
 
     err = rel_err(ours_bwd(), torch.autograd.grad(yg, xg, dy, retain_graph=True)[0])
@@ -174,7 +198,7 @@ def bench_repeat(iters, copy_gbs):
     return rows
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--iters", type=int, default=20)

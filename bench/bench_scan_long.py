@@ -25,20 +25,36 @@ import argparse
 import datetime
 import json
 import sys
+from typing import Callable, TypedDict, Union
 
 import torch
 
 import jitops.ops
-from timing import time_queued_ms
+from timing import Fn, time_queued_ms
 
 FORWARD = ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp")
 BACKWARD = ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-OURS = {"cumsum": jitops.ops.cumsum, "cumprod": jitops.ops.cumprod, "cummax": jitops.ops.cummax,
-        "cummin": jitops.ops.cummin, "logcumsumexp": jitops.ops.logcumsumexp}
+Scan = Callable[[torch.Tensor, int], Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]]  # jitops.ops' scans
+OURS: dict[str, Scan] = {"cumsum": jitops.ops.cumsum, "cumprod": jitops.ops.cumprod, "cummax": jitops.ops.cummax,
+                         "cummin": jitops.ops.cummin, "logcumsumexp": jitops.ops.logcumsumexp}
 
 
-def queued(fn, iters: int) -> float:
+class Result(TypedDict):
+    """One row of either part (and of --json)."""
+    kind: str
+    op: str
+    dtype: str
+    shape: list[int]
+    ours_ms: float
+    torch_ms: float
+    speedup: float
+    ours_gbs: float
+    pct_of_copy: float
+    rel_err: float
+
+
+def queued(fn: Fn, iters: int) -> float:
     """Queued milliseconds per call; an op slower than 10 ms a call (some of PyTorch's scans
     along a long axis take hundreds) is timed over fewer calls."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -60,9 +76,10 @@ def make_input(op: str, shape: tuple[int, ...], dtype: torch.dtype, seed: int) -
     return x.to(dtype)
 
 
-def torch_forward(op: str, x: torch.Tensor):
-    fn = {"cumsum": torch.cumsum, "cumprod": torch.cumprod, "cummax": torch.cummax,
-          "cummin": torch.cummin, "logcumsumexp": torch.logcumsumexp}[op]
+def torch_forward(op: str, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    fns: dict[str, Scan] = {"cumsum": torch.cumsum, "cumprod": torch.cumprod, "cummax": torch.cummax,
+                            "cummin": torch.cummin, "logcumsumexp": torch.logcumsumexp}
+    fn = fns[op]  # the dict typed as a variable: a literal of overloaded functions is inferred as `function`
     return fn(x, -1)
 
 
@@ -89,7 +106,7 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(((a - b)[finite]).abs().max() / scale)
 
 
-def result(kind, op, x, ours_ms, torch_ms, copy, err):
+def result(kind: str, op: str, x: torch.Tensor, ours_ms: float, torch_ms: float, copy: float, err: float) -> Result:
     gbs = floor_bytes(kind, op, x) / (ours_ms * 1e6)
     return {"kind": kind, "op": op, "dtype": str(x.dtype).removeprefix("torch."),
             "shape": list(x.shape), "ours_ms": round(ours_ms, 4), "torch_ms": round(torch_ms, 4),
@@ -97,7 +114,7 @@ def result(kind, op, x, ours_ms, torch_ms, copy, err):
             "pct_of_copy": round(100 * gbs / copy, 1), "rel_err": err}
 
 
-def bench_forward(op, x, copy, iters):
+def bench_forward(op: str, x: torch.Tensor, copy: float, iters: int) -> Result:
     ours = lambda: OURS[op](x, -1)
     out, ref = ours(), torch_forward(op, x)
     y = out[0] if isinstance(out, tuple) else out
@@ -108,7 +125,7 @@ def bench_forward(op, x, copy, iters):
                   copy, err)
 
 
-def bench_backward(op, x, copy, iters):
+def bench_backward(op: str, x: torch.Tensor, copy: float, iters: int) -> Result:
     xg = x.clone().requires_grad_(True)
     out = torch_forward(op, xg)
     yv, idx = (out[0], out[1]) if isinstance(out, tuple) else (out, None)
@@ -121,7 +138,7 @@ def bench_backward(op, x, copy, iters):
     return result("backward", op, x, queued(ours, iters), queued(theirs, iters), copy, err)
 
 
-def part_long(iters: int, ops: tuple[str, ...] = FORWARD) -> list[dict]:
+def part_long(iters: int, ops: tuple[str, ...] = FORWARD) -> list[Result]:
     rows = []
     for dname, dtype in DTYPES.items():
         for shape in ((1 << 20,), (1 << 27,), (8, 1 << 17), (8, 1 << 24)):
@@ -138,7 +155,7 @@ def part_long(iters: int, ops: tuple[str, ...] = FORWARD) -> list[dict]:
     return rows
 
 
-def part_sweep(iters: int) -> list[dict]:
+def part_sweep(iters: int) -> list[Result]:
     rows = []
     for op in ("cumsum", "cummax"):
         for lg in (16, 18, 20, 22, 24):
@@ -153,7 +170,7 @@ def part_sweep(iters: int) -> list[dict]:
     return rows
 
 
-def print_long(rows):
+def print_long(rows: list[Result]) -> None:
     print("| op | kind | dtype | shape | ours ms | PyTorch ms | speed-up | GB/s | % of copy |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -162,7 +179,7 @@ def print_long(rows):
             r["torch_ms"], r["speedup"], r["ours_gbs"], r["pct_of_copy"]))
 
 
-def print_sweep(rows):
+def print_sweep(rows: list[Result]) -> None:
     for op in sorted({r["op"] for r in rows}):
         mine = [r for r in rows if r["op"] == op]
         lengths = sorted({r["shape"][1] for r in mine})
@@ -178,7 +195,7 @@ def print_sweep(rows):
             print("| %d | %s |" % (c, " | ".join(cells)))
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", choices=("long", "sweep", "all"), default="all")
     ap.add_argument("--iters", type=int, default=20)

@@ -22,15 +22,18 @@ Usage: PYTHONPATH=build/python python3 bench/bench_segment.py [--quick] [--shape
   --once    no timing: one forward and one backward of each (shape, reduction), for a
             profiler (e.g. ncu -k regex:segment) to time each kernel.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import sys
+from typing import TypedDict
 
 import torch
 
 import jitops.ops  # also makes torch's caching allocator the workspace allocator of jitops._C
 from jitops import _C
-from timing import time_queued_ms
+from timing import Fn, time_queued_ms
 
 SUM, MEAN, MAX, MIN = 0, 1, 2, 3
 NAMES = ["sum", "mean", "max", "min"]
@@ -48,12 +51,34 @@ SHAPES = [  # (N, D, S): the issue's shape, then one parameter changed at a time
 ]
 
 
-def runtime_and_stream(t):
+class Row(TypedDict):
+    """One (shape, reduction) of bench_shape (and of --json)."""
+    N: int
+    D: int
+    S: int
+    kind: str
+    ours_ms: float
+    torch_scatter_ms: float
+    torch_index_ms: float
+    ratio: float
+    ours_gbps: float
+    ours_bwd_ms: float
+    torch_bwd_ms: float
+    bwd_ratio: float
+    bwd_over_fwd: float
+    max_diff: float
+    workspace: int | None
+    bwd_workspace: int | None
+    forced: dict[str, float]
+
+
+def runtime_and_stream(t: torch.Tensor) -> tuple[int, int]:
     """The jitops runtime handle of t's device and torch's current stream there."""
     return jitops.Runtime(t.device).handle, torch.cuda.current_stream().cuda_stream
 
 
-def forward_fn(kind, data, ids, S, out, algorithm=AUTO, sorted_ids=False):
+def forward_fn(kind: int, data: torch.Tensor, ids: torch.Tensor, S: int, out: torch.Tensor, algorithm: int = AUTO,
+               sorted_ids: bool = False) -> tuple[Fn, int | None]:
     """A closure running the forward into `out`, and the workspace bytes it takes."""
     rt, stream = runtime_and_stream(data)
     args = (rt, kind, data, ids, S, out, int(sorted_ids), None, None, algorithm,  # no fill, no count
@@ -61,25 +86,26 @@ def forward_fn(kind, data, ids, S, out, algorithm=AUTO, sorted_ids=False):
     return (lambda: _C.segment_reduce(RUN, *args)), _C.segment_reduce(SIZE, *args)
 
 
-def backward_fn(kind, dy, data, out, ids, S, dx, sorted_ids=False):
+def backward_fn(kind: int, dy: torch.Tensor, data: torch.Tensor, out: torch.Tensor, ids: torch.Tensor, S: int,
+                dx: torch.Tensor, sorted_ids: bool = False) -> tuple[Fn, int | None]:
     """A closure running the backward into `dx`, and the workspace bytes it takes."""
     rt, stream = runtime_and_stream(dy)
     args = (rt, kind, dy, data, out, ids, S, dx, int(sorted_ids), 0, stream)  # first_occurrence 0
     return (lambda: _C.segment_reduce_backward(RUN, *args)), _C.segment_reduce_backward(SIZE, *args)
 
 
-def per_call_ms(fn, inner, iters):
+def per_call_ms(fn: Fn, inner: int, iters: int) -> float:
     """Median ms per call over `iters` samples of `inner` back-to-back calls."""
     return time_queued_ms(fn, inner, reps=iters, warmup=2 * inner)
 
 
-def nonempty_max_diff(ours, ref, ids, S):
+def nonempty_max_diff(ours: torch.Tensor, ref: torch.Tensor, ids: torch.Tensor, S: int) -> float:
     counts = torch.bincount(ids, minlength=S)
     mask = counts > 0
     return (ours[mask].double() - ref[mask].double()).abs().max().item() if mask.any() else 0.0
 
 
-def run_once(N, D, S, sorted_ids=False):
+def run_once(N: int, D: int, S: int, sorted_ids: bool = False) -> None:
     """One forward and one backward per reduction, nothing timed (for a profiler)."""
     torch.manual_seed(0)
     data = torch.randn(N, D, device="cuda", dtype=torch.float32)
@@ -98,7 +124,7 @@ def run_once(N, D, S, sorted_ids=False):
         print("once: N=%d D=%d S=%d %s" % (N, D, S, NAMES[kind]), flush=True)
 
 
-def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
+def bench_shape(N: int, D: int, S: int, inner: int, iters: int, rows: list[Row], sorted_ids: bool = False) -> None:
     torch.manual_seed(0)
     data = torch.randn(N, D, device="cuda", dtype=torch.float32)
     ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
@@ -120,7 +146,7 @@ def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
         torch.cuda.synchronize()
         diff = nonempty_max_diff(out, ref, ids, S)
         ours = per_call_ms(fwd, inner, iters)
-        forced = {}
+        forced: dict[str, float] = {}
         if kind >= MAX and not sorted_ids:
             for algo in (SORT, ATOMIC):
                 f, _ = forward_fn(kind, data, ids, S, alt, algorithm=algo)
@@ -140,7 +166,7 @@ def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
         t_bwd = per_call_ms(
             lambda: torch.autograd.grad(res, data_req, dy, retain_graph=True), inner, iters)
         del res
-        row = {
+        row: Row = {
             "N": N, "D": D, "S": S, "kind": NAMES[kind] + (" sorted" if sorted_ids else ""),
             "ours_ms": ours,
             "torch_scatter_ms": t_scatter, "torch_index_ms": t_index,
@@ -154,7 +180,7 @@ def bench_shape(N, D, S, inner, iters, rows, sorted_ids=False):
     del data_req, dx
 
 
-def print_table(rows, gpu):
+def print_table(rows: list[Row], gpu: str) -> None:
     print("GPU: %s, torch %s, f32 data, int64 ids, uniform random (unsorted unless the op says "
           "sorted)" % (gpu, torch.__version__))
     print()
@@ -178,7 +204,7 @@ def print_table(rows, gpu):
     print("largest |ours - torch| over non-empty segments: %.3g" % worst)
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the first shape only")
     ap.add_argument("--shapes", help="comma-separated indices into SHAPES (default: all)")
@@ -186,7 +212,7 @@ def main():
     ap.add_argument("--once", action="store_true", help="run each call once, time nothing")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
-    rows = []
+    rows: list[Row] = []
     shapes = SHAPES[:1] if args.quick else SHAPES
     if args.shapes:
         shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]

@@ -19,22 +19,53 @@ Usage: PYTHONPATH=build/python python3 bench/bench_segment_narrow.py [--rows LOG
   --profile  also one torch.profiler pass a configuration: each kernel's mean time (ours and
              torch's), printed after the table.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import sys
+from typing import TypedDict
 
 import torch
 
 from bench_segment import ATOMIC, MAX, NAMES, SORT, SUM, TORCH_REDUCE, forward_fn, per_call_ms
+from timing import Fn
 
 MEAN = 1
 
 
-def bits(t):
+class Row(TypedDict):
+    """One (N, D, S, reduction) of the table (and of --json)."""
+    N: int
+    D: int
+    S: int
+    kind: str
+    ours_ms: float
+    torch_scatter_ms: float
+    torch_index_add_ms: float | None
+    ratio: float
+    max_diff: float
+    rel_err: float
+    bit_identical: bool
+    workspace: int | None
+    forced: dict[str, float]
+
+
+class Profile(TypedDict):
+    """--profile's kernel times of one (N, D, S, reduction): us by contestant and kernel name."""
+    N: int
+    D: int
+    S: int
+    kind: str
+    kernels: dict[str, dict[str, float]]
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int32)
 
 
-def check(kind, out, ref, data, ids, S):
+def check(kind: int, out: torch.Tensor, ref: torch.Tensor, data: torch.Tensor, ids: torch.Tensor, S: int
+          ) -> tuple[float, float]:
     """Largest |ours - torch| over non-empty segments, and for sum/mean the largest error
     relative to a float64 reference, scaled by the segment's sum of |x| (0 for max/min)."""
     counts = torch.bincount(ids, minlength=S)
@@ -54,7 +85,7 @@ def check(kind, out, ref, data, ids, S):
     return diff, rel
 
 
-def kernel_times(fn, calls=5):
+def kernel_times(fn: Fn, calls: int = 5) -> dict[str, float]:
     """Each CUDA kernel's mean microseconds over `calls` calls of fn, by name."""
     from torch.profiler import ProfilerActivity, profile
     fn()
@@ -63,14 +94,14 @@ def kernel_times(fn, calls=5):
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    times = {}
+    times: dict[str, list[float]] = {}
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             times.setdefault(e.name, []).append(e.device_time)
     return {name[:90]: sum(t) / calls for name, t in times.items()}
 
 
-def bench(N, D, S, args, rows, profiles):
+def bench(N: int, D: int, S: int, args: argparse.Namespace, rows: list[Row], profiles: list[Profile]) -> None:
     torch.manual_seed(0)
     data = torch.randn(N, D, device="cuda", dtype=torch.float32)
     ids = torch.randint(0, S, (N,), device="cuda", dtype=torch.int64)
@@ -94,7 +125,7 @@ def bench(N, D, S, args, rows, profiles):
             f2()
             identical &= torch.equal(bits(again), bits(first))
         ours = per_call_ms(fwd, inner, iters)
-        forced = {}
+        forced: dict[str, float] = {}
         if args.forced:
             for algo, name in ((SORT, "sort"), (ATOMIC, "atomic")):
                 if kind >= MAX or algo == SORT:
@@ -107,10 +138,10 @@ def bench(N, D, S, args, rows, profiles):
         if kind == SUM:
             t_index = per_call_ms(index_add, inner, iters)
         best = min(t for t in (t_scatter, t_index) if t is not None)
-        row = {"N": N, "D": D, "S": S, "kind": NAMES[kind], "ours_ms": ours,
-               "torch_scatter_ms": t_scatter, "torch_index_add_ms": t_index,
-               "ratio": best / ours, "max_diff": diff, "rel_err": rel,
-               "bit_identical": bool(identical), "workspace": ws, "forced": forced}
+        row: Row = {"N": N, "D": D, "S": S, "kind": NAMES[kind], "ours_ms": ours,
+                    "torch_scatter_ms": t_scatter, "torch_index_add_ms": t_index,
+                    "ratio": best / ours, "max_diff": diff, "rel_err": rel,
+                    "bit_identical": bool(identical), "workspace": ws, "forced": forced}
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         if args.profile:
@@ -120,7 +151,7 @@ def bench(N, D, S, args, rows, profiles):
             profiles.append({"N": N, "D": D, "S": S, "kind": NAMES[kind], "kernels": prof})
 
 
-def print_table(rows, profiles):
+def print_table(rows: list[Row], profiles: list[Profile]) -> None:
     print("GPU: %s, torch %s, f32 data, int64 ids uniform random" %
           (torch.cuda.get_device_name(), torch.__version__))
     print()
@@ -147,7 +178,7 @@ def print_table(rows, profiles):
                 print("  %-15s %8.1f  %s" % (who, us, name))
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=20, help="log2 of N (default 20)")
     ap.add_argument("--cols", default="1,2,3,4,8")
@@ -156,6 +187,8 @@ def main():
     ap.add_argument("--profile", action="store_true", help="also per-kernel times")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
+    rows: list[Row]
+    profiles: list[Profile]
     rows, profiles = [], []
     for S in [int(s) for s in args.segments.split(",")]:
         for D in [int(d) for d in args.cols.split(",")]:

@@ -8,6 +8,8 @@ Gradient: ||g - g64|| / ||g64|| over the whole [T, N, C] tensor (PyTorch's conve
 torch's can be compared: it differs from the exact one by exp(lp), the same in both); loss:
 the largest per-sequence relative error. The f64 reference is ours in f64 (it matches the
 tests' CPU reference to ~1e-12); --torch also checks torch f64 against it."""
+from __future__ import annotations
+
 import sys
 
 import torch
@@ -19,7 +21,8 @@ from jitops import _C
 RUN, GRADIENT_PYTORCH = 0, 1
 
 
-def ours(lp, targets, il, tl):
+def ours(lp: torch.Tensor, targets: torch.Tensor, il: torch.Tensor, tl: torch.Tensor
+         ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sequence loss and PyTorch-convention gradient for upstream gradient 1."""
     rt = jitops.Runtime(lp.device).handle
     stream = torch.cuda.current_stream().cuda_stream
@@ -32,7 +35,8 @@ def ours(lp, targets, il, tl):
     return loss, grad
 
 
-def theirs(lp, targets, il, tl):
+def theirs(lp: torch.Tensor, targets: torch.Tensor, il: torch.Tensor, tl: torch.Tensor
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     x = lp.detach().clone().requires_grad_(True)
     with torch.backends.cudnn.flags(enabled=False):
         loss = F.ctc_loss(x, targets, il.cpu(), tl.cpu(), blank=0, reduction="none")
@@ -40,13 +44,14 @@ def theirs(lp, targets, il, tl):
     return loss.detach(), g
 
 
-def errors(loss, grad, ref_loss, ref_grad):
+def errors(loss: torch.Tensor, grad: torch.Tensor, ref_loss: torch.Tensor, ref_grad: torch.Tensor
+           ) -> tuple[float, float]:
     gl = ((loss.double() - ref_loss).abs() / ref_loss.abs()).max().item()
     gg = ((grad.double() - ref_grad).norm() / ref_grad.norm()).item()
     return gl, gg
 
 
-def main():
+def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     T, N, C, S = (int(v) for v in args) if args else (5000, 2, 40, 3500)
     g = torch.Generator(device="cuda").manual_seed(21)

@@ -8,12 +8,14 @@ It forces the algorithm through jitops._C.segment_reduce (bench_segment.forward_
 
     PYTHONPATH=build/python python3 bench/segment_buckets_sweep.py
 """
+from __future__ import annotations
+
 import torch
 
 from bench_segment import ATOMIC, MAX, SORT, forward_fn, nonempty_max_diff, per_call_ms
 
 
-def main():
+def main() -> None:
     N = 1 << 20
     print("| D | S | rows/seg | sort ms | buckets ms | torch ms | sort x | buckets x | diff |")
     print("|---|---|---|---|---|---|---|---|---|")

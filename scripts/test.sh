@@ -47,7 +47,7 @@ from mypy.stubtest import main
 sys.argv[1:] = [m for m in ("jitops._C", "jitops._direct") if importlib.util.find_spec(m)]
 sys.exit(main())
 PY
-# One mypy run over python/jitops and examples/python (about 10 s on 2 cores without its
-# cache), reading this torch's annotations; any error fails the script.
+# One mypy run over python/jitops, examples/python and bench (pyproject.toml's files; about 10 s
+# on 2 cores without its cache), reading this torch's annotations; any error fails the script.
 cd "$ROOT"
 "$VENV/bin/python" -m mypy --cache-dir "$BUILD_DIR/mypy-cache"
