@@ -118,7 +118,7 @@ static void register_process_handlers(void) {
   pthread_atfork(lock_before_fork, unlock_after_fork, reset_in_child);
 }
 
-/* Once per process, before its first worker starts (see above). */
+/* Before a worker starts; acts once per process (see above). */
 static void prepare_for_exit(const jitops_runtime_t *rt) {
   if (!jitops__nvrtc_has_compiled())
     jitops__nvrtc_warm_up(&rt->target);
