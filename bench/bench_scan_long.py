@@ -25,19 +25,17 @@ import argparse
 import datetime
 import json
 import sys
-from typing import Callable, TypedDict, Union
+from typing import TypedDict
 
 import torch
 
 import jitops.ops
+from bench_scan import SCANS, Scan
 from timing import Fn, time_queued_ms
 
 FORWARD = ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp")
 BACKWARD = ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-Scan = Callable[[torch.Tensor, int], Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]]  # jitops.ops' scans
-OURS: dict[str, Scan] = {"cumsum": jitops.ops.cumsum, "cumprod": jitops.ops.cumprod, "cummax": jitops.ops.cummax,
-                         "cummin": jitops.ops.cummin, "logcumsumexp": jitops.ops.logcumsumexp}
 
 
 class Result(TypedDict):
@@ -115,7 +113,7 @@ def result(kind: str, op: str, x: torch.Tensor, ours_ms: float, torch_ms: float,
 
 
 def bench_forward(op: str, x: torch.Tensor, copy: float, iters: int) -> Result:
-    ours = lambda: OURS[op](x, -1)
+    ours = lambda: SCANS[op](x, -1)
     out, ref = ours(), torch_forward(op, x)
     y = out[0] if isinstance(out, tuple) else out
     err = rel_err(y, ref[0] if isinstance(ref, tuple) else ref)
