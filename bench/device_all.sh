@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device call over everything: the GPU tests of the core and of every op family, their
 # compute-sanitizer runs, the quickstart, and the benchmarks named in $BENCHES (default: jit
-# ctc; the others: compile scan segment flce host). Run from a directory holding `build` (the
-# Python benchmarks import the package from build/python) and `bench`. The scan racecheck set
-# runs as $RACE_SHARDS sanitized processes in the background while the other tests run
-# (racecheck is far too slow for it in one process); the benchmarks run after it, on a quiet
+# ctc; the others: compile scan segment flce flce_autograd host). Run from a directory holding
+# `build` (the Python benchmarks import the package from build/python) and `bench`. The scan
+# racecheck set runs as $RACE_SHARDS sanitized processes in the background while the other tests
+# run (racecheck is far too slow for it in one process); the benchmarks run after it, on a quiet
 # GPU. Each step has a time limit; logs are packed into $OUT/logs.tgz and a summary is printed
 # last.
 set -uo pipefail
@@ -94,6 +94,7 @@ for b in $BENCHES; do
   scan) step bench_scan 150 python3 bench/bench_scan.py ;;
   segment) step bench_segment 200 python3 bench/bench_segment.py ;;
   flce) step bench_flce 200 python3 bench/bench_flce.py ;;
+  flce_autograd) step bench_flce_autograd 120 python3 bench/bench_flce_autograd.py ;;
   host) step bench_host_overhead 120 python3 bench/bench_host_overhead.py ;;
   esac
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for fused linear cross-entropy: the GPU test, compute-sanitizer memcheck and
-# racecheck on its small cases, and bench_flce.py. Run from the repository root on the GPU
-# machine with the build in $BUILD (default build). Logs go to $OUT.
+# racecheck on its small cases, bench_flce.py and bench_flce_autograd.py. Run from the
+# repository root on the GPU machine with the build in $BUILD (default build). Logs go to $OUT.
 set -uo pipefail
 BUILD=${BUILD:-build}
 BENCH=${BENCH:-bench}
@@ -25,6 +25,9 @@ step memcheck 90 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --error-e
 step racecheck 90 "$OUT/racecheck.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
   "$BUILD/tests/test_gpu_flce" --small
 step bench 150 "$OUT/bench.log" python3 "$BENCH/bench_flce.py" --json "$OUT/bench.json"
+step bench_autograd 120 "$OUT/bench_autograd.log" python3 "$BENCH/bench_flce_autograd.py" \
+  --json "$OUT/bench_autograd.json"
 echo "---- test"; grep -v ": done$" "$OUT/test_gpu.log" | tail -20
 for s in memcheck racecheck; do echo "---- $s"; tail -3 "$OUT/$s.log"; done
 echo "---- bench"; tail -40 "$OUT/bench.log"
+echo "---- bench through autograd"; tail -14 "$OUT/bench_autograd.log"

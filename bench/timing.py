@@ -71,6 +71,22 @@ def time_interleaved(fns: Sequence[Fn], warmup: int = 3, iters: int = 10) -> lis
     return [statistics.median(t) if t else float("nan") for t in times]
 
 
+def time_interleaved_queued(fns: Sequence[Fn], inner: int, reps: int, warmup: int = 5
+                            ) -> list[float]:
+    """Median milliseconds a call of each fn over ``reps`` samples of ``inner`` calls queued back
+    to back (time_queued_ms's timing), the fns' samples taken in turns so that drift of the
+    host and the clocks affects them alike."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    _settle()
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, s in zip(fns, samples):
+            s.append(_elapsed_ms(fn, inner) / inner)
+    return [statistics.median(s) for s in samples]
+
+
 def peak_bytes(fn: Fn) -> int:
     """Peak bytes torch's allocator held above what it held before fn() (fn's allocations,
     the workspaces libjitops takes from it included)."""
