@@ -80,6 +80,31 @@ def test_strided_input_and_zero_dim_tensor():
 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("reverse", [False, True])
+def test_zero_dim_tensors_forward_and_backward(op, reverse):
+    """A 0-d tensor scans as one element, forward (cummax's and cummin's index 0 too) and
+    backward, in every op: the torch layer views it as [1], and its optional tensors (the
+    indices, the backward's saved x and y) once pointed at the extent of a temporary."""
+    for seed in range(8):
+        x = randn(1, dtype=torch.float64, seed=seed)
+        x = (1 + 0.05 * x if op == "cumprod" else x).float().reshape(()).requires_grad_()
+        g = randn(1, seed=100 + seed).reshape(())
+        got = getattr(O, op)(x, 0, reverse=reverse)
+        want = getattr(torch, op)(x.detach(), 0)
+        if op in ("cummax", "cummin"):
+            assert got[0].shape == () and got[1].shape == (), f"{op}: shapes"
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), op
+            got[0].backward(g)
+        else:
+            assert got.shape == () and torch.equal(got, want), op
+            got.backward(g)
+        xr = x.detach().requires_grad_()
+        ref = getattr(torch, op)(xr, 0)
+        (ref[0] if op in ("cummax", "cummin") else ref).backward(g)
+        assert_close(x.grad, xr.grad, torch.float32, f"{op} backward")
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("reverse", [False, True])
 def test_gradcheck_f64(op, reverse):
     x = data(op, (4, 9), torch.float64)
     if op == "cumprod":

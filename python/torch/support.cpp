@@ -65,6 +65,10 @@ void torch_release(void *, void *ptr, size_t, void *) {
   c10::cuda::CUDACachingAllocator::raw_delete(ptr);
 }
 
+// The shape and the strides of a 0-d tensor seen as [1]. The library only reads a DLTensor's
+// shape and strides, so every view shares this one word.
+int64_t unit_extent = 1;
+
 } // namespace
 
 View::View(const at::Tensor &tensor, int min_rank) {
@@ -75,7 +79,7 @@ View::View(const at::Tensor &tensor, int min_rank) {
   dl_.byte_offset = 0; // data_ptr() already counts the storage offset
   if (tensor.dim() < min_rank) {
     dl_.ndim = 1;
-    dl_.shape = dl_.strides = &one_;
+    dl_.shape = dl_.strides = &unit_extent;
     return;
   }
   dl_.ndim = static_cast<int32_t>(tensor.dim());

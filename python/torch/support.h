@@ -24,7 +24,9 @@
 namespace jitops_torch {
 
 // A DLTensor describing `tensor` in place: its shape and strides are the tensor's own, so
-// the view lives as long as the tensor. A 0-d tensor can be seen as [1] (min_rank 1).
+// the view lives as long as the tensor. A 0-d tensor can be seen as [1] (min_rank 1), whose
+// shape and strides point at one word shared by every view, not into the view, so that a
+// copy of a view is as good as the view (OptionalView assigns one).
 class View {
 public:
   View() = default;
@@ -35,7 +37,6 @@ public:
 
 private:
   DLTensor dl_{};
-  int64_t one_ = 1;
 };
 
 // A view of an optional tensor: NULL for nullopt or an undefined tensor.
