@@ -71,6 +71,16 @@ def test_every_position_of_a_partial_cols_tile_is_written(op, reverse):
             assert_scan_close(op, got, want, x, 0, f"{op} {shape}")
 
 
+def test_dim_beyond_int_is_out_of_range_not_wrapped():
+    """dim reached the library as a C int, so 2^32 ran along axis 0 and 2^32 + 1 along 1."""
+    import jitops
+
+    x = randn(3, 4)
+    for dim in (2**32, 2**32 + 1, -(2**40)):
+        with pytest.raises(jitops.OutOfRangeError, match="axis"):
+            O.cumsum(x, dim)
+
+
 def test_strided_input_and_zero_dim_tensor():
     x = randn(64, 48).t()  # not contiguous
     assert_close(O.cumsum(x, 0), torch.cumsum(x.double(), 0), torch.float32)

@@ -39,6 +39,17 @@ constexpr bool has_indices(jitops_scan_op op) {
 
 // ---- CUDA kernels --------------------------------------------------------------------------
 
+// `dim` as the library's int axis. The library checks the range, but only of an int: a dim
+// beyond int's range would wrap onto a valid axis (2^32 onto 0), so it is refused here with
+// the library's status and words.
+int axis_of(int64_t dim, const at::Tensor &x, std::string_view name) {
+  const int64_t rank = x.dim() > 0 ? x.dim() : 1; // a 0-d tensor scans as [1]
+  TORCH_CHECK_VALUE(dim >= INT32_MIN && dim <= INT32_MAX, "[jitops:6] jitops.", name, ": axis ",
+                    dim, " is out of range for a tensor of rank ", rank, " (expected ", -rank, "..",
+                    rank - 1, ")");
+  return static_cast<int>(dim);
+}
+
 // y (and int64 indices) shaped like x: the scan along `dim`. A 0-d tensor scans as one
 // element.
 std::tuple<at::Tensor, at::Tensor> scan(jitops_scan_op op, const at::Tensor &x, int64_t dim,
@@ -51,7 +62,7 @@ std::tuple<at::Tensor, at::Tensor> scan(jitops_scan_op op, const at::Tensor &x, 
   View xv(x, 1), yv(y, 1);
   OptionalView iv(indices, 1);
   Launch launch(x, name);
-  check(jitops_scan(launch.runtime, op, xv.get(), static_cast<int>(dim), reverse, yv.get(),
+  check(jitops_scan(launch.runtime, op, xv.get(), axis_of(dim, x, name), reverse, yv.get(),
                     iv.get(), nullptr, launch.stream),
         name);
   return {y, indices.value_or(at::Tensor())};
@@ -77,7 +88,7 @@ at::Tensor backward_kernel(c10::string_view op_name, const at::Tensor &grad,
   OptionalView xv(x, 1), yv(y, 1), iv(indices, 1);
   Launch launch(grad, name);
   check(jitops_scan_backward(launch.runtime, op, gv.get(), xv.get(), yv.get(), iv.get(),
-                             static_cast<int>(dim), reverse, gxv.get(), nullptr, launch.stream),
+                             axis_of(dim, grad, name), reverse, gxv.get(), nullptr, launch.stream),
         name);
   return grad_x;
 }
