@@ -10,7 +10,12 @@
  *                every other row, a padded row pitch, even 0 or negative).
  *   segment_ids  [N], int32 or int64, any stride. On the device (kDLCUDA, kDLCUDAManaged), or
  *                in host memory (kDLCPU, kDLCUDAHost): host ids are checked on the host — an
- *                id >= num_segments is an error there — and copied to the device.
+ *                id >= num_segments is an error there — and copied to the device on `stream`.
+ *                From pageable memory that copy is staged before the call returns; from
+ *                page-locked memory (kDLCUDAHost, or pinned memory labelled kDLCPU) the stream
+ *                reads them later, as cudaMemcpyAsync would, so keep them unchanged until
+ *                the stream has passed the call. (The Python layer passes pinned ids through
+ *                a pageable copy.)
  *   out          [num_segments, D...], the dtype of data, trailing dims equal to data's. Its
  *                leading stride must be >= D (rows must not overlap).
  *   N <= 2^31 - 2^16 rows and num_segments <= 2^31 - 2; D, and N x D, are not limited.

@@ -62,6 +62,24 @@ def test_host_ids_and_fill():
     assert_close(out[others], reference(data, ids, 10, "max")[others], torch.float32)
 
 
+def test_pinned_host_ids_may_be_refilled_right_after_the_call():
+    """Host ids are read before the call returns, pinned ones too: a pinned batch loader that
+    refills (or frees and reuses) the ids tensor right after the call must not change what the
+    op sums. The stream is kept busy first, so that a copy still queued would see the refill."""
+    n, segments = 1 << 16, 4
+    data = torch.ones(n, 1, device=DEVICE)
+    ids = torch.zeros(n, dtype=torch.int64).pin_memory()
+    for step in range(3):
+        ids.fill_(step % segments)
+        torch.cuda._sleep(50_000_000)
+        out = O.segment_sum(data, ids, segments)
+        ids.fill_((step + 1) % segments)
+        torch.cuda.synchronize()
+        want = torch.zeros(segments, 1, device=DEVICE)
+        want[step % segments] = n
+        assert torch.equal(out, want), f"step {step}: {out[:, 0].tolist()}"
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_gradcheck_f64(reduction):
     data = randn(14, 3, dtype=torch.float64).requires_grad_()

@@ -5,7 +5,9 @@
 #include "support.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
@@ -26,6 +28,21 @@ std::string op_name(c10::string_view reduction, const char *suffix = "") {
 }
 
 // out [num_segments, data.shape[1:]]; `dropped`, when given, counts the ids >= num_segments.
+// The ids the library may read: host ids in page-locked memory go through a pageable copy.
+// The library copies host ids to the device on the op's stream; from pageable memory that
+// transfer is staged before the call returns, but from page-locked memory it still reads the
+// caller's buffer afterwards, so a caller who refills or frees the tensor right after the call
+// (a pinned batch loader does) would change the ids the op sees. Under stream capture they are
+// passed as they are: a graph reads its host buffers when it replays, and a pageable copy cannot
+// be captured. Call it with the op's device current (after Launch).
+at::Tensor ids_read_before_return(const at::Tensor &ids) {
+  if (!ids.is_cpu() || !ids.is_pinned() ||
+      c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
+    return ids;
+  at::Tensor pageable = at::empty(ids.sizes(), ids.options().pinned_memory(false));
+  return pageable.copy_(ids);
+}
+
 at::Tensor reduce(const at::Tensor &data, const at::Tensor &ids, int64_t num_segments,
                   c10::string_view reduction, bool sorted, std::optional<double> fill,
                   const std::optional<at::Tensor> &dropped) {
@@ -38,7 +55,9 @@ at::Tensor reduce(const at::Tensor &data, const at::Tensor &ids, int64_t num_seg
   std::vector<int64_t> shape = data.sizes().vec();
   shape[0] = num_segments;
   at::Tensor out = new_output(shape, data.options());
-  View dv(data), iv(ids), ov(out);
+  Launch launch(data, name);
+  const at::Tensor read_ids = ids_read_before_return(ids);
+  View dv(data), iv(read_ids), ov(out);
   OptionalView cv(dropped);
   jitops_segment_options options;
   jitops_segment_options_init(&options);
@@ -46,7 +65,6 @@ at::Tensor reduce(const at::Tensor &data, const at::Tensor &ids, int64_t num_seg
   options.has_fill = fill.has_value();
   options.fill = fill.value_or(0.0);
   options.dropped_count = cv.get();
-  Launch launch(data, name);
   check(jitops_segment_reduce(launch.runtime, code, dv.get(), iv.get(), num_segments, ov.get(),
                               &options, nullptr, launch.stream),
         name);
@@ -79,12 +97,13 @@ at::Tensor backward_kernel(const at::Tensor &grad, const std::optional<at::Tenso
                     ": grad must have rank >= 1 and segment_ids rank 1");
   shape[0] = ids.size(0);
   at::Tensor grad_data = new_output(shape, grad.options());
-  View gv(grad), iv(ids), gdv(grad_data);
+  Launch launch(grad, name);
+  const at::Tensor read_ids = ids_read_before_return(ids);
+  View gv(grad), iv(read_ids), gdv(grad_data);
   OptionalView dv(data), ov(out);
   jitops_segment_options options;
   jitops_segment_options_init(&options);
   options.sorted = sorted;
-  Launch launch(grad, name);
   check(jitops_segment_reduce_backward(launch.runtime, code, gv.get(), dv.get(), ov.get(), iv.get(),
                                        num_segments, gdv.get(), &options, nullptr, launch.stream),
         name);
