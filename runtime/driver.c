@@ -30,6 +30,15 @@ static int resolve(get_proc_address_fn get, const char *symbol, void **slot) {
   return 1;
 }
 
+/* An entry point newer than the driver the library requires, asked for at the CUDA version
+ * that introduced it (`since`, 12040 for 12.4): NULL where the driver lacks it. */
+static void resolve_optional(get_proc_address_fn get, const char *symbol, int since, void **slot) {
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (get(symbol, slot, since, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+      found != CU_GET_PROC_ADDRESS_SUCCESS)
+    *slot = NULL;
+}
+
 #define RESOLVE(name)                                                                              \
   if (!resolve(get, #name, (void **)&table.name))                                                  \
     return;
@@ -87,6 +96,7 @@ static void load_driver(void) {
   RESOLVE(cuEventElapsedTime)
   RESOLVE(cuGetErrorString)
   RESOLVE(cuGetErrorName)
+  resolve_optional(get, "cuFuncGetParamInfo", 12040, (void **)&table.cuFuncGetParamInfo);
   CUresult init = table.cuInit(0);
   if (init != CUDA_SUCCESS) {
     const char *name = "?";

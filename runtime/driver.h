@@ -26,6 +26,8 @@ typedef struct jitops__driver {
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
   CUresult (*cuFuncGetAttribute)(int *, CUfunction_attribute, CUfunction);
+  /* CUDA 12.4 and newer; NULL with an older driver (jitops_kernel_param_info says so). */
+  CUresult (*cuFuncGetParamInfo)(CUfunction, size_t, size_t *, size_t *);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void **, void **);
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);

@@ -123,6 +123,31 @@ jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
                 false);
 }
 
+jitops_status jitops_kernel_param_info(const jitops_kernel_t *kernel, size_t index,
+                                       size_t *offset, size_t *size) {
+  static const char fn[] = "jitops_kernel_param_info";
+  JITOPS__REQUIRE_NONNULL(fn, kernel);
+  JITOPS__REQUIRE_NONNULL(fn, offset);
+  JITOPS__REQUIRE_NONNULL(fn, size);
+  jitops_runtime_t *rt = kernel->runtime;
+  if (kernel->function == NULL)
+    return jitops__fail_no_device(fn);
+  if (rt->driver->cuFuncGetParamInfo == NULL)
+    return jitops__fail(JITOPS_ERR_UNSUPPORTED,
+                        "%s: the CUDA driver is older than 12.4 and cannot describe a kernel's "
+                        "parameters",
+                        fn);
+  int pushed;
+  JITOPS__TRY(jitops__context_push(rt, &pushed));
+  CUresult r = rt->driver->cuFuncGetParamInfo(kernel->function, index, offset, size);
+  jitops__context_restore(rt, pushed);
+  /* The driver answers CUDA_ERROR_INVALID_VALUE for an index past the last parameter. */
+  if (r == CUDA_ERROR_INVALID_VALUE)
+    return jitops__fail(JITOPS_ERR_OUT_OF_RANGE, "%s: the kernel %s has no parameter %zu", fn,
+                        kernel->lowered_name, index);
+  return r == CUDA_SUCCESS ? JITOPS_SUCCESS : jitops__driver_fail(rt->driver, r, fn);
+}
+
 jitops_status jitops__launch(const jitops_kernel_t *kernel, uint32_t gx, uint32_t gy, uint32_t gz,
                              uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared_bytes,
                              void *stream, void **args) {

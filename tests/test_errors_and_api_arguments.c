@@ -114,6 +114,15 @@ static void launch_arguments(jitops_runtime_t *rt) {
   CHECK_FAILS(jitops_kernel_launch(k, &p, NULL), JITOPS_ERR_INVALID_ARGUMENT, "2048 threads");
   p.block[1] = 1;
   CHECK_FAILS(jitops_kernel_launch(k, &p, NULL), JITOPS_ERR_NO_DEVICE, "compile-only");
+  size_t offset = 0, size = 0;
+  CHECK_FAILS(jitops_kernel_param_info(NULL, 0, &offset, &size), JITOPS_ERR_INVALID_ARGUMENT,
+              "kernel is NULL");
+  CHECK_FAILS(jitops_kernel_param_info(k, 0, NULL, &size), JITOPS_ERR_INVALID_ARGUMENT,
+              "offset is NULL");
+  CHECK_FAILS(jitops_kernel_param_info(k, 0, &offset, NULL), JITOPS_ERR_INVALID_ARGUMENT,
+              "size is NULL");
+  CHECK_FAILS(jitops_kernel_param_info(k, 0, &offset, &size), JITOPS_ERR_NO_DEVICE,
+              "compile-only");
   CHECK(strlen(jitops_kernel_lowered_name(k)) > 0);
   CHECK(strcmp(jitops_kernel_lowered_name(NULL), "") == 0);
 }

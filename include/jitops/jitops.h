@@ -374,6 +374,15 @@ typedef struct jitops_launch_params {
 JITOPS_API jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
                                               const jitops_launch_params *params, void **args);
 
+/* Parameter `index` of the kernel's __global__ function: its offset and size in bytes in the
+ * kernel's parameter buffer, so that a binding can check the arguments it is about to pass
+ * before jitops_kernel_launch hands them to the driver, which cannot (their number is the
+ * first index that gives JITOPS_ERR_OUT_OF_RANGE). Errors: JITOPS_ERR_OUT_OF_RANGE (`index`
+ * is not a parameter), JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_UNSUPPORTED (a
+ * driver older than CUDA 12.4, which cannot say), JITOPS_ERR_DRIVER. */
+JITOPS_API jitops_status jitops_kernel_param_info(const jitops_kernel_t *kernel, size_t index,
+                                                  size_t *offset, size_t *size);
+
 /* The lowered (mangled) name of the kernel, for diagnostics. */
 JITOPS_API const char *jitops_kernel_lowered_name(const jitops_kernel_t *kernel);
 
