@@ -185,10 +185,48 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     pointers[i] = packed + offsets[i];
   }
+  /* The arguments live in `packed`, which the caller's argument tuple holds. cuLaunchKernel
+   * may block (a full launch queue, a module's first launch), so other threads run. */
+  PyThreadState *save = PyEval_SaveThread();
   jitops_status status = jitops_kernel_launch(kernel, &params, pointers);
+  PyEval_RestoreThread(save);
   if (status != JITOPS_SUCCESS)
     return jp_raise(status);
   Py_RETURN_NONE;
+}
+
+/* kernel_params(kernel) -> tuple[int, ...] | None: the byte size of each parameter of the
+ * kernel, or None where the library cannot say (a compile-only runtime, a driver older than
+ * CUDA 12.4). */
+static PyObject *kernel_params(PyObject *self, PyObject *arg) {
+  (void)self;
+  void *kernel;
+  if (jp_arg_pointer(arg, "kernel", &kernel) < 0)
+    return NULL;
+  enum { MAX_PARAMS = 4096 }; /* more than a kernel's 32 KiB of parameters can hold */
+  PyObject *sizes = PyList_New(0);
+  if (sizes == NULL)
+    return NULL;
+  for (size_t index = 0; index < MAX_PARAMS; ++index) {
+    size_t offset, size;
+    jitops_status status = jitops_kernel_param_info(kernel, index, &offset, &size);
+    if (status == JITOPS_ERR_OUT_OF_RANGE)
+      break;
+    if (status == JITOPS_ERR_NO_DEVICE || status == JITOPS_ERR_UNSUPPORTED) {
+      Py_DECREF(sizes);
+      Py_RETURN_NONE;
+    }
+    PyObject *item = status == JITOPS_SUCCESS ? PyLong_FromSize_t(size) : jp_raise(status);
+    if (item == NULL || PyList_Append(sizes, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(sizes);
+      return NULL;
+    }
+    Py_DECREF(item);
+  }
+  PyObject *result = PyList_AsTuple(sizes);
+  Py_DECREF(sizes);
+  return result;
 }
 
 /* dlpack_address(capsule) -> int: the address of the first element of a "dltensor" capsule's
@@ -241,6 +279,7 @@ PyMethodDef jp_core_methods[] = {
     {"source_register", JP_FASTCALL(source_register), METH_FASTCALL, NULL},
     {"kernel_get", JP_FASTCALL(kernel_get), METH_FASTCALL, NULL},
     {"kernel_launch", JP_FASTCALL(kernel_launch), METH_FASTCALL, NULL},
+    {"kernel_params", kernel_params, METH_O, NULL},
     {"dlpack_address", dlpack_address, METH_O, NULL},
     {"catalogue_size", catalogue_size, METH_NOARGS, NULL},
     {"catalogue_describe", catalogue_describe, METH_O, NULL},

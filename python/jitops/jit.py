@@ -63,7 +63,8 @@ def register_source(name: str, code: str) -> None:
 class Kernel:
     """A compiled kernel of one runtime. Call it to launch."""
 
-    __slots__ = ("runtime", "source", "name_expression", "options", "lowered_name", "_handle")
+    __slots__ = ("runtime", "source", "name_expression", "options", "lowered_name", "_handle",
+                 "_param_sizes")
 
     def __init__(self, runtime: Runtime, source: str, name_expression: str, options: tuple[str, ...],
                  handle: int, lowered_name: str) -> None:
@@ -73,14 +74,34 @@ class Kernel:
         self.options = options
         self.lowered_name = lowered_name
         self._handle = handle
+        self._param_sizes: Optional[tuple[int, ...]] = None
 
     def __call__(self, grid: Dim3, block: Dim3, args: Iterable[Any], shared_mem: int = 0,
                  stream: Any = None) -> None:
         """Launches on ``stream``, asynchronously. ``grid`` and ``block`` are an int or up to
-        three ints; ``shared_mem`` is the dynamic shared memory in bytes."""
-        packed, offsets = _pack_arguments(args)
+        three ints; ``shared_mem`` is the dynamic shared memory in bytes. Raises TypeError when
+        the arguments' number, or one argument's size, is not what the kernel declares (the
+        driver would read past them); ValueError once the runtime is closed."""
+        self.runtime._live()  # a closed runtime has freed this kernel
+        packed, offsets, sizes = _pack_arguments(args)
+        self._check_arguments(sizes)
         C.kernel_launch(self._handle, _dim3(grid), _dim3(block), shared_mem, stream_handle(stream),
                         packed, offsets)
+
+    def _check_arguments(self, sizes: tuple[int, ...]) -> None:
+        """Compares the packed arguments' sizes with the kernel's parameters, which the driver
+        describes (CUDA 12.4 and newer; with an older driver nothing is checked)."""
+        if self._param_sizes is None:
+            self._param_sizes = C.kernel_params(self._handle)
+            if self._param_sizes is None:
+                return
+        want = self._param_sizes
+        if len(sizes) != len(want):
+            raise TypeError(f"{self.name_expression} takes {len(want)} arguments; got {len(sizes)}")
+        for position, (got, expected) in enumerate(zip(sizes, want)):
+            if got != expected:
+                raise TypeError(f"kernel argument {position} of {self.name_expression} is {got} "
+                                f"bytes; its parameter takes {expected}")
 
     def __repr__(self) -> str:
         return f"<jitops.Kernel {self.name_expression} from {self.source!r}>"
@@ -171,18 +192,21 @@ def _scalar_bytes(arg: Any, position: int) -> tuple[bytes, int]:
     raise TypeError(f"kernel argument {position} ({type(arg).__name__}) is neither an array nor a typed scalar")
 
 
-def _pack_arguments(args: Iterable[Any]) -> tuple[bytes, tuple[int, ...]]:
-    """The arguments laid out one after another, each at its alignment, and their offsets."""
+def _pack_arguments(args: Iterable[Any]) -> tuple[bytes, tuple[int, ...], tuple[int, ...]]:
+    """The arguments laid out one after another, each at its alignment, their offsets and
+    their sizes."""
     packed = bytearray()
     offsets = []
+    sizes = []
     for position, arg in enumerate(args):
         address = _array_address(arg, position)
         data, alignment = (address.to_bytes(_POINTER, sys.byteorder), _POINTER) if address is not None \
             else _scalar_bytes(arg, position)
         packed.extend(b"\0" * (-len(packed) % alignment))
         offsets.append(len(packed))
+        sizes.append(len(data))
         packed.extend(data)
-    return bytes(packed) or b"\0", tuple(offsets)
+    return bytes(packed) or b"\0", tuple(offsets), tuple(sizes)
 
 
 from .runtime import Runtime  # noqa: E402  (circular, as at the end of runtime.py: annotations name Runtime)

@@ -217,6 +217,28 @@ template <class T> __global__ void axpy(long long n, float a, const T *x, T *y) 
         assert_close(y, want, dtype)
 
 
+def test_user_kernel_arguments_are_checked_against_its_parameters():
+    """The driver reads one pointer and the declared size for each parameter: too few
+    arguments, or a scalar narrower than its parameter, used to reach the kernel as stack or
+    heap garbage (or crash the process). They are refused before the launch."""
+    import numpy as np
+
+    jitops.register_source("tests/count.cu", 'extern "C" __global__ void count(float *p, long long n, float v) '
+                                             "{ long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
+                                             "if (i < n) p[i] = v; }")
+    kernel = jitops.get_kernel("tests/count.cu", "count")
+    y = torch.zeros(1000, device=DEVICE)
+    with pytest.raises(TypeError, match="takes 3 arguments; got 2"):
+        kernel(4, 256, (y, np.int64(1000)))
+    with pytest.raises(TypeError, match="takes 3 arguments; got 0"):
+        kernel(4, 256, ())
+    with pytest.raises(TypeError, match="argument 1 of count is 4 bytes; its parameter takes 8"):
+        kernel(4, 256, (y, np.int32(1000), np.float32(2.0)))
+    kernel(4, 256, (y, np.int64(1000), np.float32(2.0)))
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.full_like(y, 2.0))
+
+
 def test_user_kernel_on_cupy_arrays():
     cupy = pytest.importorskip("cupy")
     import numpy as np

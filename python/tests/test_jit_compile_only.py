@@ -78,6 +78,16 @@ def test_launch_on_a_compile_only_runtime_is_no_device(runtime):
         kernel((4,), (256,), (np.uint64(0), np.int64(1024), np.float32(2.0)))
 
 
+def test_a_kernel_of_a_closed_runtime_refuses_to_launch(cache_dir):
+    """Closing a runtime frees its kernels; a Kernel object kept past it used to launch through
+    the freed memory (a segfault)."""
+    jitops.register_source("tests/scale.cu", SCALE)
+    with jitops.Runtime(arch="sm_90", cache_dir=cache_dir) as rt:
+        kernel = jitops.get_kernel("tests/scale.cu", "scale<float>", runtime=rt)
+    with pytest.raises(ValueError, match="closed"):
+        kernel((4,), (256,), (np.uint64(0), np.int64(1024), np.float32(2.0)))
+
+
 def test_scalars_must_say_their_c_type(runtime):
     jitops.register_source("tests/scale.cu", SCALE)
     kernel = jitops.get_kernel("tests/scale.cu", "scale<float>", runtime=runtime)
@@ -94,8 +104,8 @@ def test_scalars_must_say_their_c_type(runtime):
 def test_arguments_are_packed_at_their_alignment():
     from jitops.jit import _pack_arguments
 
-    packed, offsets = _pack_arguments((np.int8(7), np.float64(1.5), ctypes.c_int32(-2), np.float32(3.0)))
-    assert offsets == (0, 8, 16, 20)
+    packed, offsets, sizes = _pack_arguments((np.int8(7), np.float64(1.5), ctypes.c_int32(-2), np.float32(3.0)))
+    assert offsets == (0, 8, 16, 20) and sizes == (1, 8, 4, 4)
     assert packed[0] == 7 and np.frombuffer(packed[8:16], np.float64)[0] == 1.5
     assert np.frombuffer(packed[16:20], np.int32)[0] == -2 and np.frombuffer(packed[20:24], np.float32)[0] == 3.0
 
