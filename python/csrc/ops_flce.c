@@ -102,8 +102,10 @@ static PyObject *flce_backward(PyObject *self, PyObject *const *args, Py_ssize_t
                                     .grad_input = grads[0],
                                     .grad_weight = grads[1],
                                     .grad_bias = grads[2]};
-  if (mode == JP_VALIDATE) {
+  if (mode == JP_VALIDATE) { /* the compile-only runtime may compile: other threads run */
+    PyThreadState *save = PyEval_SaveThread();
     jitops_status status = run_backward(&c, NULL);
+    PyEval_RestoreThread(save);
     return status == JITOPS_SUCCESS || status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1)
                                                                       : jp_raise(status);
   }

@@ -36,8 +36,10 @@ static PyObject *repeat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return NULL;
   JP_READ(args[2], mode, "x", &c.in);
   JP_READ(args[4], mode, "y", &c.out);
-  if (mode == JP_VALIDATE) {
+  if (mode == JP_VALIDATE) { /* the compile-only runtime may compile: other threads run */
+    PyThreadState *save = PyEval_SaveThread();
     jitops_status status = run_forward(&c, NULL);
+    PyEval_RestoreThread(save);
     return status == JITOPS_SUCCESS || status == JITOPS_ERR_NO_DEVICE ? jp_done(mode, 1)
                                                                       : jp_raise(status);
   }

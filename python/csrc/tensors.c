@@ -71,6 +71,8 @@ static int read_address_and_device(PyObject *obj, DLTensor *dl) {
     return -1;
   dl->data = PyLong_AsVoidPtr(ptr);
   Py_DECREF(ptr);
+  if (PyErr_Occurred()) /* not an int, or out of a pointer's range */
+    return -1;
   PyObject *device = PyObject_CallMethodObjArgs(obj, jp_name_get_device, NULL);
   if (device == NULL)
     return -1;
@@ -105,6 +107,11 @@ int jp_tensor_read(PyObject *obj, jp_mode mode, const char *arg, jp_tensor *out)
   Py_DECREF(strides);
   if (status != JP_OK)
     return status;
+  if (stride_ndim != ndim) { /* the library would read strides nobody wrote */
+    PyErr_Format(PyExc_ValueError, "%s: its stride() has %d entries for %d dimensions", arg,
+                 stride_ndim, ndim);
+    return -1;
+  }
   dl->ndim = ndim;
   if (mode == JP_VALIDATE) {
     dl->data = JP_FAKE_ADDRESS;

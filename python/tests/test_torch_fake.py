@@ -247,3 +247,26 @@ def test_ops_are_pt2_compliant():
     for name in ("cumsum", "ctc_loss", "segment_reduce", "repeat", "fused_linear_cross_entropy"):
         op = getattr(torch.ops.jitops, name).default
         assert torch.Tag.pt2_compliant_tag in op.tags
+
+
+def test_a_tensor_whose_stride_has_another_rank_is_refused():
+    """The extension reads shape and stride() into fixed arrays; a tensor-like object whose
+    stride() is shorter than its shape left the rest of the strides unwritten for the library
+    to read. It is refused, naming the argument."""
+
+    class Duck:
+        dtype = torch.float32
+        shape = (2, 3)
+
+        def stride(self):
+            return (3,)
+
+        def data_ptr(self):
+            return 0
+
+        def get_device(self):
+            return 0
+
+    with jitops.Runtime(arch="sm_90") as rt:
+        with pytest.raises(ValueError, match="x: its stride\\(\\) has 1 entries for 2 dimensions"):
+            jitops._C.repeat(1, rt.handle, Duck(), (1, 1), meta(2, 3), 0)
