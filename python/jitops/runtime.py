@@ -15,7 +15,7 @@ import atexit
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 from ._lib import C
 
@@ -221,6 +221,11 @@ class Runtime:
         return f"<jitops.Runtime {where} {info.arch_name}{' shared' if self.shared else ''}>"
 
 
+# Called at exit before the shared runtimes are destroyed, by whoever keeps their handles
+# outside this module (the torch layer keeps one per device).
+before_shared_runtimes_close: list[Callable[[], object]] = []
+
+
 def _destroy_shared_runtimes() -> None:
     """At exit: finish the GPU's work, then flush each shared runtime's usage counts."""
     torch = sys.modules.get("torch")
@@ -230,10 +235,13 @@ def _destroy_shared_runtimes() -> None:
                 torch.cuda.synchronize(index)
     except Exception:  # a broken CUDA state must not break the interpreter's exit
         pass
-    for runtime in list(Runtime._shared.values()):
+    for forget in before_shared_runtimes_close:
+        forget()
+    shared = list(Runtime._shared.values())
+    Runtime._shared.clear()  # a later Runtime(device) makes a new one
+    for runtime in shared:
         runtime.shared = False
         runtime.close()
-    Runtime._shared.clear()
 
 
 atexit.register(_destroy_shared_runtimes)

@@ -249,3 +249,25 @@ def test_user_kernel_on_cupy_arrays():
     jitops.get_kernel("tests/fill.cu", "fill")(20, 256, (a, np.int32(5000), np.float32(0.5)), stream=cupy.cuda.get_current_stream())
     cupy.cuda.get_current_stream().synchronize()
     assert cupy.allclose(a, cupy.arange(5000, dtype=cupy.float32) * 0.5)
+
+
+def test_an_op_called_after_jitops_exit_handler_gets_a_live_runtime():
+    """jitops's exit handler destroys the shared runtimes; the torch layer kept their pointers,
+    so an op called later in the exit (here from an exit handler registered before jitops was
+    imported, which runs after jitops's) used a destroyed runtime: a crash, or a nonsense
+    device. It now gets a new runtime."""
+    import subprocess
+    import sys
+
+    code = (
+        "import atexit, torch\n"
+        "def late():\n"
+        "    x = torch.arange(100, dtype=torch.float32, device='cuda')\n"
+        "    y = torch.ops.jitops.cumsum(x, 0)\n"
+        "    print('late', torch.equal(y, torch.cumsum(x, 0)), flush=True)\n"
+        "atexit.register(late)\n"
+        "import jitops.ops as O\n"
+        "O.cumsum(torch.ones(10, device='cuda'), 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "late True" in done.stdout, (done.returncode, done.stdout, done.stderr[-2000:])

@@ -203,6 +203,16 @@ void refuse_cpu_tensors(torch::Library &library, c10::ArrayRef<const char *> ops
 
 } // namespace jitops_torch
 
+// Called by jitops's exit handler (through ctypes) before it destroys the shared runtimes:
+// the layer forgets the pointers it kept, so that an op called later in the exit (from an
+// exit handler registered before jitops was imported, or a daemon thread) asks the provider
+// for a runtime again instead of using a destroyed one.
+extern "C" __attribute__((visibility("default"))) void jitops_torch_forget_runtimes(void) {
+  std::lock_guard<std::mutex> guard(jitops_torch::runtimes_lock);
+  for (auto &runtime : jitops_torch::runtimes)
+    runtime.store(nullptr, std::memory_order_release);
+}
+
 // Called once by jitops.ops (through ctypes) with the address of its runtime provider.
 extern "C" __attribute__((visibility("default"))) void
 jitops_torch_set_runtime_provider(void *function) {

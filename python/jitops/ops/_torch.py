@@ -22,6 +22,7 @@ import torch
 from torch.compiler import is_compiling
 
 from .. import _direct, errors
+from .. import runtime as runtime_module
 from .._lib import C
 from ..runtime import Runtime
 
@@ -46,7 +47,11 @@ def _load_torch_layer() -> None:
     # The torch layer asks this process's shared jitops.Runtime of a device for its runtime,
     # so that the ops and the JIT service share one kernel registry per device.
     C._set_runtime_provider(lambda device: Runtime(device).handle)
-    ctypes.CDLL(path).jitops_torch_set_runtime_provider(ctypes.c_void_p(C.runtime_provider_address()))
+    layer = ctypes.CDLL(path)
+    layer.jitops_torch_set_runtime_provider(ctypes.c_void_p(C.runtime_provider_address()))
+    # The layer keeps each device's runtime pointer; at exit it must drop them before the
+    # shared runtimes are destroyed (an op may still be called later in the exit).
+    runtime_module.before_shared_runtimes_close.append(layer.jitops_torch_forget_runtimes)
 
 
 _load_torch_layer()
