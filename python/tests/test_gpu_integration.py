@@ -271,3 +271,14 @@ def test_an_op_called_after_jitops_exit_handler_gets_a_live_runtime():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "late True" in done.stdout, (done.returncode, done.stdout, done.stderr[-2000:])
+
+
+def test_a_leading_tensor_on_the_cpu_is_an_invalid_device():
+    """With one tensor on CUDA the dispatcher runs the CUDA kernel, which made its outputs on
+    the leading tensor's device: a CPU leading tensor got PyTorch's internal assertion ("please
+    report a bug") instead of jitops's error."""
+    ids = torch.zeros(4, dtype=torch.int64, device=DEVICE)
+    with pytest.raises(jitops.InvalidDeviceError, match="CUDA device"):
+        O.segment_sum(torch.ones(4, 2), ids, 3)
+    with pytest.raises(jitops.InvalidDeviceError, match="CUDA device"):
+        O.fused_linear_cross_entropy(torch.ones(4, 8), torch.ones(10, 8, device=DEVICE), ids)

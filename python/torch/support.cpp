@@ -120,6 +120,11 @@ jitops_runtime_t *runtime_for(int device, std::string_view op) {
 }
 
 at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions &options) {
+  // The dispatcher picks the CUDA kernel when any tensor is on CUDA, so the leading tensor,
+  // whose options an output takes, may be on the CPU: say so as the library would, instead
+  // of PyTorch's internal assertion in empty_cuda.
+  TORCH_CHECK_VALUE(options.device().is_cuda(), "[jitops:5] jitops: the op's leading tensor is on ",
+                    options.device(), "; every tensor of a jitops op must be on one CUDA device");
   return at::Tensor(at::detail::empty_cuda(sizes, options.dtype().toScalarType(), options.device(),
                                            std::nullopt));
 }
