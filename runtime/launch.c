@@ -123,8 +123,8 @@ jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
                 false);
 }
 
-jitops_status jitops_kernel_param_info(const jitops_kernel_t *kernel, size_t index,
-                                       size_t *offset, size_t *size) {
+jitops_status jitops_kernel_param_info(const jitops_kernel_t *kernel, size_t index, size_t *offset,
+                                       size_t *size) {
   static const char fn[] = "jitops_kernel_param_info";
   JITOPS__REQUIRE_NONNULL(fn, kernel);
   JITOPS__REQUIRE_NONNULL(fn, offset);

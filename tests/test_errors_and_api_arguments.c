@@ -121,8 +121,7 @@ static void launch_arguments(jitops_runtime_t *rt) {
               "offset is NULL");
   CHECK_FAILS(jitops_kernel_param_info(k, 0, &offset, NULL), JITOPS_ERR_INVALID_ARGUMENT,
               "size is NULL");
-  CHECK_FAILS(jitops_kernel_param_info(k, 0, &offset, &size), JITOPS_ERR_NO_DEVICE,
-              "compile-only");
+  CHECK_FAILS(jitops_kernel_param_info(k, 0, &offset, &size), JITOPS_ERR_NO_DEVICE, "compile-only");
   CHECK(strlen(jitops_kernel_lowered_name(k)) > 0);
   CHECK(strcmp(jitops_kernel_lowered_name(NULL), "") == 0);
 }
