@@ -2,6 +2,8 @@
  * driver calls, and restored after, so the caller's own current context is left as it was. */
 #include "runtime/context.h"
 
+#include <stdint.h>
+
 #include "common/error.h"
 #include "runtime/runtime_internal.h"
 
@@ -30,6 +32,13 @@ void jitops__context_restore(jitops_runtime_t *rt, int pushed) {
     CUcontext popped;
     rt->driver->cuCtxPopCurrent(&popped);
   }
+}
+
+int jitops__stream_is_foreign(jitops_runtime_t *rt, void *stream) {
+  CUcontext owner = NULL;
+  return (uintptr_t)stream > 2 &&
+         rt->driver->cuStreamGetCtx((CUstream)stream, &owner) == CUDA_SUCCESS && owner != NULL &&
+         owner != rt->context;
 }
 
 /* Per-thread memory of whether jitops__context_enter pushed. Entered blocks do not nest. */

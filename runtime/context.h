@@ -14,6 +14,11 @@ jitops_status jitops__fail_no_device(const char *fn);
 jitops_status jitops__context_push(jitops_runtime_t *runtime, int *pushed);
 void jitops__context_restore(jitops_runtime_t *runtime, int pushed);
 
+/* Whether `stream` belongs to another context than the runtime's (another device's, say).
+ * NULL and the special handles (legacy, per-thread) belong to whatever context is current, so
+ * they never do. */
+int jitops__stream_is_foreign(jitops_runtime_t *runtime, void *stream);
+
 /* For ops: makes the runtime's context current on this thread for a block of driver calls
  * that the launch and memory helpers do not cover (cuBLASLt, say); always pair with
  * jitops__context_leave. Blocks do not nest. */

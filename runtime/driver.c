@@ -93,6 +93,8 @@ static void load_driver(void) {
   RESOLVE(cuEventDestroy)
   RESOLVE(cuEventRecord)
   RESOLVE(cuEventSynchronize)
+  RESOLVE(cuStreamWaitEvent)
+  RESOLVE(cuPointerGetAttributes)
   RESOLVE(cuEventElapsedTime)
   RESOLVE(cuGetErrorString)
   RESOLVE(cuGetErrorName)

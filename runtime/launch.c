@@ -82,9 +82,7 @@ static CUresult launch_programmatic(const jitops_kernel_t *k, const uint32_t gri
  * says so, rather than the driver's "invalid resource handle". Asked only after a failure,
  * so the hot path pays nothing for it. */
 static jitops_status launch_failed(jitops_runtime_t *rt, CUresult r, void *stream) {
-  CUcontext owner = NULL;
-  if (stream != NULL && rt->driver->cuStreamGetCtx((CUstream)stream, &owner) == CUDA_SUCCESS &&
-      owner != NULL && owner != rt->context)
+  if (jitops__stream_is_foreign(rt, stream))
     return jitops__fail(JITOPS_ERR_INVALID_DEVICE,
                         "jitops_kernel_launch: the stream belongs to another context (another "
                         "device's, say) than the runtime's, which is device %d's",

@@ -126,6 +126,14 @@ static void launch_arguments(jitops_runtime_t *rt) {
   CHECK(strcmp(jitops_kernel_lowered_name(NULL), "") == 0);
 }
 
+static void interop_arguments(jitops_runtime_t *rt) {
+  int word = 0;
+  CHECK_FAILS(jitops_stream_wait(NULL, NULL, NULL), JITOPS_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  CHECK_FAILS(jitops_stream_wait(rt, NULL, (void *)2), JITOPS_ERR_NO_DEVICE, "compile-only");
+  CHECK_FAILS(jitops_pointer_check(NULL, &word), JITOPS_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  CHECK_FAILS(jitops_pointer_check(rt, &word), JITOPS_ERR_NO_DEVICE, "compile-only");
+}
+
 static void catalogue_arguments(jitops_runtime_t *rt) {
   size_t n = jitops_catalogue_size();
   CHECK(n > 0);
@@ -210,6 +218,7 @@ int main(void) {
   source_arguments(rt);
   kernel_arguments(rt);
   launch_arguments(rt);
+  interop_arguments(rt);
   catalogue_arguments(rt);
   allocator_arguments(rt);
   jitops_runtime_destroy(rt);

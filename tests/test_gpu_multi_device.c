@@ -7,8 +7,9 @@
  *     what one runtime compiled, the other took as a shared hit;
  *   - a tensor on device 1 given to device 0's runtime fails with JITOPS_ERR_INVALID_DEVICE,
  *     naming the argument and both devices, in every op family (scan, repeat, segment, CTC,
- *     fused linear cross-entropy), and device 1's stream given to a device 0 kernel fails
- *     the same way.
+ *     fused linear cross-entropy), and device 1's stream given to a device 0 kernel, or to
+ *     jitops_stream_wait on device 0's runtime, fails the same way, as does device 1's
+ *     memory given to jitops_pointer_check.
  * Exits 77 without a GPU, or with fewer than 2. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -308,8 +309,26 @@ static void wrong_device_stream_is_refused(jitops_runtime_t *rt0) {
   if (axpy != NULL)
     CHECK_FAILS(jitops_kernel_launch(axpy, &p, args), JITOPS_ERR_INVALID_DEVICE,
                 "the stream belongs to another context");
+  cudaStream_t s0 = NULL;
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+  CHECK_FAILS(jitops_stream_wait(rt0, s0, s1), JITOPS_ERR_INVALID_DEVICE, "another context");
+  CHECK_FAILS(jitops_stream_wait(rt0, s1, s0), JITOPS_ERR_INVALID_DEVICE, "another context");
+  CUDA_OK(cudaStreamDestroy(s0));
+  CUDA_OK(cudaSetDevice(1));
   CUDA_OK(cudaStreamDestroy(s1));
   CUDA_OK(cudaSetDevice(0));
+}
+
+/* Device 1's memory given to device 0's runtime, as a binding asks before a launch. */
+static void wrong_device_pointer_is_refused(jitops_runtime_t *rt0) {
+  void *on1 = NULL;
+  CUDA_OK(cudaSetDevice(1));
+  CUDA_OK(cudaMalloc(&on1, 256));
+  CUDA_OK(cudaSetDevice(0));
+  CHECK_FAILS(jitops_pointer_check(rt0, (char *)on1 + 16), JITOPS_ERR_INVALID_DEVICE,
+              "is device 1's memory; the runtime runs on device 0");
+  CUDA_OK(cudaFree(on1));
 }
 
 static void skip_unless_two_devices(void) {
@@ -343,6 +362,7 @@ int main(void) {
   CUDA_OK(cudaSetDevice(0));
   wrong_device_is_refused(rts[0], mem[0], mem[1]);
   wrong_device_stream_is_refused(rts[0]);
+  wrong_device_pointer_is_refused(rts[0]);
   for (int d = 0; d < DEVICES; ++d) {
     CUDA_OK(cudaSetDevice(d));
     CUDA_OK(cudaFree(mem[d]));

@@ -368,9 +368,10 @@ typedef struct jitops_launch_params {
  * takes them). Asynchronous. It makes the kernel's runtime's context current for the launch
  * and restores the caller's after, so threads may launch on different devices at once, each
  * with the runtime of its device. The arguments are opaque to the library, so pointers into
- * another device's memory are the caller's to avoid. Errors: JITOPS_ERR_INVALID_ARGUMENT (bad
- * dimensions), JITOPS_ERR_NO_DEVICE (compile-only runtime), JITOPS_ERR_INVALID_DEVICE (a
- * stream of another context than the runtime's, such as another device's), JITOPS_ERR_DRIVER. */
+ * another device's memory are the caller's to avoid (jitops_pointer_check, below). Errors:
+ * JITOPS_ERR_INVALID_ARGUMENT (bad dimensions), JITOPS_ERR_NO_DEVICE (compile-only runtime),
+ * JITOPS_ERR_INVALID_DEVICE (a stream of another context than the runtime's, such as another
+ * device's), JITOPS_ERR_DRIVER. */
 JITOPS_API jitops_status jitops_kernel_launch(const jitops_kernel_t *kernel,
                                               const jitops_launch_params *params, void **args);
 
@@ -385,6 +386,29 @@ JITOPS_API jitops_status jitops_kernel_param_info(const jitops_kernel_t *kernel,
 
 /* The lowered (mangled) name of the kernel, for diagnostics. */
 JITOPS_API const char *jitops_kernel_lowered_name(const jitops_kernel_t *kernel);
+
+/* For bindings that launch kernels on other frameworks' arrays (DLPack, the CUDA Array
+ * Interface): the two things such a binding must do before jitops_kernel_launch. */
+
+/* Makes the work enqueued on `stream` from now on wait until the work enqueued on `producer`
+ * so far has finished, without blocking the host: an event recorded on `producer` and waited
+ * on by `stream` (under stream capture this joins the two streams, as CUDA graphs do). NULL and
+ * 1 are the legacy default stream, 2 the per-thread default stream (CUDA's CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD, and the values DLPack and the CUDA Array Interface give them). The
+ * same stream twice is nothing to do. Errors: JITOPS_ERR_NO_DEVICE (compile-only runtime),
+ * JITOPS_ERR_INVALID_DEVICE (a stream of another context than the runtime's),
+ * JITOPS_ERR_DRIVER. */
+JITOPS_API jitops_status jitops_stream_wait(jitops_runtime_t *runtime, void *stream,
+                                            void *producer);
+
+/* Refuses, with JITOPS_ERR_INVALID_DEVICE naming both devices, a pointer that the driver says
+ * is another device's memory (not managed): a kernel of this runtime would fault on it, or,
+ * with peer access, read across the interconnect, which the library does not track and does
+ * not allow. The runtime's device memory, managed memory and page-locked host memory pass, and
+ * so does memory the driver does not know (system memory, which some systems let devices
+ * read): that stays the caller's to judge. Errors also: JITOPS_ERR_NO_DEVICE (compile-only
+ * runtime), JITOPS_ERR_DRIVER. */
+JITOPS_API jitops_status jitops_pointer_check(jitops_runtime_t *runtime, const void *pointer);
 
 /* ------------------------------------------------------------------------------------------
  * Workspace: scratch memory for ops that need it
