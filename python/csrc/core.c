@@ -136,59 +136,167 @@ static PyObject *kernel_get(PyObject *self, PyObject *const *args, Py_ssize_t na
   return Py_BuildValue("(Ns)", PyLong_FromVoidPtr(kernel), jitops_kernel_lowered_name(kernel));
 }
 
+/* A grid or block: an int (anything with __index__, a NumPy integer say) or 1 to 3 of them. */
 static int read_dim3(PyObject *obj, const char *arg, uint32_t out[3]) {
   int64_t values[3] = {1, 1, 1};
-  int count;
-  if (jp_arg_int64_list(obj, arg, values, 3, &count) < 0)
-    return -1;
-  for (int i = 0; i < 3; ++i) {
+  int count = 1;
+  if (PyIndex_Check(obj)) {
+    if (jp_arg_int64(obj, arg, &values[0]) < 0)
+      return -1;
+  } else {
+    PyObject *seq = PySequence_Check(obj) ? PySequence_Tuple(obj) : NULL;
+    if (seq == NULL) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "%s takes an int or a sequence of 1 to 3 ints", arg);
+      return -1;
+    }
+    Py_ssize_t n = PyTuple_Size(seq);
+    int status = n >= 1 && n <= 3 ? 0 : -1;
+    if (status < 0)
+      PyErr_Format(PyExc_ValueError, "%s takes 1 to 3 dimensions; got %zd", arg, n);
+    for (Py_ssize_t i = 0; status == 0 && i < n; ++i)
+      status = jp_arg_int64(PyTuple_GetItem(seq, i), arg, &values[i]);
+    count = (int)n;
+    Py_DECREF(seq);
+    if (status < 0)
+      return -1;
+  }
+  for (int i = 0; i < count; ++i)
     if (values[i] < 1 || values[i] > UINT32_MAX) {
       PyErr_Format(PyExc_ValueError, "%s[%d] = %lld; each must be in [1, 2^32)", arg, i,
                    (long long)values[i]);
       return -1;
     }
+  for (int i = 0; i < 3; ++i)
     out[i] = (uint32_t)values[i];
+  return 0;
+}
+
+enum { MAX_KERNEL_ARGS = 256 };
+
+/* A launch's argument values as cuLaunchKernel takes them: a pointer to each one's bytes. An
+ * int is a device address (its 8 bytes are kept in `addresses`); a bytes object is a scalar's
+ * bytes, read in place (the caller's tuple holds it through the launch). The Python side
+ * turns every argument into one of the two. */
+typedef struct kernel_values {
+  Py_ssize_t count, producer_count;
+  void *pointers[MAX_KERNEL_ARGS];
+  size_t sizes[MAX_KERNEL_ARGS];
+  uintptr_t addresses[MAX_KERNEL_ARGS];
+  void *producers[MAX_KERNEL_ARGS]; /* streams to wait for before the launch */
+} kernel_values;
+
+static int read_values(PyObject *tuple, kernel_values *v) {
+  v->count = PyTuple_Size(tuple);
+  if (v->count > MAX_KERNEL_ARGS) {
+    PyErr_Format(PyExc_ValueError, "a kernel takes at most %d arguments; got %zd", MAX_KERNEL_ARGS,
+                 v->count);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < v->count; ++i) {
+    PyObject *value = PyTuple_GetItem(tuple, i);
+    if (PyLong_Check(value)) {
+      if (jp_arg_pointer(value, "an array's address", (void **)&v->addresses[i]) < 0)
+        return -1;
+      v->pointers[i] = &v->addresses[i];
+      v->sizes[i] = sizeof(void *);
+      continue;
+    }
+    char *bytes;
+    Py_ssize_t size;
+    if (!PyBytes_Check(value) || PyBytes_AsStringAndSize(value, &bytes, &size) < 0) {
+      PyErr_Format(PyExc_TypeError, "kernel_launch: value %zd must be an int address or bytes", i);
+      return -1;
+    }
+    v->pointers[i] = bytes;
+    v->sizes[i] = (size_t)size;
   }
   return 0;
 }
 
-/* kernel_launch(kernel, grid: tuple, block: tuple, shared_bytes, stream, packed: bytes,
- *               offsets: tuple[int]): argument i lives at packed[offsets[i]:]. */
+/* TypeError where the values' number or sizes differ from the kernel's parameters (`sizes`,
+ * a tuple of ints; None: the driver could not say, and nothing is checked). */
+static int check_values(const kernel_values *v, PyObject *sizes, PyObject *name) {
+  if (sizes == Py_None)
+    return 0;
+  Py_ssize_t want = PyTuple_Size(sizes);
+  if (want != v->count) {
+    PyErr_Format(PyExc_TypeError, "%U takes %zd arguments; got %zd", name, want, v->count);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < want; ++i) {
+    size_t expected = PyLong_AsSize_t(PyTuple_GetItem(sizes, i));
+    if (expected != v->sizes[i]) {
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError,
+                     "kernel argument %zd of %U is %zu bytes; its parameter takes %zu", i, name,
+                     v->sizes[i], expected);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Reads `producers` (a tuple of stream handles) into the values, with the GIL. */
+static int read_producers(PyObject *producers, kernel_values *v) {
+  v->producer_count = PyTuple_Size(producers);
+  if (v->producer_count > MAX_KERNEL_ARGS) {
+    PyErr_SetString(PyExc_ValueError, "kernel_launch: more producer streams than arguments");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < v->producer_count; ++i)
+    if (jp_arg_pointer(PyTuple_GetItem(producers, i), "producers[i]", &v->producers[i]) < 0)
+      return -1;
+  return 0;
+}
+
+/* Orders `stream` after each producer stream; called without the GIL. */
+static jitops_status wait_for_producers(jitops_runtime_t *runtime, void *stream,
+                                        const kernel_values *v) {
+  for (Py_ssize_t i = 0; i < v->producer_count; ++i) {
+    jitops_status status = jitops_stream_wait(runtime, stream, v->producers[i]);
+    if (status != JITOPS_SUCCESS)
+      return status;
+  }
+  return JITOPS_SUCCESS;
+}
+
+/* kernel_launch(kernel, grid, block, shared_mem, stream, values: tuple, param_sizes: tuple |
+ * None, name: str, runtime, producers: tuple): the values are checked first, then the stream
+ * waits for the producers' streams, then the kernel is launched. */
 static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   void *kernel, *stream;
   jitops_launch_params params;
   int shared;
-  char *packed;
-  Py_ssize_t packed_size;
-  if (jp_arg_count("kernel_launch", nargs, 7) < 0 ||
+  void *runtime;
+  if (jp_arg_count("kernel_launch", nargs, 10) < 0 ||
       jp_arg_pointer(args[0], "kernel", &kernel) < 0 || read_dim3(args[1], "grid", params.grid) ||
       read_dim3(args[2], "block", params.block) || jp_arg_int(args[3], "shared_mem", &shared) < 0 ||
       jp_arg_pointer(args[4], "stream", &stream) < 0 ||
-      PyBytes_AsStringAndSize(args[5], &packed, &packed_size) < 0)
+      jp_arg_pointer(args[8], "runtime", &runtime) < 0)
     return NULL;
+  if (!PyTuple_Check(args[5]) || (args[6] != Py_None && !PyTuple_Check(args[6])) ||
+      !PyUnicode_Check(args[7]) || !PyTuple_Check(args[9])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "kernel_launch: values, param_sizes and producers must be tuples, name a str");
+    return NULL;
+  }
   if (shared < 0) {
     PyErr_SetString(PyExc_ValueError, "shared_mem must be >= 0");
     return NULL;
   }
   params.shared_bytes = (uint32_t)shared;
   params.stream = stream;
-  enum { MAX_ARGS = 256 };
-  void *pointers[MAX_ARGS];
-  int64_t offsets[MAX_ARGS];
-  int count;
-  if (jp_arg_int64_list(args[6], "args", offsets, MAX_ARGS, &count) < 0)
+  kernel_values values; /* 8 KiB */
+  if (read_values(args[5], &values) < 0 || check_values(&values, args[6], args[7]) < 0 ||
+      read_producers(args[9], &values) < 0)
     return NULL;
-  for (int i = 0; i < count; ++i) {
-    if (offsets[i] < 0 || offsets[i] >= packed_size) {
-      PyErr_SetString(PyExc_ValueError, "kernel_launch: argument offset out of the packed bytes");
-      return NULL;
-    }
-    pointers[i] = packed + offsets[i];
-  }
-  /* The arguments live in `packed`, which the caller's argument tuple holds. cuLaunchKernel
-   * may block (a full launch queue, a module's first launch), so other threads run. */
+  /* cuLaunchKernel copies the values before it returns; it may block (a full launch queue, a
+   * module's first launch), so other threads run meanwhile. */
   PyThreadState *save = PyEval_SaveThread();
-  jitops_status status = jitops_kernel_launch(kernel, &params, pointers);
+  jitops_status status = wait_for_producers(runtime, stream, &values);
+  if (status == JITOPS_SUCCESS)
+    status = jitops_kernel_launch(kernel, &params, values.pointers);
   PyEval_RestoreThread(save);
   if (status != JITOPS_SUCCESS)
     return jp_raise(status);
@@ -239,6 +347,20 @@ static PyObject *dlpack_address(PyObject *self, PyObject *capsule) {
   return PyLong_FromVoidPtr((char *)managed->dl_tensor.data + managed->dl_tensor.byte_offset);
 }
 
+/* pointer_check(runtime, address): InvalidDeviceError where the address is another device's
+ * memory. */
+static PyObject *pointer_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  void *runtime, *address;
+  if (jp_arg_count("pointer_check", nargs, 2) < 0 ||
+      jp_arg_pointer(args[0], "runtime", &runtime) < 0 ||
+      jp_arg_pointer(args[1], "address", &address) < 0)
+    return NULL;
+  jitops_status status = jitops_pointer_check(runtime, address);
+  if (status != JITOPS_SUCCESS)
+    return jp_raise(status);
+  Py_RETURN_NONE;
+}
+
 static PyObject *catalogue_size(PyObject *self, PyObject *unused) {
   return PyLong_FromSize_t(jitops_catalogue_size());
 }
@@ -281,6 +403,7 @@ PyMethodDef jp_core_methods[] = {
     {"kernel_launch", JP_FASTCALL(kernel_launch), METH_FASTCALL, NULL},
     {"kernel_params", kernel_params, METH_O, NULL},
     {"dlpack_address", dlpack_address, METH_O, NULL},
+    {"pointer_check", JP_FASTCALL(pointer_check), METH_FASTCALL, NULL},
     {"catalogue_size", catalogue_size, METH_NOARGS, NULL},
     {"catalogue_describe", catalogue_describe, METH_O, NULL},
     {"catalogue_compile", JP_FASTCALL(catalogue_compile), METH_FASTCALL, NULL},

@@ -158,8 +158,12 @@ int jp_arg_pointer(PyObject *obj, const char *arg, void **out) {
 int jp_arg_int64(PyObject *obj, const char *arg, int64_t *out) {
   long long value = PyLong_AsLongLong(obj);
   if (value == -1 && PyErr_Occurred()) {
+    /* An int too wide is an OverflowError, as Python's own conversions say; anything else
+     * that is not an int (nor has __index__) a TypeError. */
+    int overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%s must be an int that fits int64", arg);
+    PyErr_Format(overflow ? PyExc_OverflowError : PyExc_TypeError,
+                 overflow ? "%s does not fit int64" : "%s must be an int", arg);
     return -1;
   }
   *out = value;

@@ -16,21 +16,32 @@ kernel reads a fixed number of bytes per parameter, and guessing the width is ho
 Streams. ``stream=None`` is the legacy default stream (0). Otherwise pass a raw handle
 (int), an object with ``__cuda_stream__`` (the CUDA stream protocol), a ``torch.cuda.Stream``
 (``.cuda_stream``) or a ``cupy.cuda.Stream`` (``.ptr``).
+
+Ordering and devices. The launch is ordered after the work that produced its arrays, as each
+protocol defines it, without blocking the host: a PyTorch tensor is taken as ready on
+PyTorch's current stream of its device; a ``__cuda_array_interface__`` on the stream it names
+(none: no ordering); a ``__dlpack__`` producer is given the launch stream (``stream=``) and
+orders itself. Where that stream is not the launch stream, the launch stream waits for an event
+recorded on it. An array must be in the kernel's device memory, managed memory or page-locked
+host memory: another device's memory raises :class:`jitops.InvalidDeviceError` (peer access is
+not assumed), and a masked ``__cuda_array_interface__`` a TypeError.
 """
 
 from __future__ import annotations
 
 import ctypes
 import re
+import struct
 import sys
 import threading
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from . import errors
 from ._lib import C
 
 Dim3 = Union[int, Sequence[int]]
 
+_NOT_ASKED = object()  # a Kernel's parameter sizes before the driver was asked for them
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9_./-]{1,255}\Z")
 _sources: dict[str, str] = {}
 _sources_lock = threading.Lock()
@@ -64,7 +75,7 @@ class Kernel:
     """A compiled kernel of one runtime. Call it to launch."""
 
     __slots__ = ("runtime", "source", "name_expression", "options", "lowered_name", "_handle",
-                 "_param_sizes")
+                 "_param_sizes", "_device")
 
     def __init__(self, runtime: Runtime, source: str, name_expression: str, options: tuple[str, ...],
                  handle: int, lowered_name: str) -> None:
@@ -74,34 +85,27 @@ class Kernel:
         self.options = options
         self.lowered_name = lowered_name
         self._handle = handle
-        self._param_sizes: Optional[tuple[int, ...]] = None
+        self._param_sizes: Any = _NOT_ASKED
+        self._device = runtime._device_index
 
     def __call__(self, grid: Dim3, block: Dim3, args: Iterable[Any], shared_mem: int = 0,
                  stream: Any = None) -> None:
         """Launches on ``stream``, asynchronously. ``grid`` and ``block`` are an int or up to
         three ints; ``shared_mem`` is the dynamic shared memory in bytes. Raises TypeError when
         the arguments' number, or one argument's size, is not what the kernel declares (the
-        driver would read past them); ValueError once the runtime is closed."""
-        self.runtime._live()  # a closed runtime has freed this kernel
-        packed, offsets, sizes = _pack_arguments(args)
-        self._check_arguments(sizes)
-        C.kernel_launch(self._handle, _dim3(grid), _dim3(block), shared_mem, stream_handle(stream),
-                        packed, offsets)
-
-    def _check_arguments(self, sizes: tuple[int, ...]) -> None:
-        """Compares the packed arguments' sizes with the kernel's parameters, which the driver
-        describes (CUDA 12.4 and newer; with an older driver nothing is checked)."""
-        if self._param_sizes is None:
-            self._param_sizes = C.kernel_params(self._handle)
-            if self._param_sizes is None:
-                return
-        want = self._param_sizes
-        if len(sizes) != len(want):
-            raise TypeError(f"{self.name_expression} takes {len(want)} arguments; got {len(sizes)}")
-        for position, (got, expected) in enumerate(zip(sizes, want)):
-            if got != expected:
-                raise TypeError(f"kernel argument {position} of {self.name_expression} is {got} "
-                                f"bytes; its parameter takes {expected}")
+        driver would read past them; checked with CUDA 12.4 and newer drivers, which describe
+        a kernel's parameters); :class:`jitops.InvalidDeviceError` for an array on another
+        device; ValueError once the runtime is closed."""
+        runtime = self.runtime._live()  # a closed runtime has freed this kernel
+        launch_stream = stream_handle(stream)
+        arguments = _Arguments(runtime, self._device, launch_stream)
+        values = tuple([arguments.value(arg, position) for position, arg in enumerate(args)])
+        sizes = self._param_sizes
+        if sizes is _NOT_ASKED:
+            sizes = self._param_sizes = C.kernel_params(self._handle)
+        # The C side checks the values against `sizes`, then orders the stream, then launches.
+        C.kernel_launch(self._handle, grid, block, shared_mem, launch_stream, values, sizes,
+                        self.name_expression, runtime, tuple(arguments.producers))
 
     def __repr__(self) -> str:
         return f"<jitops.Kernel {self.name_expression} from {self.source!r}>"
@@ -131,13 +135,6 @@ def _register_pending_sources(runtime: Runtime) -> None:
         runtime.register_source(name, code)
 
 
-def _dim3(value: Dim3) -> tuple[int, ...]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3:
-        raise ValueError(f"grid and block take 1 to 3 dimensions; got {value!r}")
-    return dims
-
-
 def stream_handle(stream: Any) -> int:
     """The raw CUstream of ``stream`` (see the module's documentation)."""
     if stream is None:
@@ -156,34 +153,55 @@ def stream_handle(stream: Any) -> int:
 
 # ---- kernel arguments ---------------------------------------------------------------------
 
-_POINTER = ctypes.sizeof(ctypes.c_void_p)
+_DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED = 2, 3, 13
 
 
-def _array_address(arg: Any, position: int) -> Optional[int]:
-    """The device address of an array argument, or None when ``arg`` is not an array."""
-    data_ptr = getattr(arg, "data_ptr", None)
-    get_device = getattr(arg, "get_device", None)
-    if callable(data_ptr) and callable(get_device):  # PyTorch: the fast path
-        if get_device() < 0:
-            raise TypeError(f"kernel argument {position} is a tensor in host memory")
-        return int(data_ptr())
-    interface = getattr(arg, "__cuda_array_interface__", None)
-    if interface is not None:
-        return int(interface["data"][0])
+def _stream_identity(handle: int) -> int:
+    """0 (NULL) and 1 (CU_STREAM_LEGACY, and DLPack's and the CUDA Array Interface's value for
+    it) are the same stream."""
+    return 1 if handle == 0 else handle
+
+
+# What an argument is, by its type: decided once per type (_kinds), since a launch asks for
+# each argument and the checks are a few attribute lookups each.
+_SCALAR, _TORCH, _INTERFACE, _DLPACK = range(4)
+_kinds: dict[type, int] = {}
+_packers: dict[type, Callable[[Any], bytes]] = {}  # a scalar type's bytes, as the kernel reads them
+
+
+def _numpy_packer(scalar: Any) -> Callable[[Any], bytes]:
+    """struct's native packing of the scalar's type where it gives the type's own bytes (5x
+    faster than tobytes()); tobytes() for the rest (complex, say)."""
+    try:
+        packer = struct.Struct(scalar.dtype.char)
+    except struct.error:
+        return type(scalar).tobytes
+    return packer.pack if packer.size == scalar.dtype.itemsize and packer.pack(scalar) == scalar.tobytes() \
+        else type(scalar).tobytes
+
+
+def _kind_of(arg: Any, position: int) -> int:
+    kind = _kinds.get(type(arg))
+    if kind is None:
+        kind = _kinds[type(arg)] = _classify(arg, position)
+    return kind
+
+
+def _classify(arg: Any, position: int) -> int:
+    """What ``arg``'s type is as a kernel argument; TypeError for what cannot be one."""
+    if callable(getattr(arg, "data_ptr", None)) and callable(getattr(arg, "get_device", None)):
+        return _TORCH
+    if hasattr(arg, "__cuda_array_interface__"):
+        return _INTERFACE
     if hasattr(arg, "__dlpack__") and hasattr(arg, "__dlpack_device__"):
-        device_type, _ = arg.__dlpack_device__()
-        if int(device_type) not in (2, 13):  # kDLCUDA, kDLCUDAManaged
-            raise TypeError(f"kernel argument {position} is not in CUDA memory (DLPack device {int(device_type)})")
-        return C.dlpack_address(arg.__dlpack__())
-    return None
-
-
-def _scalar_bytes(arg: Any, position: int) -> tuple[bytes, int]:
+        return _DLPACK
     if isinstance(arg, ctypes._SimpleCData):
-        return bytes(arg), ctypes.alignment(type(arg))
+        _packers[type(arg)] = bytes
+        return _SCALAR
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(arg, numpy.generic):
-        return arg.tobytes(), arg.dtype.alignment
+        _packers[type(arg)] = _numpy_packer(arg)
+        return _SCALAR
     if isinstance(arg, (bool, int, float)):
         raise TypeError(
             f"kernel argument {position} is a Python {type(arg).__name__}, whose C type is ambiguous; "
@@ -192,21 +210,82 @@ def _scalar_bytes(arg: Any, position: int) -> tuple[bytes, int]:
     raise TypeError(f"kernel argument {position} ({type(arg).__name__}) is neither an array nor a typed scalar")
 
 
-def _pack_arguments(args: Iterable[Any]) -> tuple[bytes, tuple[int, ...], tuple[int, ...]]:
-    """The arguments laid out one after another, each at its alignment, their offsets and
-    their sizes."""
-    packed = bytearray()
-    offsets = []
-    sizes = []
-    for position, arg in enumerate(args):
-        address = _array_address(arg, position)
-        data, alignment = (address.to_bytes(_POINTER, sys.byteorder), _POINTER) if address is not None \
-            else _scalar_bytes(arg, position)
-        packed.extend(b"\0" * (-len(packed) % alignment))
-        offsets.append(len(packed))
-        sizes.append(len(data))
-        packed.extend(data)
-    return bytes(packed) or b"\0", tuple(offsets), tuple(sizes)
+class _Arguments:
+    """Turns a launch's arguments into what the C side passes on (an int for an array's
+    device address, bytes for a typed scalar), checking each array's device and collecting
+    the streams whose work the launch must wait for."""
+
+    __slots__ = ("runtime", "device", "stream", "producers", "torch_stream_asked")
+
+    def __init__(self, runtime: int, device: int, stream: int) -> None:
+        self.runtime = runtime
+        self.device = device  # -1: compile-only, where the launch itself refuses
+        self.stream = stream
+        self.producers: list[int] = []
+        self.torch_stream_asked = False  # every tensor is on self.device: one question will do
+
+    def value(self, arg: Any, position: int) -> Any:
+        kind = _kind_of(arg, position)
+        if kind == _SCALAR:
+            return _packers[type(arg)](arg)
+        if kind == _TORCH:
+            return self._torch_address(arg, arg.get_device(), position)
+        if kind == _INTERFACE:
+            return self._interface_address(arg.__cuda_array_interface__, position)
+        return self._dlpack_address(arg, position)
+
+    def _after(self, producer: Optional[int]) -> None:
+        """Orders the launch after ``producer``'s work (None: nothing to wait for)."""
+        if producer is None or self.device < 0:
+            return
+        if _stream_identity(producer) != _stream_identity(self.stream) and producer not in self.producers:
+            self.producers.append(producer)
+
+    def _torch_address(self, tensor: Any, device: int, position: int) -> int:
+        if device < 0:
+            raise TypeError(f"kernel argument {position} is a tensor in host memory")
+        self._check_device(device, position)
+        if self.device >= 0 and not self.torch_stream_asked:
+            self.torch_stream_asked = True
+            self._after(_torch_current_stream(device))
+        return tensor.data_ptr()
+
+    def _interface_address(self, interface: dict[str, Any], position: int) -> int:
+        if interface.get("mask") is not None:
+            raise TypeError(f"kernel argument {position} is a masked array (its __cuda_array_interface__ "
+                            f"has a mask): a kernel would read the masked elements too")
+        address = int(interface["data"][0])
+        if self.device >= 0:
+            try:
+                C.pointer_check(self.runtime, address)
+            except errors.InvalidDeviceError as error:
+                raise errors.InvalidDeviceError(f"kernel argument {position}: {error}") from None
+            producer = interface.get("stream")  # version 3; absent or None: nothing to order
+            self._after(None if producer is None else int(producer))
+        return address
+
+    def _dlpack_address(self, arg: Any, position: int) -> int:
+        device_type, device = (int(v) for v in arg.__dlpack_device__())
+        if device_type not in (_DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED):
+            raise TypeError(f"kernel argument {position} is not in CUDA memory (DLPack device {device_type})")
+        if device_type == _DLPACK_CUDA_HOST:
+            return C.dlpack_address(arg.__dlpack__())
+        if device_type == _DLPACK_CUDA:
+            self._check_device(device, position)
+        # The producer orders its own work before the launch stream (DLPack's contract).
+        return C.dlpack_address(arg.__dlpack__(stream=_stream_identity(self.stream)))
+
+    def _check_device(self, device: int, position: int) -> None:
+        if self.device >= 0 and device != self.device:
+            raise errors.InvalidDeviceError(f"kernel argument {position} is on cuda:{device}; the kernel "
+                                            f"runs on cuda:{self.device}")
+
+
+def _torch_current_stream(device: int) -> int:
+    """PyTorch's current stream of ``device``, as a raw handle (0: the default stream)."""
+    torch = sys.modules["torch"]  # a tensor exists, so torch is imported
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
 
 
 from .runtime import Runtime  # noqa: E402  (circular, as at the end of runtime.py: annotations name Runtime)

@@ -95,6 +95,7 @@ class Runtime:
     # Set by _create, which makes every instance (object.__new__; there is no __init__).
     handle: int
     shared: bool
+    _device_index: int  # the device, or -1 for a compile-only runtime (info.device, kept)
     _registered: set[str]
     _lock: threading.Lock
 
@@ -130,6 +131,7 @@ class Runtime:
             index, arch, cache_dir, _CACHE_MODES[cache_mode], cache_max_bytes or 0, shipped_cache
         )
         runtime.shared = shared
+        runtime._device_index = index
         runtime._registered = set()
         runtime._lock = threading.Lock()
         return runtime

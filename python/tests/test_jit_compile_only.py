@@ -95,19 +95,121 @@ def test_scalars_must_say_their_c_type(runtime):
         kernel(1, 32, (np.uint64(0), 1024, np.float32(2.0)))
     with pytest.raises(TypeError, match="neither an array"):
         kernel(1, 32, ("x",))
-    with pytest.raises(ValueError, match="dimensions"):
+    with pytest.raises(ValueError, match="grid takes 1 to 3 dimensions; got 4"):
         kernel((1, 1, 1, 1), 32, ())
     with pytest.raises(ValueError, match="each must be in"):
         kernel(0, 32, ())
 
 
-def test_arguments_are_packed_at_their_alignment():
-    from jitops.jit import _pack_arguments
+def test_scalars_become_their_own_bytes():
+    from jitops.jit import _Arguments
 
-    packed, offsets, sizes = _pack_arguments((np.int8(7), np.float64(1.5), ctypes.c_int32(-2), np.float32(3.0)))
-    assert offsets == (0, 8, 16, 20) and sizes == (1, 8, 4, 4)
-    assert packed[0] == 7 and np.frombuffer(packed[8:16], np.float64)[0] == 1.5
-    assert np.frombuffer(packed[16:20], np.int32)[0] == -2 and np.frombuffer(packed[20:24], np.float32)[0] == 3.0
+    arguments = _Arguments(0, -1, 0)
+    scalars = (np.int8(-7), np.uint16(65000), np.int32(-2), np.int64(-(2**40)), np.uint64(2**63 + 5),
+               np.float16(0.1), np.float32(3.25), np.float64(-1.5e300), np.bool_(True), np.complex64(1 - 2j),
+               ctypes.c_int32(-2), ctypes.c_double(0.1), ctypes.c_void_p(4096))
+    for round in range(2):  # the second round through the packers cached by type
+        for position, scalar in enumerate(scalars):
+            assert arguments.value(scalar, position) == bytes(memoryview(scalar).cast("B")), scalar
+
+
+def test_values_are_checked_in_c_before_the_launch():
+    """The C side reads ints as 8-byte addresses and bytes as they are, and checks their
+    number and sizes against the kernel's parameters before anything is launched (here a
+    NULL kernel, which the launch itself refuses)."""
+    from jitops._lib import C
+
+    values = (b"\x07", b"\0" * 8, b"\xfe\xff\xff\xff", b"\0" * 4, 1 << 40)
+
+    def launch(sizes, values=values):
+        C.kernel_launch(0, 1, 1, 0, 0, values, sizes, "k", 0, ())
+
+    with pytest.raises(jitops.InvalidArgumentError, match="kernel is NULL"):
+        launch((1, 8, 4, 4, 8))  # every size right: the launch is reached
+    with pytest.raises(jitops.InvalidArgumentError, match="kernel is NULL"):
+        launch(None)  # the driver could not say: nothing checked
+    with pytest.raises(TypeError, match="argument 2 of k is 4 bytes; its parameter takes 8"):
+        launch((1, 8, 8, 4, 8))
+    with pytest.raises(TypeError, match="k takes 4 arguments; got 5"):
+        launch((1, 8, 4, 4))
+    with pytest.raises(TypeError, match="value 0 must be an int address or bytes"):
+        launch(None, (np.int32(1),))
+
+
+class _DLPackOn:
+    """A DLPack producer claiming to live on (device_type, device); it records the stream it
+    is asked to order itself before, and exports a real capsule of host data."""
+
+    def __init__(self, device_type, device):
+        self.device = (device_type, device)
+        self.asked = []
+        self.data = np.arange(4, dtype=np.float32)
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, stream=None):
+        self.asked.append(stream)
+        return self.data.__dlpack__()
+
+
+def test_dlpack_producers_are_given_the_launch_stream():
+    from jitops.jit import _Arguments
+
+    for launch, expected in ((0, 1), (1, 1), (2, 2), (0x7F00, 0x7F00)):
+        producer = _DLPackOn(2, 0)
+        arguments = _Arguments(0, 0, launch)
+        assert arguments.value(producer, 0) == producer.data.ctypes.data
+        assert producer.asked == [expected] and arguments.producers == []
+    managed = _DLPackOn(13, 5)  # managed memory: any device reaches it
+    _Arguments(0, 0, 0).value(managed, 0)
+    assert managed.asked == [1]
+    pinned = _DLPackOn(3, 0)  # page-locked host memory: no stream to order
+    _Arguments(0, 0, 0).value(pinned, 0)
+    assert pinned.asked == [None]
+
+
+def test_arrays_on_another_device_are_refused_before_export():
+    from jitops.jit import _Arguments
+
+    producer = _DLPackOn(2, 1)
+    with pytest.raises(jitops.InvalidDeviceError, match="argument 3 is on cuda:1; the kernel runs on cuda:0"):
+        _Arguments(0, 0, 0).value(producer, 3)
+    assert producer.asked == []  # refused before the producer synchronized anything
+
+    class TensorLike:  # PyTorch's duck type: data_ptr() and get_device()
+        def data_ptr(self):
+            return 4096
+
+        def get_device(self):
+            return 2
+
+    with pytest.raises(jitops.InvalidDeviceError, match="argument 0 is on cuda:2; the kernel runs on cuda:1"):
+        _Arguments(0, 1, 0).value(TensorLike(), 0)
+    with pytest.raises(TypeError, match="not in CUDA memory"):
+        _Arguments(0, 0, 0).value(_DLPackOn(1, 0), 0)
+
+
+def test_masked_cuda_array_interfaces_are_refused(runtime):
+    class Masked:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3,
+                                    "mask": object(), "stream": None}
+
+    jitops.register_source("tests/masked.cu", "extern \"C\" __global__ void touch(float *x) { x[0] = 1; }")
+    kernel = jitops.get_kernel("tests/masked.cu", "touch", runtime=runtime)
+    with pytest.raises(TypeError, match="argument 0 is a masked array"):
+        kernel(1, 1, (Masked(),))
+
+
+def test_grid_sizes_take_numpy_integers_and_overflow_says_so(runtime):
+    jitops.register_source("tests/empty.cu", "extern \"C\" __global__ void empty() {}")
+    kernel = jitops.get_kernel("tests/empty.cu", "empty", runtime=runtime)
+    with pytest.raises(jitops.NoDeviceError):  # the launch is reached: the sizes were accepted
+        kernel(np.int64(4), (np.int32(32), np.uint8(2)), ())
+    with pytest.raises(OverflowError, match="grid does not fit int64"):
+        kernel(2**70, 32, ())
+    with pytest.raises(TypeError, match="grid takes an int or a sequence"):
+        kernel(1.5, 32, ())
 
 
 def test_stream_handles():
