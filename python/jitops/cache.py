@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins  # annotations say builtins.list: this module's `list` (entries, below) hides it
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -196,21 +197,29 @@ def prewarm(archs: Iterable[str] = ("sm_90",), *, op: Optional[str] = None, jobs
 
 def _prewarm_arch(runtime: Runtime, arch: str, selected: builtins.list[int], jobs: Optional[int],
                   progress: Optional[Callable[[str, int, int], None]]) -> PrewarmResult:
-    failures: builtins.list[tuple[str, str]] = []
+    failures: builtins.list[tuple[int, str, str]] = []
     done = 0
+    # The workers share the count and the failures; progress is called under the lock too, so
+    # that its `done` values arrive in order, one at a time.
+    lock = threading.Lock()
 
     def compile_one(index: int) -> None:
         nonlocal done
+        failure = None
         try:
             C.catalogue_compile(runtime.handle, index)
         except errors.Error as error:
-            failures.append((C.catalogue_describe(index)[1], str(error)))
-        done += 1
-        if progress is not None:
-            progress(arch, done, len(selected))
+            failure = (index, C.catalogue_describe(index)[1], str(error))
+        with lock:
+            if failure is not None:
+                failures.append(failure)
+            done += 1
+            if progress is not None:
+                progress(arch, done, len(selected))
 
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
         for future in [pool.submit(compile_one, i) for i in selected]:
             future.result()
     stats = runtime.stats()
-    return PrewarmResult(arch, len(selected), stats.compiles, stats.disk_hits, failures)
+    in_catalogue_order = [(entry, message) for _, entry, message in sorted(failures)]
+    return PrewarmResult(arch, len(selected), stats.compiles, stats.disk_hits, in_catalogue_order)
