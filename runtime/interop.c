@@ -31,6 +31,14 @@ static jitops_status wait_on_event(jitops_runtime_t *rt, void *stream, void *pro
   return r == CUDA_SUCCESS ? JITOPS_SUCCESS : jitops__driver_fail(d, r, what);
 }
 
+/* Whether `stream` is capturing a graph; a stream the driver will not say it of (the legacy
+ * stream during another thread's global capture, say) counts as not capturing. */
+static int is_capturing(jitops_runtime_t *rt, void *stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rt->driver->cuStreamIsCapturing((CUstream)stream, &status) == CUDA_SUCCESS &&
+         status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
 jitops_status jitops_stream_wait(jitops_runtime_t *runtime, void *stream, void *producer) {
   JITOPS__REQUIRE_NONNULL("jitops_stream_wait", runtime);
   if (runtime->context == NULL)
@@ -45,7 +53,12 @@ jitops_status jitops_stream_wait(jitops_runtime_t *runtime, void *stream, void *
                         runtime->device);
   int pushed;
   JITOPS__TRY(jitops__context_push(runtime, &pushed));
-  jitops_status status = wait_on_event(runtime, stream, producer);
+  /* A graph cannot depend on work outside it: the driver refuses the wait and invalidates the
+   * capture. The producer's work was enqueued before the graph exists, so ordering the graph's
+   * launches after it is the caller's, as it is for any captured work. */
+  jitops_status status = JITOPS_SUCCESS;
+  if (!is_capturing(runtime, stream) || is_capturing(runtime, producer))
+    status = wait_on_event(runtime, stream, producer);
   jitops__context_restore(runtime, pushed);
   return status;
 }

@@ -3,6 +3,8 @@
  *     on the consumer right after a slow writer on the producer reads the writer's value,
  *     every round (without the wait it reads the old one: the writer spins for ~50 ms);
  *   - the same stream, and NULL against CU_STREAM_LEGACY, are nothing to do;
+ *   - under capture, a producer outside the graph is not waited for and a forked one is
+ *     joined, and both graphs end valid;
  *   - jitops_pointer_check passes the runtime's device memory, managed memory, page-locked
  *     host memory and memory the driver does not know (another device's memory is refused,
  *     in test_gpu_multi_device).
@@ -82,6 +84,33 @@ static void consumer_waits_for_producer(jitops_runtime_t *rt) {
   cudaStreamDestroy(producer), cudaStreamDestroy(consumer);
 }
 
+/* Under capture: a producer outside the graph is not waited for (the driver would invalidate
+ * the capture), and one forked into the same capture is joined back. Both captures end as
+ * valid graphs. */
+static void waits_under_capture(jitops_runtime_t *rt) {
+  cudaStream_t outside = NULL, capturing = NULL, forked = NULL;
+  cudaEvent_t fork = NULL;
+  CUDA_OK(cudaStreamCreateWithFlags(&outside, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&forked, cudaStreamNonBlocking));
+  CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  for (int joined = 0; joined < 2; ++joined) {
+    cudaGraph_t graph = NULL;
+    CUDA_OK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeRelaxed));
+    if (joined) {
+      CUDA_OK(cudaEventRecord(fork, capturing));
+      CUDA_OK(cudaStreamWaitEvent(forked, fork, 0));
+    }
+    CHECK_OK(jitops_stream_wait(rt, capturing, joined ? forked : outside));
+    CUDA_OK(cudaStreamEndCapture(capturing, &graph));
+    CHECK(graph != NULL);
+    if (graph != NULL)
+      cudaGraphDestroy(graph);
+  }
+  cudaEventDestroy(fork);
+  cudaStreamDestroy(outside), cudaStreamDestroy(capturing), cudaStreamDestroy(forked);
+}
+
 static void pointers_of_this_device_pass(jitops_runtime_t *rt) {
   void *device = NULL, *managed = NULL, *pinned = NULL;
   CUDA_OK(cudaMalloc(&device, 256));
@@ -102,6 +131,7 @@ int main(void) {
   jitops_runtime_t *rt = test_gpu_runtime_or_skip("test_gpu_interop_order_and_devices");
   CUDA_OK(cudaSetDevice(0));
   consumer_waits_for_producer(rt);
+  waits_under_capture(rt);
   pointers_of_this_device_pass(rt);
   jitops_runtime_destroy(rt);
   return test_finish("test_gpu_interop_order_and_devices");

@@ -1,7 +1,8 @@
 """User kernels on other frameworks' arrays, on a GPU: the launch is ordered after the stream
 that produced each array (PyTorch's current stream, a __cuda_array_interface__'s stream, a
-DLPack producer given the launch stream), a CUDA-graph capture on PyTorch's current stream
-needs no ordering, and an array on another device is refused.
+DLPack producer given the launch stream), a CUDA-graph capture replays whether PyTorch's
+current stream is the capturing one or outside the graph, and an array on another device is
+refused.
 
 The ordering tests make the race real: a writer spins ~50 ms on one stream before it stores
 a value, and a reader launched right after on another stream must read that value."""
@@ -120,6 +121,27 @@ def test_capture_on_the_current_stream_replays():
     graph.replay()
     torch.cuda.synchronize()
     assert seen.tolist() == [0, 42]
+
+
+def test_capture_on_another_stream_than_the_producers_replays():
+    """Inside a capture, a tensor whose producer (torch's current stream, here a side stream)
+    is outside the graph: the launch cannot wait for it (the driver would invalidate the
+    capture), so it does not, and the graph replays."""
+    store, read = kernels()
+    flag = torch.full((1,), 5, dtype=torch.int32, device=DEVICE)
+    seen = torch.zeros(1, dtype=torch.int32, device=DEVICE)
+    read(1, 1, (flag, seen, np.int32(0)), stream=torch.cuda.current_stream())  # warm-up
+    torch.cuda.synchronize()
+    graph, outside = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.graph(graph):
+        capturing = torch.cuda.current_stream()
+        with torch.cuda.stream(outside):  # torch's current stream is now outside the capture
+            read(1, 1, (flag, seen, np.int32(0)), stream=capturing)
+    seen.zero_()
+    flag.fill_(6)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert seen.item() == 6
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a second GPU")
