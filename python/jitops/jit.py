@@ -96,16 +96,20 @@ class Kernel:
         driver would read past them; checked with CUDA 12.4 and newer drivers, which describe
         a kernel's parameters); :class:`jitops.InvalidDeviceError` for an array on another
         device; ValueError once the runtime is closed."""
-        runtime = self.runtime._live()  # a closed runtime has freed this kernel
-        launch_stream = stream_handle(stream)
-        arguments = _Arguments(runtime, self._device, launch_stream)
-        values = tuple([arguments.value(arg, position) for position, arg in enumerate(args)])
-        sizes = self._param_sizes
-        if sizes is _NOT_ASKED:
-            sizes = self._param_sizes = C.kernel_params(self._handle)
-        # The C side checks the values against `sizes`, then orders the stream, then launches.
-        C.kernel_launch(self._handle, grid, block, shared_mem, launch_stream, values, sizes,
-                        self.name_expression, runtime, tuple(arguments.producers))
+        owner = self.runtime
+        runtime = owner._hold()  # a closed runtime has freed this kernel: ValueError
+        try:
+            launch_stream = stream_handle(stream)
+            arguments = _Arguments(runtime, self._device, launch_stream)
+            values = tuple([arguments.value(arg, position) for position, arg in enumerate(args)])
+            sizes = self._param_sizes
+            if sizes is _NOT_ASKED:
+                sizes = self._param_sizes = C.kernel_params(self._handle)
+            # The C side checks the values against `sizes`, orders the stream, then launches.
+            C.kernel_launch(self._handle, grid, block, shared_mem, launch_stream, values, sizes,
+                            self.name_expression, runtime, tuple(arguments.producers))
+        finally:
+            owner._release()
 
     def __repr__(self) -> str:
         return f"<jitops.Kernel {self.name_expression} from {self.source!r}>"
@@ -124,7 +128,7 @@ def get_kernel(source: str, name_expression: str, options: Iterable[str] = (),
     runtime = Runtime() if runtime is None else runtime
     options = tuple(options)
     _register_pending_sources(runtime)
-    handle, lowered = C.kernel_get(runtime._live(), source, name_expression, options)
+    handle, lowered = runtime._call(C.kernel_get, source, name_expression, options)
     return Kernel(runtime, source, name_expression, options, handle, lowered)
 
 

@@ -15,7 +15,9 @@ import atexit
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, TypeVar, Union
+
+T = TypeVar("T")
 
 from ._lib import C
 
@@ -98,6 +100,8 @@ class Runtime:
     _device_index: int  # the device, or -1 for a compile-only runtime (info.device, kept)
     _registered: set[str]
     _lock: threading.Lock
+    _holders: int  # calls in flight on the handle (private runtimes), which close() waits for
+    _idle: threading.Condition  # on _lock: notified when _holders drops to 0
 
     def __new__(
         cls,
@@ -134,6 +138,8 @@ class Runtime:
         runtime._device_index = index
         runtime._registered = set()
         runtime._lock = threading.Lock()
+        runtime._holders = 0
+        runtime._idle = threading.Condition(runtime._lock)
         return runtime
 
     # ---- what it is ------------------------------------------------------------------------
@@ -141,7 +147,7 @@ class Runtime:
     @property
     def info(self) -> RuntimeInfo:
         (device, has_device, arch, nvrtc, arch_name, device_name, path, writable, state, degraded, reason,
-         max_bytes) = C.runtime_info(self._live())
+         max_bytes) = self._call(C.runtime_info)
         return RuntimeInfo(device, bool(has_device), arch, nvrtc, arch_name, device_name, path, bool(writable),
                            ("off", "readonly", "readwrite")[state], bool(degraded), reason, max_bytes)
 
@@ -157,7 +163,7 @@ class Runtime:
 
     def stats(self) -> RuntimeStats:
         """The cache counters of this runtime."""
-        return RuntimeStats(*C.runtime_stats(self._live()))
+        return RuntimeStats(*self._call(C.runtime_stats))
 
     def wait_builds(self) -> None:
         """Returns once the runtime's background builds are done.
@@ -169,14 +175,14 @@ class Runtime:
         either way; after this call every later launch of those kernels is a full build (call
         it before timing an op on a cold cache). ``JITOPS_QUICK_BUILDS=0`` turns quick builds
         off."""
-        C.runtime_wait_builds(self._live())
+        self._call(C.runtime_wait_builds)
 
     # ---- the JIT service -------------------------------------------------------------------
 
     def register_source(self, name: str, code: str) -> None:
         """Registers CUDA C++ source text under ``name`` in this runtime only (see
         :func:`jitops.register_source` for every runtime)."""
-        C.source_register(self._live(), name, code)
+        self._call(C.source_register, name, code)
         with self._lock:
             self._registered.add(name)
 
@@ -191,12 +197,17 @@ class Runtime:
 
     def close(self) -> None:
         """Destroys a private runtime (flushing its usage counts to the cache). The work it
-        launched must have finished. Shared runtimes live until the interpreter exits, and
-        closing one does nothing."""
-        if self.shared or not self.handle:
+        launched must have finished; calls on it still running in other threads (a compile, a
+        launch) finish first, and later ones raise ValueError. Shared runtimes live until the
+        interpreter exits, and closing one does nothing."""
+        if self.shared:
             return
-        handle, self.handle = self.handle, 0
-        C.runtime_destroy(handle)
+        with self._lock:
+            handle, self.handle = self.handle, 0
+            while self._holders:
+                self._idle.wait()
+        if handle:
+            C.runtime_destroy(handle)
 
     def __enter__(self) -> "Runtime":
         return self
@@ -214,6 +225,34 @@ class Runtime:
         if not self.handle:
             raise ValueError("this runtime was closed")
         return self.handle
+
+    # A call that releases the GIL on the handle must hold it (_hold ... _release), so that
+    # close() in another thread does not destroy the runtime under it. Shared runtimes are
+    # never closed by close(), so they skip the count.
+
+    def _hold(self) -> int:
+        if self.shared:
+            return self._live()
+        with self._lock:
+            handle = self._live()
+            self._holders += 1
+            return handle
+
+    def _release(self) -> None:
+        if self.shared:
+            return
+        with self._lock:
+            self._holders -= 1
+            if not self._holders:
+                self._idle.notify_all()
+
+    def _call(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(handle, *args)``, holding the handle."""
+        handle = self._hold()
+        try:
+            return function(handle, *args)
+        finally:
+            self._release()
 
     def __repr__(self) -> str:
         if not self.handle:

@@ -228,6 +228,50 @@ def test_stream_handles():
         jitops.stream_handle("default")
 
 
+def test_close_waits_for_calls_in_flight(cache_dir):
+    """close() from another thread used to destroy a private runtime under a call that had
+    released the GIL (a compile, a launch): a use after free. It now waits for such calls, and
+    later calls raise ValueError."""
+    import threading
+
+    rt = jitops.Runtime(arch="sm_90", cache_dir=cache_dir, cache_mode="off")
+    rt._hold()  # what a compile or a launch holds while the GIL is released
+    closer = threading.Thread(target=rt.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive()  # waiting for the call in flight
+    with pytest.raises(ValueError, match="closed"):
+        rt.stats()  # but no new call starts
+    rt._release()
+    closer.join(10)
+    assert not closer.is_alive() and rt.handle == 0
+
+
+def test_a_compile_in_flight_survives_close(cache_dir):
+    """A real compile in one thread, close() in another while it runs: the compile finishes
+    (or, had it not started yet, is refused as closed); nothing crashes."""
+    import threading
+
+    body = "\n".join(f"template <int K> __device__ float f{i}(float x) {{ return x * K + {i}; }}" for i in range(300))
+    calls = " + ".join(f"f{i}<{i}>(x)" for i in range(300))
+    jitops.register_source("tests/slow.cu", f'{body}\nextern "C" __global__ void slow(float *p) {{ float x = p[0]; p[0] = {calls}; }}')
+    rt = jitops.Runtime(arch="sm_90", cache_dir=cache_dir, cache_mode="off")
+    outcome = []
+
+    def compile_it():
+        try:
+            outcome.append(jitops.get_kernel("tests/slow.cu", "slow", runtime=rt).lowered_name)
+        except ValueError as error:
+            outcome.append(str(error))
+
+    worker = threading.Thread(target=compile_it)
+    worker.start()
+    rt.close()
+    worker.join(60)
+    assert outcome in (["slow"], ["this runtime was closed"])
+    assert rt.handle == 0
+
+
 def test_private_runtimes_close(cache_dir):
     rt = jitops.Runtime(arch="sm_90", cache_dir=cache_dir, cache_mode="off")
     assert rt.info.cache_path == "" and rt.info.cache_state == "off"
