@@ -272,12 +272,17 @@ class _Arguments:
         device_type, device = (int(v) for v in arg.__dlpack_device__())
         if device_type not in (_DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED):
             raise TypeError(f"kernel argument {position} is not in CUDA memory (DLPack device {device_type})")
-        if device_type == _DLPACK_CUDA_HOST:
-            return C.dlpack_address(arg.__dlpack__())
         if device_type == _DLPACK_CUDA:
             self._check_device(device, position)
-        # The producer orders its own work before the launch stream (DLPack's contract).
-        return C.dlpack_address(arg.__dlpack__(stream=_stream_identity(self.stream)))
+        # The producer orders its own work before the launch stream (DLPack's contract); page-
+        # locked host memory has no stream to order.
+        stream = None if device_type == _DLPACK_CUDA_HOST else _stream_identity(self.stream)
+        try:
+            # A copy would live only as long as the capsule, not as long as the kernel runs.
+            capsule = arg.__dlpack__(stream=stream, copy=False)
+        except TypeError:  # a producer older than DLPack 1.0's `copy`, which never copies
+            capsule = arg.__dlpack__(stream=stream)
+        return C.dlpack_address(capsule)
 
     def _check_device(self, device: int, position: int) -> None:
         if self.device >= 0 and device != self.device:

@@ -46,8 +46,8 @@ class DLPackOnly:
     def __dlpack_device__(self):
         return self.tensor.__dlpack_device__()
 
-    def __dlpack__(self, stream=None):
-        return self.tensor.__dlpack__(stream=stream)
+    def __dlpack__(self, **kwargs):  # stream=, and copy= where torch takes it
+        return self.tensor.__dlpack__(**kwargs)
 
 
 def kernels():

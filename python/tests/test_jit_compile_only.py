@@ -168,6 +168,15 @@ def test_dlpack_producers_are_given_the_launch_stream():
     _Arguments(0, 0, 0).value(pinned, 0)
     assert pinned.asked == [None]
 
+    class Versioned(_DLPackOn):  # DLPack 1.0: copy=False forbids a copy, which the capsule would own
+        def __dlpack__(self, stream=None, copy=None):
+            self.asked.append((stream, copy))
+            return self.data.__dlpack__()
+
+    versioned = Versioned(2, 0)
+    _Arguments(0, 0, 77).value(versioned, 0)
+    assert versioned.asked == [(77, False)]
+
 
 def test_arrays_on_another_device_are_refused_before_export():
     from jitops.jit import _Arguments
