@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -47,22 +48,31 @@ std::atomic<Provider> provider{nullptr};
 
 constexpr int kMaxDevices = 64;
 std::array<std::atomic<jitops_runtime_t *>, kMaxDevices> runtimes{};
+// Guards the stores into `runtimes` and `forgotten` (jitops_torch_forget_runtimes' count),
+// never held while the provider runs: the provider takes the GIL, and a thread holding the
+// GIL while it waited for this lock would deadlock with it.
 std::mutex runtimes_lock;
+uint64_t forgotten = 0;
 
 // Scratch from PyTorch's caching allocator, on the current device (Launch makes it the op's)
 // and the op's stream: released right after the op is enqueued, the block is reused only in
 // that stream's order.
 void *torch_allocate(void *, size_t bytes, void *stream) {
+  // No exception may cross the library's C frames (it would terminate the process).
   try {
     return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(
         bytes, static_cast<cudaStream_t>(stream));
-  } catch (const c10::Error &) {
+  } catch (...) {
     return nullptr; // the library reports JITOPS_ERR_OUT_OF_MEMORY
   }
 }
 
 void torch_release(void *, void *ptr, size_t, void *) {
-  c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+  try {
+    c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+  } catch (...) {
+    // A block the allocator does not know: nothing to free, and no way to report it here.
+  }
 }
 
 // The shape and the strides of a 0-d tensor seen as [1]. The library only reads a DLTensor's
@@ -100,10 +110,13 @@ jitops_runtime_t *runtime_for(int device, std::string_view op) {
   jitops_runtime_t *runtime = runtimes[device].load(std::memory_order_acquire);
   if (runtime != nullptr)
     return runtime;
-  std::lock_guard<std::mutex> guard(runtimes_lock);
-  runtime = runtimes[device].load(std::memory_order_relaxed);
-  if (runtime != nullptr)
-    return runtime;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> guard(runtimes_lock);
+    generation = forgotten;
+  }
+  // Two threads may both ask: the provider returns the device's one shared runtime to each,
+  // and the second allocator install answers ALREADY_EXISTS.
   Provider provide = provider.load();
   TORCH_CHECK(provide != nullptr, "[jitops:16] jitops.", op,
               ": the torch layer has no runtime provider (import jitops.ops first)");
@@ -115,7 +128,9 @@ jitops_runtime_t *runtime_for(int device, std::string_view op) {
   jitops_status installed = jitops_runtime_set_allocator(runtime, &allocator);
   if (installed != JITOPS_SUCCESS && installed != JITOPS_ERR_ALREADY_EXISTS)
     fail(installed, op);
-  runtimes[device].store(runtime, std::memory_order_release);
+  std::lock_guard<std::mutex> guard(runtimes_lock);
+  if (generation == forgotten) // not forgotten while the provider ran: keep it
+    runtimes[device].store(runtime, std::memory_order_release);
   return runtime;
 }
 
@@ -214,6 +229,7 @@ void refuse_cpu_tensors(torch::Library &library, c10::ArrayRef<const char *> ops
 // for a runtime again instead of using a destroyed one.
 extern "C" __attribute__((visibility("default"))) void jitops_torch_forget_runtimes(void) {
   std::lock_guard<std::mutex> guard(jitops_torch::runtimes_lock);
+  ++jitops_torch::forgotten;
   for (auto &runtime : jitops_torch::runtimes)
     runtime.store(nullptr, std::memory_order_release);
 }
