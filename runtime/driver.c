@@ -87,6 +87,7 @@ static void load_driver(void) {
   RESOLVE(cuMemcpyAsync)
   RESOLVE(cuStreamSynchronize)
   RESOLVE(cuStreamIsCapturing)
+  RESOLVE(cuStreamGetCaptureInfo)
   RESOLVE(cuStreamGetCtx)
   RESOLVE(cuThreadExchangeStreamCaptureMode)
   RESOLVE(cuEventCreate)

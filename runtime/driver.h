@@ -43,6 +43,9 @@ typedef struct jitops__driver {
   CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+  /* The CUDA 12.0 signature (_v2), as resolved at DRIVER_ABI_VERSION. */
+  CUresult (*cuStreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                                     const CUgraphNode **, size_t *);
   CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
   CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
   CUresult (*cuEventCreate)(CUevent *, unsigned int);

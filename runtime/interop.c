@@ -31,12 +31,17 @@ static jitops_status wait_on_event(jitops_runtime_t *rt, void *stream, void *pro
   return r == CUDA_SUCCESS ? JITOPS_SUCCESS : jitops__driver_fail(d, r, what);
 }
 
-/* Whether `stream` is capturing a graph; a stream the driver will not say it of (the legacy
- * stream during another thread's global capture, say) counts as not capturing. */
-static int is_capturing(jitops_runtime_t *rt, void *stream) {
+/* The capture `stream` is recording into (its id + 1), or 0 when it records none; a stream the
+ * driver will not say it of (the legacy stream during another thread's global capture, say)
+ * counts as recording none. */
+static cuuint64_t capture_of(jitops_runtime_t *rt, void *stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return rt->driver->cuStreamIsCapturing((CUstream)stream, &status) == CUDA_SUCCESS &&
-         status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  cuuint64_t id = 0;
+  if (rt->driver->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL) !=
+          CUDA_SUCCESS ||
+      status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    return 0;
+  return id + 1;
 }
 
 jitops_status jitops_stream_wait(jitops_runtime_t *runtime, void *stream, void *producer) {
@@ -53,11 +58,12 @@ jitops_status jitops_stream_wait(jitops_runtime_t *runtime, void *stream, void *
                         runtime->device);
   int pushed;
   JITOPS__TRY(jitops__context_push(runtime, &pushed));
-  /* A graph cannot depend on work outside it: the driver refuses the wait and invalidates the
-   * capture. The producer's work was enqueued before the graph exists, so ordering the graph's
-   * launches after it is the caller's, as it is for any captured work. */
+  /* Work is ordered across streams only on one side of a capture: a graph cannot depend on
+   * work outside it (the driver refuses and invalidates the capture), nor work outside on a
+   * graph that has not run (the wait would pull the stream into the capture), nor one graph on
+   * another. Across a capture's edge, ordering is the caller's, as for any captured work. */
   jitops_status status = JITOPS_SUCCESS;
-  if (!is_capturing(runtime, stream) || is_capturing(runtime, producer))
+  if (capture_of(runtime, stream) == capture_of(runtime, producer))
     status = wait_on_event(runtime, stream, producer);
   jitops__context_restore(runtime, pushed);
   return status;

@@ -3,8 +3,8 @@
  *     on the consumer right after a slow writer on the producer reads the writer's value,
  *     every round (without the wait it reads the old one: the writer spins for ~50 ms);
  *   - the same stream, and NULL against CU_STREAM_LEGACY, are nothing to do;
- *   - under capture, a producer outside the graph is not waited for and a forked one is
- *     joined, and both graphs end valid;
+ *   - under capture, streams are ordered only within one graph (a forked producer is joined;
+ *     nothing crosses a capture's edge), and every capture ends as a valid graph;
  *   - jitops_pointer_check passes the runtime's device memory, managed memory, page-locked
  *     host memory and memory the driver does not know (another device's memory is refused,
  *     in test_gpu_multi_device).
@@ -84,31 +84,50 @@ static void consumer_waits_for_producer(jitops_runtime_t *rt) {
   cudaStreamDestroy(producer), cudaStreamDestroy(consumer);
 }
 
-/* Under capture: a producer outside the graph is not waited for (the driver would invalidate
- * the capture), and one forked into the same capture is joined back. Both captures end as
- * valid graphs. */
-static void waits_under_capture(jitops_runtime_t *rt) {
-  cudaStream_t outside = NULL, capturing = NULL, forked = NULL;
+/* Under capture, streams are ordered only within one graph: a producer outside the graph is
+ * not waited for (the driver would invalidate the capture), nor a capturing producer by a
+ * stream outside it (the wait would pull that stream into the capture), nor one capture by
+ * another; a producer forked into the same capture is joined. Every capture ends as a valid
+ * graph. */
+enum { OUTSIDE_PRODUCER, FORKED_PRODUCER, CAPTURING_PRODUCER, TWO_CAPTURES };
+
+static void wait_in_capture_case(jitops_runtime_t *rt, int which) {
+  cudaStream_t capturing = NULL, other = NULL;
   cudaEvent_t fork = NULL;
-  CUDA_OK(cudaStreamCreateWithFlags(&outside, cudaStreamNonBlocking));
+  cudaGraph_t graph = NULL, other_graph = NULL;
   CUDA_OK(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking));
-  CUDA_OK(cudaStreamCreateWithFlags(&forked, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
   CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  for (int joined = 0; joined < 2; ++joined) {
-    cudaGraph_t graph = NULL;
-    CUDA_OK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeRelaxed));
-    if (joined) {
-      CUDA_OK(cudaEventRecord(fork, capturing));
-      CUDA_OK(cudaStreamWaitEvent(forked, fork, 0));
-    }
-    CHECK_OK(jitops_stream_wait(rt, capturing, joined ? forked : outside));
-    CUDA_OK(cudaStreamEndCapture(capturing, &graph));
-    CHECK(graph != NULL);
-    if (graph != NULL)
-      cudaGraphDestroy(graph);
+  CUDA_OK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeRelaxed));
+  if (which == FORKED_PRODUCER) {
+    CUDA_OK(cudaEventRecord(fork, capturing));
+    CUDA_OK(cudaStreamWaitEvent(other, fork, 0));
   }
+  if (which == TWO_CAPTURES)
+    CUDA_OK(cudaStreamBeginCapture(other, cudaStreamCaptureModeRelaxed));
+  if (which == CAPTURING_PRODUCER)
+    CHECK_OK(jitops_stream_wait(rt, other, capturing));
+  else
+    CHECK_OK(jitops_stream_wait(rt, capturing, other));
+  if (which == TWO_CAPTURES) {
+    CUDA_OK(cudaStreamEndCapture(other, &other_graph));
+    CHECK(other_graph != NULL);
+  }
+  CUDA_OK(cudaStreamEndCapture(capturing, &graph));
+  CHECK(graph != NULL);
+  if (graph == NULL)
+    fprintf(stderr, "capture case %d did not end as a graph\n", which);
+  if (graph != NULL)
+    cudaGraphDestroy(graph);
+  if (other_graph != NULL)
+    cudaGraphDestroy(other_graph);
   cudaEventDestroy(fork);
-  cudaStreamDestroy(outside), cudaStreamDestroy(capturing), cudaStreamDestroy(forked);
+  cudaStreamDestroy(capturing), cudaStreamDestroy(other);
+}
+
+static void waits_under_capture(jitops_runtime_t *rt) {
+  for (int which = OUTSIDE_PRODUCER; which <= TWO_CAPTURES; ++which)
+    wait_in_capture_case(rt, which);
 }
 
 static void pointers_of_this_device_pass(jitops_runtime_t *rt) {

@@ -395,10 +395,11 @@ JITOPS_API const char *jitops_kernel_lowered_name(const jitops_kernel_t *kernel)
  * on by `stream` (under stream capture this joins the two streams, as CUDA graphs do). NULL and
  * 1 are the legacy default stream, 2 the per-thread default stream (CUDA's CU_STREAM_LEGACY and
  * CU_STREAM_PER_THREAD, and the values DLPack and the CUDA Array Interface give them). The
- * same stream twice is nothing to do, and so is a `stream` capturing a graph that `producer`
- * is not capturing into: a graph cannot depend on work outside it (the driver would refuse and
- * invalidate the capture), so ordering the graph's launches after `producer` is the caller's,
- * as for any captured work. Errors: JITOPS_ERR_NO_DEVICE (compile-only runtime),
+ * same stream twice is nothing to do, and so are two streams that are not capturing into the
+ * same graph while one of them captures: a graph cannot depend on work outside it, nor work
+ * outside on a graph not yet run, nor one graph on another (the driver would refuse, or pull
+ * the stream into the capture), so across a capture's edge the ordering is the caller's, as for
+ * any captured work. Errors: JITOPS_ERR_NO_DEVICE (compile-only runtime),
  * JITOPS_ERR_INVALID_DEVICE (a stream of another context than the runtime's),
  * JITOPS_ERR_DRIVER. */
 JITOPS_API jitops_status jitops_stream_wait(jitops_runtime_t *runtime, void *stream,
