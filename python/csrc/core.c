@@ -140,8 +140,15 @@ static PyObject *kernel_get(PyObject *self, PyObject *const *args, Py_ssize_t na
 static int read_dim3(PyObject *obj, const char *arg, uint32_t out[3]) {
   int64_t values[3] = {1, 1, 1};
   int count = 1;
-  if (PyIndex_Check(obj)) {
-    if (jp_arg_int64(obj, arg, &values[0]) < 0)
+  /* An int first; an object that is an int only when it holds one number (a NumPy array)
+   * falls through to the sequence. */
+  PyObject *index = PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
+  if (index == NULL)
+    PyErr_Clear();
+  if (index != NULL) {
+    int status = jp_arg_int64(index, arg, &values[0]);
+    Py_DECREF(index);
+    if (status < 0)
       return -1;
   } else {
     PyObject *seq = PySequence_Check(obj) ? PySequence_Tuple(obj) : NULL;

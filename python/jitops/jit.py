@@ -97,7 +97,7 @@ class Kernel:
         a kernel's parameters); :class:`jitops.InvalidDeviceError` for an array on another
         device; ValueError once the runtime is closed."""
         owner = self.runtime
-        runtime = owner._hold()  # a closed runtime has freed this kernel: ValueError
+        runtime, counted = owner._hold()  # a closed runtime has freed this kernel: ValueError
         try:
             launch_stream = stream_handle(stream)
             arguments = _Arguments(runtime, self._device, launch_stream)
@@ -109,7 +109,7 @@ class Kernel:
             C.kernel_launch(self._handle, grid, block, shared_mem, launch_stream, values, sizes,
                             self.name_expression, runtime, tuple(arguments.producers))
         finally:
-            owner._release()
+            owner._release(counted)
 
     def __repr__(self) -> str:
         return f"<jitops.Kernel {self.name_expression} from {self.source!r}>"
@@ -174,14 +174,16 @@ _packers: dict[type, Callable[[Any], bytes]] = {}  # a scalar type's bytes, as t
 
 
 def _numpy_packer(scalar: Any) -> Callable[[Any], bytes]:
-    """struct's native packing of the scalar's type where it gives the type's own bytes (5x
-    faster than tobytes()); tobytes() for the rest (complex, say)."""
-    try:
-        packer = struct.Struct(scalar.dtype.char)
-    except struct.error:
-        return type(scalar).tobytes
-    return packer.pack if packer.size == scalar.dtype.itemsize and packer.pack(scalar) == scalar.tobytes() \
-        else type(scalar).tobytes
+    """struct's native packing (5x faster than tobytes()) for the types it packs bit for bit:
+    integers, bool and float64. A float32 or float16 would pass through a double, which
+    quiets a signalling NaN and rewrites half's NaN payloads: those, and the rest (complex,
+    say), take tobytes()."""
+    dtype = scalar.dtype
+    if dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize == 8):
+        packer = struct.Struct(dtype.char)
+        if packer.size == dtype.itemsize and packer.pack(scalar) == scalar.tobytes():
+            return packer.pack
+    return type(scalar).tobytes
 
 
 def _kind_of(arg: Any, position: int) -> int:
@@ -193,7 +195,8 @@ def _kind_of(arg: Any, position: int) -> int:
 
 def _classify(arg: Any, position: int) -> int:
     """What ``arg``'s type is as a kernel argument; TypeError for what cannot be one."""
-    if callable(getattr(arg, "data_ptr", None)) and callable(getattr(arg, "get_device", None)):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(arg, torch.Tensor):
         return _TORCH
     if hasattr(arg, "__cuda_array_interface__"):
         return _INTERFACE
@@ -246,8 +249,8 @@ class _Arguments:
             self.producers.append(producer)
 
     def _torch_address(self, tensor: Any, device: int, position: int) -> int:
-        if device < 0:
-            raise TypeError(f"kernel argument {position} is a tensor in host memory")
+        if device < 0 or not tensor.is_cuda:
+            raise TypeError(f"kernel argument {position} is a tensor on {tensor.device}, not in CUDA memory")
         self._check_device(device, position)
         if self.device >= 0 and not self.torch_stream_asked:
             self.torch_stream_asked = True

@@ -100,8 +100,8 @@ class Runtime:
     _device_index: int  # the device, or -1 for a compile-only runtime (info.device, kept)
     _registered: set[str]
     _lock: threading.Lock
-    _holders: int  # calls in flight on the handle (private runtimes), which close() waits for
-    _idle: threading.Condition  # on _lock: notified when _holders drops to 0
+    _holders: int  # calls in flight on the handle (private runtimes)
+    _doomed: int  # a handle close() left to the last call in flight to destroy, else 0
 
     def __new__(
         cls,
@@ -139,7 +139,7 @@ class Runtime:
         runtime._registered = set()
         runtime._lock = threading.Lock()
         runtime._holders = 0
-        runtime._idle = threading.Condition(runtime._lock)
+        runtime._doomed = 0
         return runtime
 
     # ---- what it is ------------------------------------------------------------------------
@@ -197,15 +197,15 @@ class Runtime:
 
     def close(self) -> None:
         """Destroys a private runtime (flushing its usage counts to the cache). The work it
-        launched must have finished; calls on it still running in other threads (a compile, a
-        launch) finish first, and later ones raise ValueError. Shared runtimes live until the
-        interpreter exits, and closing one does nothing."""
+        launched must have finished. Calls on it still running in other threads (a compile, a
+        launch) finish first, the last of them destroying it; later calls raise ValueError.
+        Shared runtimes live until the interpreter exits, and closing one does nothing."""
         if self.shared:
             return
         with self._lock:
             handle, self.handle = self.handle, 0
-            while self._holders:
-                self._idle.wait()
+            if self._holders:
+                self._doomed, handle = handle, 0
         if handle:
             C.runtime_destroy(handle)
 
@@ -226,33 +226,36 @@ class Runtime:
             raise ValueError("this runtime was closed")
         return self.handle
 
-    # A call that releases the GIL on the handle must hold it (_hold ... _release), so that
-    # close() in another thread does not destroy the runtime under it. Shared runtimes are
-    # never closed by close(), so they skip the count.
+    # A call that releases the GIL on the handle holds it (_hold ... _release), so that close()
+    # in another thread does not destroy the runtime under it. Shared runtimes are destroyed
+    # only at exit, so their calls are not counted.
 
-    def _hold(self) -> int:
+    def _hold(self) -> tuple[int, bool]:
+        """The handle, and whether this call was counted (pass it to _release)."""
         if self.shared:
-            return self._live()
+            return self._live(), False
         with self._lock:
             handle = self._live()
             self._holders += 1
-            return handle
+            return handle, True
 
-    def _release(self) -> None:
-        if self.shared:
+    def _release(self, counted: bool) -> None:
+        if not counted:
             return
         with self._lock:
             self._holders -= 1
-            if not self._holders:
-                self._idle.notify_all()
+            doomed = 0 if self._holders else self._doomed
+            self._doomed = 0 if doomed else self._doomed
+        if doomed:
+            C.runtime_destroy(doomed)
 
     def _call(self, function: Callable[..., T], *args: Any) -> T:
         """``function(handle, *args)``, holding the handle."""
-        handle = self._hold()
+        handle, counted = self._hold()
         try:
             return function(handle, *args)
         finally:
-            self._release()
+            self._release(counted)
 
     def __repr__(self) -> str:
         if not self.handle:
@@ -276,10 +279,11 @@ def _destroy_shared_runtimes() -> None:
                 torch.cuda.synchronize(index)
     except Exception:  # a broken CUDA state must not break the interpreter's exit
         pass
+    with Runtime._shared_lock:  # first, so that a provider asked from here on makes new ones
+        shared = list(Runtime._shared.values())
+        Runtime._shared.clear()
     for forget in before_shared_runtimes_close:
         forget()
-    shared = list(Runtime._shared.values())
-    Runtime._shared.clear()  # a later Runtime(device) makes a new one
     for runtime in shared:
         runtime.shared = False
         runtime.close()

@@ -113,6 +113,18 @@ def test_scalars_become_their_own_bytes():
             assert arguments.value(scalar, position) == bytes(memoryview(scalar).cast("B")), scalar
 
 
+def test_float_scalars_keep_their_nan_bits():
+    from jitops.jit import _Arguments
+
+    arguments = _Arguments(0, -1, 0)
+    for dtype, bits in ((np.float16, (0x7C01, 0xFE7F, 0x7D55)), (np.float32, (0x7F800001, 0xFFA00000)),
+                        (np.float64, (0x7FF0000000000001,))):
+        for pattern in bits:
+            scalar = np.array([pattern], dtype=f"u{np.dtype(dtype).itemsize}").view(dtype)[0]
+            for _ in range(2):  # the first call picks the type's packer, the second uses it
+                assert arguments.value(scalar, 0) == scalar.tobytes(), (dtype, hex(pattern))
+
+
 def test_values_are_checked_in_c_before_the_launch():
     """The C side reads ints as 8-byte addresses and bytes as they are, and checks their
     number and sizes against the kernel's parameters before anything is launched (here a
@@ -186,17 +198,27 @@ def test_arrays_on_another_device_are_refused_before_export():
         _Arguments(0, 0, 0).value(producer, 3)
     assert producer.asked == []  # refused before the producer synchronized anything
 
-    class TensorLike:  # PyTorch's duck type: data_ptr() and get_device()
+    with pytest.raises(TypeError, match="not in CUDA memory"):
+        _Arguments(0, 0, 0).value(_DLPackOn(1, 0), 0)
+
+
+def test_torch_tensors_outside_cuda_memory_are_refused():
+    torch = pytest.importorskip("torch")
+    from jitops.jit import _Arguments
+
+    for tensor in (torch.ones(4), torch.ones(4, device="meta")):
+        with pytest.raises(TypeError, match=f"argument 1 is a tensor on {tensor.device.type}.*not in CUDA memory"):
+            _Arguments(0, 0, 0).value(tensor, 1)
+
+    class DuckTyped:  # data_ptr() and get_device() alone do not make a torch tensor
         def data_ptr(self):
             return 4096
 
         def get_device(self):
-            return 2
+            return 0
 
-    with pytest.raises(jitops.InvalidDeviceError, match="argument 0 is on cuda:2; the kernel runs on cuda:1"):
-        _Arguments(0, 1, 0).value(TensorLike(), 0)
-    with pytest.raises(TypeError, match="not in CUDA memory"):
-        _Arguments(0, 0, 0).value(_DLPackOn(1, 0), 0)
+    with pytest.raises(TypeError, match="neither an array nor a typed scalar"):
+        _Arguments(0, 0, 0).value(DuckTyped(), 0)
 
 
 def test_masked_cuda_array_interfaces_are_refused(runtime):
@@ -215,6 +237,8 @@ def test_grid_sizes_take_numpy_integers_and_overflow_says_so(runtime):
     kernel = jitops.get_kernel("tests/empty.cu", "empty", runtime=runtime)
     with pytest.raises(jitops.NoDeviceError):  # the launch is reached: the sizes were accepted
         kernel(np.int64(4), (np.int32(32), np.uint8(2)), ())
+    with pytest.raises(jitops.NoDeviceError):  # arrays of sizes, and a 0-d one
+        kernel(np.array([4, 2]), np.array(32), ())
     with pytest.raises(OverflowError, match="grid does not fit int64"):
         kernel(2**70, 32, ())
     with pytest.raises(TypeError, match="grid takes an int or a sequence"):
@@ -237,23 +261,24 @@ def test_stream_handles():
         jitops.stream_handle("default")
 
 
-def test_close_waits_for_calls_in_flight(cache_dir):
+def test_close_leaves_the_runtime_to_the_last_call_in_flight(cache_dir):
     """close() from another thread used to destroy a private runtime under a call that had
-    released the GIL (a compile, a launch): a use after free. It now waits for such calls, and
-    later calls raise ValueError."""
-    import threading
-
+    released the GIL (a compile, a launch): a use after free. Now the runtime is closed to new
+    calls at once and destroyed by the last call in flight, and close() never blocks (a
+    thread may close the runtime it is itself calling)."""
     rt = jitops.Runtime(arch="sm_90", cache_dir=cache_dir, cache_mode="off")
-    rt._hold()  # what a compile or a launch holds while the GIL is released
-    closer = threading.Thread(target=rt.close)
-    closer.start()
-    closer.join(0.3)
-    assert closer.is_alive()  # waiting for the call in flight
+    handle = rt.handle
+    first, second = rt._hold(), rt._hold()  # what compiles or launches hold with the GIL released
+    assert first == second == (handle, True)
+    rt.close()
+    assert rt.handle == 0 and rt._doomed == handle  # closed to new calls, not yet destroyed
     with pytest.raises(ValueError, match="closed"):
-        rt.stats()  # but no new call starts
-    rt._release()
-    closer.join(10)
-    assert not closer.is_alive() and rt.handle == 0
+        rt.stats()
+    rt._release(True)
+    assert rt._doomed == handle
+    rt._release(True)  # the last one destroys it
+    assert rt._doomed == 0 and rt._holders == 0
+    rt.close()  # twice: nothing
 
 
 def test_a_compile_in_flight_survives_close(cache_dir):
