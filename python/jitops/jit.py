@@ -242,10 +242,11 @@ class _Arguments:
         return self._dlpack_address(arg, position)
 
     def _after(self, producer: Optional[int]) -> None:
-        """Orders the launch after ``producer``'s work (None: nothing to wait for)."""
-        if producer is None or self.device < 0:
+        """Orders the launch after ``producer``'s work (None: nothing to wait for). Asked only
+        on a device runtime: a compile-only one refuses the launch anyway."""
+        if producer is None or _stream_identity(producer) == _stream_identity(self.stream):
             return
-        if _stream_identity(producer) != _stream_identity(self.stream) and producer not in self.producers:
+        if producer not in self.producers:
             self.producers.append(producer)
 
     def _torch_address(self, tensor: Any, device: int, position: int) -> int:

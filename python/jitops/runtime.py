@@ -17,9 +17,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, TypeVar, Union
 
-T = TypeVar("T")
-
 from ._lib import C
+
+T = TypeVar("T")
 
 Device = Union[int, str, Any]  # an index, "cuda:1", or a torch.device
 
@@ -244,8 +244,9 @@ class Runtime:
             return
         with self._lock:
             self._holders -= 1
-            doomed = 0 if self._holders else self._doomed
-            self._doomed = 0 if doomed else self._doomed
+            doomed = 0
+            if not self._holders:
+                doomed, self._doomed = self._doomed, 0
         if doomed:
             C.runtime_destroy(doomed)
 
